@@ -1,0 +1,60 @@
+"""Build the Cython extension modules of bayes_subsample.
+
+Every ``*.pyx`` file below ``bayes_subsample/`` becomes one extension module.
+All of them link numpy's static ``npyrandom`` library (needed by
+``numpy/random/c_distributions.pxd``) and are compiled with OpenMP where the
+compiler supports it (set ``BAYES_SUBSAMPLE_NO_OPENMP=1`` to disable).
+"""
+import os
+import sys
+from glob import glob
+
+import numpy as np
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+NUMPY_RANDOM_LIB = os.path.join(os.path.dirname(np.__file__), "random", "lib")
+
+use_openmp = sys.platform.startswith("linux") and not os.environ.get(
+    "BAYES_SUBSAMPLE_NO_OPENMP"
+)
+compile_args = ["-O3"]
+link_args = []
+if use_openmp:
+    compile_args.append("-fopenmp")
+    link_args.append("-fopenmp")
+
+
+def make_extensions():
+    exts = []
+    for pyx in sorted(glob(os.path.join("bayes_subsample", "**", "*.pyx"), recursive=True)):
+        name = os.path.splitext(pyx)[0].replace(os.sep, ".")
+        exts.append(
+            Extension(
+                name,
+                [pyx],
+                include_dirs=[np.get_include()],
+                library_dirs=[NUMPY_RANDOM_LIB],
+                libraries=["npyrandom", "m"],
+                define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+                extra_compile_args=compile_args,
+                extra_link_args=link_args,
+            )
+        )
+    return exts
+
+
+setup(
+    ext_modules=cythonize(
+        make_extensions(),
+        compiler_directives={
+            "language_level": "3",
+            "boundscheck": False,
+            "wraparound": False,
+            "cdivision": True,
+            "initializedcheck": False,
+            "cpow": True,
+        },
+        nthreads=int(os.environ.get("BAYES_SUBSAMPLE_CYTHON_JOBS", "0")) or None,
+    ),
+)
