@@ -1,0 +1,247 @@
+"""The model protocol every sampler runs on.
+
+A model is a posterior ``log pi(theta) = sum_k l_k(theta) + log p(theta)`` over
+``n_data`` per-datum log-likelihood terms ``l_k`` and a prior. Samplers only use
+the methods of :class:`Model`, so a user-defined model (see
+:class:`FunctionModel`) runs through every sampler; the GLMs in
+:mod:`bayes_subsample.models` are its compiled implementations.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+__all__ = ["Model", "GaussianPrior", "FunctionModel"]
+
+
+class GaussianPrior:
+    """Independent Gaussian prior ``N(0, diag(scale**2))`` on the parameters.
+
+    Parameters
+    ----------
+    scale : float or array-like of shape (n_params,)
+        Prior standard deviation of each parameter.
+    n_params : int, optional
+        Number of parameters (needed when ``scale`` is a scalar).
+
+    Examples
+    --------
+    >>> prior = GaussianPrior([1.0, 10.0])
+    >>> float(prior.log_prob(np.zeros(2)))
+    0.0
+    """
+
+    def __init__(self, scale, n_params=None):
+        scale = np.asarray(scale, dtype=np.float64)
+        if scale.ndim == 0:
+            if n_params is None:
+                raise ValueError("n_params is required with a scalar prior scale")
+            scale = np.full(int(n_params), float(scale))
+        if scale.ndim != 1 or (n_params is not None and scale.shape[0] != n_params):
+            raise ValueError(f"prior scale must have shape ({n_params},), got {scale.shape}")
+        if not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+            raise ValueError("prior scales must be finite and > 0")
+        self.scale = scale
+        self.precision = 1.0 / scale**2
+
+    @property
+    def n_params(self):
+        return self.scale.shape[0]
+
+    def log_prob(self, theta):
+        """Log density up to an additive constant (0 at theta = 0)."""
+        return -0.5 * float(np.dot(self.precision * theta, theta))
+
+    def grad_log_prob(self, theta):
+        return -self.precision * theta
+
+    def neg_hessian(self):
+        """``-d^2 log p / d theta^2`` (a diagonal matrix)."""
+        return np.diag(self.precision)
+
+
+class Model:
+    """Base class / protocol of a posterior over per-datum terms.
+
+    Subclasses must set ``n_data``, ``n_params`` and ``prior`` and implement
+    :meth:`loglik_terms` and :meth:`grad_terms` (NumPy-vectorised over an index
+    array). Everything else has generic implementations that the compiled GLMs
+    override with fused Cython passes.
+
+    Attributes
+    ----------
+    n_data : int
+        Number of data terms ``n``.
+    n_params : int
+        Dimension of ``theta``.
+    prior : GaussianPrior
+        The prior (anything with ``log_prob``, ``grad_log_prob``, ``neg_hessian``).
+    """
+
+    n_data: int
+    n_params: int
+    prior: GaussianPrior
+    #: name of the family for compiled GLM kernels (None for generic models)
+    family = None
+
+    # ---- to implement -------------------------------------------------------
+    def loglik_terms(self, theta, idx):
+        """Per-datum log-likelihoods ``l_k(theta)`` for ``k in idx``, shape (len(idx),)."""
+        raise NotImplementedError
+
+    def grad_terms(self, theta, idx):
+        """Per-datum gradients ``grad l_k(theta)`` for ``k in idx``, shape (len(idx), n_params)."""
+        raise NotImplementedError
+
+    # ---- generic implementations --------------------------------------------
+    def grad_sum(self, theta, idx):
+        """``sum_{k in idx} grad l_k(theta)``."""
+        return self.grad_terms(theta, idx).sum(axis=0)
+
+    def full_pass(self, theta, *, gradient=True, hessian=False):
+        """Full-data ``(sum_k l_k, sum_k grad l_k, sum_k Hessian l_k)``.
+
+        Entries not asked for are ``None``. The generic version evaluates in
+        chunks and, for the Hessian, differentiates the gradient numerically
+        (central differences); compiled models do all in one read of the data.
+        """
+        theta = np.asarray(theta, dtype=np.float64)
+        ll = 0.0
+        grad = np.zeros(self.n_params) if gradient else None
+        chunk = 65536
+        for start in range(0, self.n_data, chunk):
+            idx = np.arange(start, min(start + chunk, self.n_data), dtype=np.int64)
+            ll += float(np.sum(self.loglik_terms(theta, idx)))
+            if gradient:
+                grad += self.grad_sum(theta, idx)
+        hess = self._numerical_hessian(theta) if hessian else None
+        return ll, grad, hess
+
+    def _numerical_hessian(self, theta):
+        p = self.n_params
+        hess = np.empty((p, p))
+        all_idx = np.arange(self.n_data, dtype=np.int64)
+        for j in range(p):
+            h = 1e-5 * max(1.0, abs(theta[j]))
+            tp, tm = theta.copy(), theta.copy()
+            tp[j] += h
+            tm[j] -= h
+            hess[:, j] = (self.grad_sum(tp, all_idx) - self.grad_sum(tm, all_idx)) / (2 * h)
+        return 0.5 * (hess + hess.T)
+
+    def log_likelihood(self, theta):
+        return self.full_pass(theta, gradient=False)[0]
+
+    def log_posterior(self, theta):
+        """Full-data log posterior (up to a constant)."""
+        return self.log_likelihood(theta) + self.prior.log_prob(theta)
+
+    def log_posterior_and_grad(self, theta):
+        ll, g, _ = self.full_pass(theta, gradient=True)
+        return ll + self.prior.log_prob(theta), g + self.prior.grad_log_prob(theta)
+
+    def neg_hessian_log_posterior(self, theta):
+        """``-d^2 log pi / d theta^2`` at theta (the posterior precision at the mode)."""
+        _, _, h = self.full_pass(theta, gradient=False, hessian=True)
+        return -h + self.prior.neg_hessian()
+
+    def range_bound(self, theta, theta_new):
+        """``C >= max_k |l_k(theta_new) - l_k(theta)|`` (needed by the confidence sampler)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} provides no range bound C(theta, theta'); the confidence "
+            "sampler needs one: implement Model.range_bound(theta, theta_new)"
+        )
+
+    # ---- helpers ---------------------------------------------------------------
+    def check_indices(self, idx):
+        """Validate an index array (int, 1-D, in range) and return it as int64."""
+        idx = np.asarray(idx)
+        if idx.ndim != 1:
+            raise ValueError(f"indices must be 1-D, got shape {idx.shape}")
+        if idx.size and not np.issubdtype(idx.dtype, np.integer):
+            raise TypeError(f"indices must be integers, got dtype {idx.dtype}")
+        idx = np.ascontiguousarray(idx, dtype=np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= self.n_data):
+            raise IndexError(
+                f"index out of range: indices must lie in [0, {self.n_data}), got "
+                f"min {idx.min()}, max {idx.max()}"
+            )
+        return idx
+
+    def check_theta(self, theta):
+        theta = np.ascontiguousarray(theta, dtype=np.float64)
+        if theta.shape != (self.n_params,):
+            raise ValueError(f"theta must have shape ({self.n_params},), got {theta.shape}")
+        return theta
+
+
+class FunctionModel(Model):
+    """A user model from NumPy-vectorised per-datum functions.
+
+    Parameters
+    ----------
+    loglik : callable ``(theta, idx) -> ndarray (len(idx),)``
+        Per-datum log-likelihoods for the data indexed by ``idx``.
+    grad : callable ``(theta, idx) -> ndarray (len(idx), n_params)``
+        Per-datum gradients.
+    n_data : int
+        Number of data terms.
+    n_params : int
+        Number of parameters.
+    prior_scale : float or array-like, default=10.0
+        Standard deviation(s) of the Gaussian prior.
+    range_bound : callable ``(theta, theta_new) -> float``, optional
+        Bound on ``max_k |l_k(theta_new) - l_k(theta)|`` (confidence sampler).
+
+    Examples
+    --------
+    A 1-D Gaussian with unknown mean and log-scale, ``theta = (mu, log_sigma)``:
+
+    >>> x = np.random.default_rng(0).normal(1.0, 2.0, size=500)
+    >>> def loglik(theta, idx):
+    ...     mu, log_s = theta
+    ...     z = (x[idx] - mu) / np.exp(log_s)
+    ...     return -0.5 * z**2 - log_s - 0.5 * np.log(2 * np.pi)
+    >>> def grad(theta, idx):
+    ...     mu, log_s = theta
+    ...     z = (x[idx] - mu) / np.exp(log_s)
+    ...     return np.column_stack([z / np.exp(log_s), z**2 - 1.0])
+    >>> model = FunctionModel(loglik, grad, n_data=500, n_params=2)
+    >>> model.loglik_terms(np.zeros(2), np.arange(3)).shape
+    (3,)
+    """
+
+    def __init__(self, loglik, grad, n_data, n_params, prior_scale=10.0, range_bound=None):
+        if not callable(loglik) or not callable(grad):
+            raise TypeError("loglik and grad must be callables (theta, idx) -> array")
+        for name, v in (("n_data", n_data), ("n_params", n_params)):
+            if not isinstance(v, numbers.Integral) or v < 1:
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        self._loglik = loglik
+        self._grad = grad
+        self._range_bound = range_bound
+        self.n_data = int(n_data)
+        self.n_params = int(n_params)
+        self.prior = GaussianPrior(prior_scale, self.n_params)
+
+    def loglik_terms(self, theta, idx):
+        out = np.asarray(self._loglik(theta, idx), dtype=np.float64)
+        if out.shape != (len(idx),):
+            raise ValueError(
+                f"loglik returned shape {out.shape}, expected ({len(idx)},) for {len(idx)} indices"
+            )
+        return out
+
+    def grad_terms(self, theta, idx):
+        out = np.asarray(self._grad(theta, idx), dtype=np.float64)
+        if out.shape != (len(idx), self.n_params):
+            raise ValueError(
+                f"grad returned shape {out.shape}, expected ({len(idx)}, {self.n_params})"
+            )
+        return out
+
+    def range_bound(self, theta, theta_new):
+        if self._range_bound is None:
+            return super().range_bound(theta, theta_new)
+        return float(self._range_bound(theta, theta_new))

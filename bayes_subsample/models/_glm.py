@@ -1,0 +1,229 @@
+"""Compiled generalised linear models (logistic, Poisson, Gaussian).
+
+``theta`` holds the coefficients followed by the intercept (if
+``fit_intercept``); the intercept is a virtual column of ones, so ``X`` is
+never copied to add it. ``X`` is used as given when it is a C-contiguous
+float32/float64 array (read-only and memory-mapped arrays work); otherwise it
+is copied once, deliberately, to that layout.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from . import _glm_fast
+from ._base import GaussianPrior, Model
+
+__all__ = ["GLM", "LogisticRegressionModel", "PoissonRegressionModel", "GaussianRegressionModel"]
+
+_FAMILIES = {"logistic": 0, "poisson": 1, "gaussian": 2}
+
+
+def _default_threads():
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover
+        return max(1, os.cpu_count() or 1)
+
+
+def check_design(X, name="X"):
+    """Validate a design matrix: 2-D, float32/float64, finite, C-contiguous."""
+    if hasattr(X, "toarray") or hasattr(X, "tocsr"):
+        raise TypeError(f"{name}: sparse matrices are not supported; pass a dense array")
+    X = np.asarray(X)
+    if X.dtype not in (np.float32, np.float64):
+        if X.dtype.kind in "iub":
+            X = X.astype(np.float64)
+        else:
+            raise TypeError(f"{name} must be a float32 or float64 array, got dtype {X.dtype}")
+    if X.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (n_samples, n_features), got shape {X.shape}")
+    if X.shape[0] < 1 or X.shape[1] < 1:
+        raise ValueError(f"{name} must have at least one row and one column, got {X.shape}")
+    if not X.flags.c_contiguous:
+        X = np.ascontiguousarray(X)  # deliberate copy: kernels read rows
+    # chunked finiteness check (no full-size temporary)
+    step = max(1, 2**22 // X.shape[1])
+    for s in range(0, X.shape[0], step):
+        if not np.isfinite(X[s : s + step]).all():
+            raise ValueError(f"{name} contains NaN or infinity")
+    return X
+
+
+class GLM(Model):
+    """Canonical GLM posterior with an independent Gaussian prior.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        Design matrix (float32 or float64; kept in its dtype).
+    y : array-like of shape (n_samples,)
+        Targets.
+    family : {"logistic", "poisson", "gaussian"}
+    fit_intercept : bool, default=True
+        Add an intercept, the last entry of ``theta``.
+    prior_scale : float, default=10.0
+        Prior standard deviation of every coefficient.
+    intercept_prior_scale : float, default=10.0
+        Prior standard deviation of the intercept.
+    noise_scale : float, default=1.0
+        Gaussian family only: the (known) noise standard deviation.
+    n_threads : int, optional
+        Threads for full-data passes (default: all available cores). Results
+        do not depend on it.
+    """
+
+    def __init__(self, X, y, family, *, fit_intercept=True, prior_scale=10.0,
+                 intercept_prior_scale=10.0, noise_scale=1.0, n_threads=None):
+        if family not in _FAMILIES:
+            raise ValueError(f"family must be one of {sorted(_FAMILIES)}, got {family!r}")
+        self.family = family
+        self._fam = _FAMILIES[family]
+        self.X = check_design(X)
+        y = np.asarray(y)
+        if y.ndim != 1 or y.shape[0] != self.X.shape[0]:
+            raise ValueError(
+                f"y must have shape ({self.X.shape[0]},) to match X, got {y.shape}"
+            )
+        if y.dtype.kind not in "iubf":
+            raise TypeError(f"y must be numeric, got dtype {y.dtype}")
+        y = np.ascontiguousarray(y, dtype=np.float64)
+        if not np.isfinite(y).all():
+            raise ValueError("y contains NaN or infinity")
+        if family == "logistic" and not np.isin(y, (0.0, 1.0)).all():
+            raise ValueError("logistic regression needs y in {0, 1}")
+        if family == "poisson" and (np.any(y < 0) or np.any(y != np.round(y))):
+            raise ValueError("Poisson regression needs non-negative integer counts y")
+        self.y = y
+        self.fit_intercept = bool(fit_intercept)
+        self.n_data, self.n_features = self.X.shape
+        self.n_params = self.n_features + int(self.fit_intercept)
+        if family == "gaussian":
+            if not (np.isfinite(noise_scale) and noise_scale > 0):
+                raise ValueError(f"noise_scale must be a finite float > 0, got {noise_scale!r}")
+            self.noise_scale = float(noise_scale)
+            self.phi = self.noise_scale**2
+        else:
+            self.noise_scale = None
+            self.phi = 1.0
+        scales = np.full(self.n_params, float(prior_scale))
+        if self.fit_intercept:
+            scales[-1] = float(intercept_prior_scale)
+        self.prior = GaussianPrior(scales, self.n_params)
+        self.n_threads = _default_threads() if n_threads is None else max(1, int(n_threads))
+        self._row_norm_max = None
+        self._y_absmax = None
+
+    # ---- per-datum terms ------------------------------------------------------
+    def linear_predictor(self, theta, X=None):
+        """``eta = X theta_coef + intercept`` for ``X`` (default: the model's data)."""
+        theta = self.check_theta(theta)
+        if X is None:
+            X = self.X
+        eta = np.asarray(X, dtype=np.float64) @ theta[: self.n_features]
+        if self.fit_intercept:
+            eta += theta[-1]
+        return eta
+
+    def loglik_terms(self, theta, idx):
+        theta, idx = self.check_theta(theta), self.check_indices(idx)
+        out = np.empty(idx.shape[0])
+        _glm_fast.loglik_terms(self._fam, self.X, self.y, theta, self.fit_intercept,
+                               self.phi, idx, out)
+        return out
+
+    def grad_terms(self, theta, idx):
+        theta, idx = self.check_theta(theta), self.check_indices(idx)
+        out = np.empty((idx.shape[0], self.n_params))
+        _glm_fast.grad_terms(self._fam, self.X, self.y, theta, self.fit_intercept,
+                             self.phi, idx, out)
+        return out
+
+    def grad_sum(self, theta, idx):
+        theta, idx = self.check_theta(theta), self.check_indices(idx)
+        out = np.empty(self.n_params)
+        _glm_fast.grad_sum(self._fam, self.X, self.y, theta, self.fit_intercept,
+                           self.phi, idx, out, False)
+        return out
+
+    def full_pass(self, theta, *, gradient=True, hessian=False, loglik=True):
+        """One fused read of X: ``(sum l_k, sum grad l_k, sum Hessian l_k)``."""
+        theta = self.check_theta(theta)
+        grad = np.empty(self.n_params) if gradient else None
+        hess = np.empty((self.n_params, self.n_params)) if hessian else None
+        ll = _glm_fast.full_pass(self._fam, self.X, self.y, theta, self.fit_intercept,
+                                 self.phi, loglik, grad, hess, self.n_threads)
+        return (ll if loglik else None), grad, hess
+
+    # ---- range bounds for the confidence sampler (ALGORITHMS §1.4) ------------
+    @property
+    def row_norm_max(self):
+        """``max_k ||x_k||`` including the intercept column (computed once)."""
+        if self._row_norm_max is None:
+            self._row_norm_max = float(_glm_fast.row_norm_max(self.X, self.fit_intercept))
+        return self._row_norm_max
+
+    def _max_abs_y_times_norm(self):
+        if self._y_absmax is None:
+            best = 0.0
+            step = max(1, 2**20 // self.n_features)
+            for s in range(0, self.n_data, step):
+                xs = np.asarray(self.X[s : s + step], dtype=np.float64)
+                norms = np.sqrt(np.einsum("ij,ij->i", xs, xs) + float(self.fit_intercept))
+                best = max(best, float(np.max(np.abs(self.y[s : s + step]) * norms)))
+            self._y_absmax = best
+        return self._y_absmax
+
+    def range_bound(self, theta, theta_new):
+        dtheta = float(np.linalg.norm(np.asarray(theta_new) - np.asarray(theta)))
+        R = self.row_norm_max
+        if self.family == "logistic":
+            return R * dtheta
+        if self.family == "gaussian":
+            s = float(np.linalg.norm(np.asarray(theta_new) + np.asarray(theta)))
+            return dtheta * (2 * self._max_abs_y_times_norm() + R * R * s) / (2 * self.phi)
+        big = R * max(np.linalg.norm(theta), np.linalg.norm(theta_new))
+        return dtheta * (self._max_abs_y_times_norm() + R * np.exp(min(big, 700.0)))
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(n_data={self.n_data}, n_features={self.n_features}, "
+                f"fit_intercept={self.fit_intercept}, dtype={self.X.dtype})")
+
+
+class LogisticRegressionModel(GLM):
+    """Bayesian logistic regression posterior (y in {0, 1}). See :class:`GLM`."""
+
+    def __init__(self, X, y, *, fit_intercept=True, prior_scale=10.0,
+                 intercept_prior_scale=10.0, n_threads=None):
+        super().__init__(X, y, "logistic", fit_intercept=fit_intercept, prior_scale=prior_scale,
+                         intercept_prior_scale=intercept_prior_scale, n_threads=n_threads)
+
+
+class PoissonRegressionModel(GLM):
+    """Bayesian Poisson regression posterior (log link). See :class:`GLM`."""
+
+    def __init__(self, X, y, *, fit_intercept=True, prior_scale=10.0,
+                 intercept_prior_scale=10.0, n_threads=None):
+        super().__init__(X, y, "poisson", fit_intercept=fit_intercept, prior_scale=prior_scale,
+                         intercept_prior_scale=intercept_prior_scale, n_threads=n_threads)
+
+
+class GaussianRegressionModel(GLM):
+    """Bayesian linear regression posterior with known noise sd. See :class:`GLM`."""
+
+    def __init__(self, X, y, *, noise_scale=1.0, fit_intercept=True, prior_scale=10.0,
+                 intercept_prior_scale=10.0, n_threads=None):
+        super().__init__(X, y, "gaussian", fit_intercept=fit_intercept, prior_scale=prior_scale,
+                         intercept_prior_scale=intercept_prior_scale, noise_scale=noise_scale,
+                         n_threads=n_threads)
+
+    def exact_posterior(self):
+        """Closed-form posterior ``(mean, covariance)`` (conjugate Gaussian)."""
+        X = np.asarray(self.X, dtype=np.float64)
+        if self.fit_intercept:
+            X = np.column_stack([X, np.ones(self.n_data)])
+        prec = X.T @ X / self.phi + np.diag(self.prior.precision)
+        cov = np.linalg.inv(prec)
+        mean = cov @ (X.T @ self.y / self.phi)
+        return mean, cov
