@@ -1,0 +1,5 @@
+"""scikit-learn estimators: Bayesian GLMs sampled by (subsampling) MCMC."""
+from ._estimators import (BayesianLinearRegression, BayesianLogisticRegression,
+                          BayesianPoissonRegression)
+
+__all__ = ["BayesianLogisticRegression", "BayesianLinearRegression", "BayesianPoissonRegression"]

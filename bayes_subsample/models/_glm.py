@@ -152,8 +152,10 @@ class GLM(Model):
         theta = self.check_theta(theta)
         grad = np.empty(self.n_params) if gradient else None
         hess = np.empty((self.n_params, self.n_params)) if hessian else None
+        # threads pay off only on large data (results do not depend on them)
+        threads = self.n_threads if self.n_data * self.n_features >= 1_000_000 else 1
         ll = _glm_fast.full_pass(self._fam, self.X, self.y, theta, self.fit_intercept,
-                                 self.phi, loglik, grad, hess, self.n_threads)
+                                 self.phi, loglik, grad, hess, threads)
         return (ll if loglik else None), grad, hess
 
     # ---- range bounds for the confidence sampler (ALGORITHMS §1.4) ------------

@@ -146,10 +146,16 @@ def full_pass(int family, const floating[:, ::1] X, const double[::1] y,
     if n_threads < 1:
         n_threads = 1
     with nogil:
-        for c in prange(n_chunks, schedule="static", num_threads=n_threads):
-            _chunk_pass(family, X, y, theta, intercept, phi, c * CHUNK,
-                        min((c + 1) * CHUNK, n), want_ll, want_grad, want_hess,
-                        &ll_c[c], &g_c[c, 0], &h_c[c, 0], p)
+        if n_threads > 1 and n_chunks > 1:
+            for c in prange(n_chunks, schedule="static", num_threads=n_threads):
+                _chunk_pass(family, X, y, theta, intercept, phi, c * CHUNK,
+                            min((c + 1) * CHUNK, n), want_ll, want_grad, want_hess,
+                            &ll_c[c], &g_c[c, 0], &h_c[c, 0], p)
+        else:
+            for c in range(n_chunks):
+                _chunk_pass(family, X, y, theta, intercept, phi, c * CHUNK,
+                            min((c + 1) * CHUNK, n), want_ll, want_grad, want_hess,
+                            &ll_c[c], &g_c[c, 0], &h_c[c, 0], p)
         for c in range(n_chunks):
             total += ll_c[c]
         if want_grad:

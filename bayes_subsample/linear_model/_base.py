@@ -1,0 +1,157 @@
+"""Shared machinery of the Bayesian GLM estimators: validation, the call to
+the sampling driver, posterior summaries and prediction helpers."""
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .._driver import sample, seed_sequence
+from ..samplers._base import BaseSampler
+
+#: draws used by predict_proba / predict (evenly spaced over the pooled draws)
+MAX_PREDICT_DRAWS = 1000
+
+
+def _sampler_names():
+    from ..samplers import SAMPLERS
+    return set(SAMPLERS)
+
+
+class BayesianGLMBase(BaseEstimator):
+    """Base of the estimators; subclasses set ``_family`` and build the model."""
+
+    _parameter_constraints: dict = {
+        "sampler": [StrOptions(set()), BaseSampler],  # names filled in lazily, see _validate
+        "n_samples": [Interval(Integral, 1, None, closed="left")],
+        "n_warmup": [Interval(Integral, 0, None, closed="left")],
+        "n_chains": [Interval(Integral, 1, None, closed="left")],
+        "n_jobs": [Integral, None],
+        "prior_scale": [Interval(Real, 0, None, closed="neither")],
+        "intercept_prior_scale": [Interval(Real, 0, None, closed="neither")],
+        "fit_intercept": ["boolean"],
+        "random_state": ["random_state"],
+        "progress": ["boolean"],
+    }
+
+    def _validate(self):
+        # the set of registered sampler names is known only at run time
+        self._parameter_constraints = dict(self._parameter_constraints)
+        self._parameter_constraints["sampler"] = [StrOptions(_sampler_names()), BaseSampler]
+        self._validate_params()
+        if self.n_jobs == 0:
+            raise ValueError("n_jobs == 0 has no meaning; use None, -1 or a positive integer")
+
+    # ---- fitting -------------------------------------------------------------------
+    def _run(self, model):
+        rs = self.random_state
+        if isinstance(rs, np.random.RandomState):
+            rs = int(rs.randint(2**31))
+        names = [f"coef[{j}]" for j in range(model.n_features)]
+        if model.fit_intercept:
+            names.append("intercept")
+        trace = sample(model, self.sampler, n_samples=self.n_samples, n_warmup=self.n_warmup,
+                       n_chains=self.n_chains, n_jobs=self.n_jobs, random_state=seed_sequence(rs),
+                       progress=self.progress, param_names=names)
+        self.trace_ = trace
+        self.posterior_draws_ = trace.draws
+        mean = trace.posterior_mean()
+        p = model.n_features
+        self.coef_ = mean[:p].copy()
+        self.intercept_ = float(mean[p]) if model.fit_intercept else 0.0
+        self.diagnostics_ = self._diagnostics(trace)
+        if trace.signs is not None:
+            self.posterior_signs_ = trace.signs
+            self.tau_hat_ = float((trace.signs > 0).mean())
+
+    @staticmethod
+    def _diagnostics(trace):
+        d = trace.diagnostics()
+        d["sampler"] = trace.sampler.name
+        d["tuning"] = trace.tuning
+        d["interrupted"] = trace.interrupted
+        d["summary"] = trace.summary() if trace.n_samples >= 4 else None
+        return d
+
+    # ---- posterior access --------------------------------------------------------------
+    def _flat_draws(self):
+        return self.posterior_draws_.reshape(-1, self.posterior_draws_.shape[-1])
+
+    def _coef_draws(self, max_draws=None):
+        """``(coef draws (S, d), intercept draws (S,), weights (S,))``, pooled over
+        chains, evenly thinned to at most ``max_draws``; weights are the
+        sign-correction weights (uniform for unsigned samplers)."""
+        flat = self._flat_draws()
+        w = self.trace_.weights()
+        if max_draws is not None and flat.shape[0] > max_draws:
+            keep = np.linspace(0, flat.shape[0] - 1, max_draws).round().astype(np.int64)
+            flat, w = flat[keep], w[keep]
+            w = w / w.sum()
+        p = self.n_features_in_
+        icpt = flat[:, p] if self.fit_intercept else np.zeros(flat.shape[0])
+        return flat[:, :p], icpt, w
+
+    def sample_posterior(self, n_samples=None, random_state=None):
+        """Posterior draws of ``(coef, intercept)``, shape (n_draws, n_params).
+
+        Parameters
+        ----------
+        n_samples : int, optional
+            ``None`` returns all retained draws pooled over chains (chain-major
+            order). An integer returns that many draws resampled with
+            replacement.
+        random_state : int, Generator or None
+            For the resampling.
+
+        Returns
+        -------
+        ndarray of shape (n_draws, n_features + fit_intercept)
+            Coefficients first, intercept last.
+
+        Notes
+        -----
+        For signed samplers (``sampler="hmc_ecs_signed"``) the posterior is the
+        sign-weighted draws. With ``n_samples=None`` only draws with a positive
+        sign are returned (exact when every sign is positive; see
+        ``tau_hat_``); with an integer, draws are resampled with probabilities
+        proportional to the positive part of the sign weights.
+        """
+        check_is_fitted(self)
+        flat = self._flat_draws()
+        signs = self.trace_.signs
+        if n_samples is None:
+            if signs is None:
+                return flat.copy()
+            return flat[signs.reshape(-1) > 0].copy()
+        if not isinstance(n_samples, Integral) or n_samples < 1:
+            raise ValueError(f"n_samples must be a positive integer or None, got {n_samples!r}")
+        rng = np.random.default_rng(seed_sequence(random_state))
+        if signs is None:
+            idx = rng.integers(0, flat.shape[0], size=n_samples)
+        else:
+            prob = np.clip(signs.reshape(-1).astype(float), 0, None)
+            idx = rng.choice(flat.shape[0], size=n_samples, p=prob / prob.sum())
+        return flat[idx].copy()
+
+    def _check_X(self, X):
+        check_is_fitted(self)
+        return validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+
+    def _linear_predictor_draws(self, X, max_draws=MAX_PREDICT_DRAWS):
+        """``eta`` for every (thinned) draw: shape (n, S), and the weights."""
+        coef, icpt, w = self._coef_draws(max_draws)
+        eta = np.asarray(X, dtype=np.float64) @ coef.T + icpt[None, :]
+        return eta, w
+
+    def to_inference_data(self):
+        """The fitted posterior as ``arviz.InferenceData`` (needs arviz)."""
+        check_is_fitted(self)
+        return self.trace_.to_inference_data()
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = False
+        return tags

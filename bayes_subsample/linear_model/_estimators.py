@@ -1,0 +1,358 @@
+"""Bayesian logistic, linear and Poisson regression estimators."""
+from __future__ import annotations
+
+from numbers import Real
+
+import numpy as np
+from scipy.special import expit, log_expit
+from sklearn.base import ClassifierMixin, RegressorMixin
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .._driver import seed_sequence
+from ..models import GaussianRegressionModel, LogisticRegressionModel, PoissonRegressionModel
+from ._base import MAX_PREDICT_DRAWS, BayesianGLMBase
+
+__all__ = ["BayesianLogisticRegression", "BayesianLinearRegression", "BayesianPoissonRegression"]
+
+_COMMON_DOC = """
+    sampler : str or sampler object, default="hmc"
+        MCMC algorithm: a registered name ("mh", "hmc", "hmc_ecs",
+        "hmc_ecs_signed", "austerity", "confidence", "sgld", "sghmc", "ewsg")
+        or an object from :mod:`bayes_subsample.samplers` carrying its
+        hyperparameters (``GridSearchCV`` reaches them as ``sampler__<name>``).
+    n_samples : int, default=1000
+        Retained iterations per chain.
+    n_warmup : int, default=1000
+        Warmup (adaptation) iterations per chain, discarded.
+    n_chains : int, default=4
+        Independent chains (R-hat needs at least 2).
+    n_jobs : int, default=None
+        Chains run in parallel threads; ``None`` means 1, ``-1`` all cores.
+        Draws do not depend on it.
+    prior_scale : float, default=10.0
+        Standard deviation of the Gaussian prior ``N(0, prior_scale^2)`` on
+        each coefficient.
+    intercept_prior_scale : float, default=10.0
+        Standard deviation of the Gaussian prior on the intercept.
+    fit_intercept : bool, default=True
+        Add an intercept (the last posterior column).
+    random_state : int, Generator or None, default=None
+        Seeds ``SeedSequence(random_state).spawn(...)``: one stream per chain.
+    progress : bool, default=False
+        Show a progress bar (needs tqdm).
+"""
+
+_ATTR_DOC = """
+    coef_ : ndarray of shape (n_features,)
+        Posterior mean of the coefficients (sign-corrected for signed samplers).
+    intercept_ : float
+        Posterior mean of the intercept (0.0 if ``fit_intercept=False``).
+    posterior_draws_ : ndarray of shape (n_chains, n_samples, n_features + fit_intercept)
+        Retained draws; columns are the coefficients in feature order, then the
+        intercept (last).
+    diagnostics_ : dict
+        Per-parameter ``r_hat``, ``ess_bulk``, ``ess_tail``, ``mcse_mean``,
+        ``inefficiency_factor``; per-chain ``acceptance_rate``,
+        ``mean_accept_prob``, ``n_divergences``, ``n_evals`` (per-datum
+        evaluations, tuning included), ``n_evals_per_iteration``,
+        ``data_fraction_per_iteration``, ``wall_time``; ``ess_per_second``,
+        ``tuning`` (step size, leapfrog steps, ...), ``summary`` (a table).
+    trace_ : Trace
+        The full sampling result (warmup draws, per-iteration statistics).
+    n_features_in_ : int
+"""
+
+
+class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
+    __doc__ = f"""Bayesian logistic regression sampled by MCMC.
+
+    Parameters
+    ----------{_COMMON_DOC}
+    Attributes
+    ----------
+    classes_ : ndarray of shape (2,)
+        The two class labels; ``classes_[1]`` is the positive class.{_ATTR_DOC}
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayes_subsample import BayesianLogisticRegression
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 2)); y = (X[:, 0] + rng.normal(size=200) > 0).astype(int)
+    >>> clf = BayesianLogisticRegression(n_samples=200, n_warmup=200, n_chains=2,
+    ...                                  random_state=0).fit(X, y)
+    >>> clf.predict_proba(X[:3]).shape
+    (3, 2)
+    """
+
+    def __init__(self, sampler="hmc", n_samples=1000, n_warmup=1000, n_chains=4, n_jobs=None,
+                 prior_scale=10.0, intercept_prior_scale=10.0, fit_intercept=True,
+                 random_state=None, progress=False):
+        self.sampler = sampler
+        self.n_samples = n_samples
+        self.n_warmup = n_warmup
+        self.n_chains = n_chains
+        self.n_jobs = n_jobs
+        self.prior_scale = prior_scale
+        self.intercept_prior_scale = intercept_prior_scale
+        self.fit_intercept = fit_intercept
+        self.random_state = random_state
+        self.progress = progress
+
+    def fit(self, X, y):
+        """Sample the posterior of the coefficients given ``X`` and binary ``y``.
+
+        Returns
+        -------
+        self
+        """
+        self._validate()
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], order="C")
+        check_classification_targets(y)
+        self.classes_, y_enc = np.unique(y, return_inverse=True)
+        if self.classes_.shape[0] < 2:
+            raise ValueError(
+                "This solver needs samples of at least 2 classes in the data, but the data "
+                f"contains only one class: {self.classes_[0]!r}"
+            )
+        if self.classes_.shape[0] > 2 or type_of_target(y) == "multiclass":
+            raise ValueError(
+                f"BayesianLogisticRegression supports only binary targets; got "
+                f"{self.classes_.shape[0]} classes: {self.classes_.tolist()}"
+            )
+        model = LogisticRegressionModel(X, y_enc.astype(np.float64),
+                                        fit_intercept=self.fit_intercept,
+                                        prior_scale=self.prior_scale,
+                                        intercept_prior_scale=self.intercept_prior_scale)
+        self._run(model)
+        return self
+
+    def decision_function(self, X):
+        """Linear predictor at the posterior mean, ``X @ coef_ + intercept_``."""
+        X = self._check_X(X)
+        return np.asarray(X, dtype=np.float64) @ self.coef_ + self.intercept_
+
+    def predict_proba(self, X):
+        """Posterior predictive class probabilities ``E[sigmoid(x^T theta)]``
+        averaged over (at most 1000 evenly spaced) posterior draws, shape (n, 2)."""
+        X = self._check_X(X)
+        p1 = np.empty(X.shape[0])
+        step = 4096
+        for s in range(0, X.shape[0], step):
+            eta, w = self._linear_predictor_draws(X[s:s + step])
+            p1[s:s + step] = expit(eta) @ w
+        p1 = np.clip(p1, 0.0, 1.0)
+        return np.column_stack([1.0 - p1, p1])
+
+    def predict_log_proba(self, X):
+        X = self._check_X(X)
+        out = np.empty((X.shape[0], 2))
+        step = 4096
+        for s in range(0, X.shape[0], step):
+            eta, w = self._linear_predictor_draws(X[s:s + step])
+            # log of the posterior-mean probability, computed stably
+            from scipy.special import logsumexp
+            lw = np.log(np.clip(w, 1e-300, None))
+            out[s:s + step, 1] = logsumexp(log_expit(eta) + lw, axis=1)
+            out[s:s + step, 0] = logsumexp(log_expit(-eta) + lw, axis=1)
+        return out
+
+    def predict(self, X):
+        """Class with posterior predictive probability above 1/2."""
+        proba = self.predict_proba(X)
+        return self.classes_[(proba[:, 1] > 0.5).astype(int)]
+
+
+class _BayesianRegressorBase(RegressorMixin, BayesianGLMBase):
+    def _predictive_moments(self, X):
+        """Mean and sd of the posterior predictive of y."""
+        raise NotImplementedError
+
+    def predict(self, X, return_std=False):
+        """Posterior predictive mean (and standard deviation with ``return_std``)."""
+        X = self._check_X(X)
+        mean = np.empty(X.shape[0])
+        std = np.empty(X.shape[0])
+        step = 4096
+        for s in range(0, X.shape[0], step):
+            mean[s:s + step], std[s:s + step] = self._predictive_moments(X[s:s + step])
+        return (mean, std) if return_std else mean
+
+    def sample_y(self, X, n_samples=1, random_state=None):
+        """Draws from the posterior predictive of y, shape (n, n_samples)."""
+        X = self._check_X(X)
+        if not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
+            raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
+        rng = np.random.default_rng(seed_sequence(random_state))
+        draws = self.sample_posterior(n_samples=n_samples, random_state=rng)
+        p = self.n_features_in_
+        icpt = draws[:, p] if self.fit_intercept else 0.0
+        eta = np.asarray(X, dtype=np.float64) @ draws[:, :p].T + icpt
+        return self._sample_observation(rng, eta, draws)
+
+
+class BayesianLinearRegression(_BayesianRegressorBase):
+    __doc__ = f"""Bayesian linear regression (Gaussian noise) sampled by MCMC.
+
+    Parameters
+    ----------
+    noise_scale : float or None, default=None
+        Standard deviation of the Gaussian noise. A float fixes it. ``None``
+        estimates it once before sampling from the residuals of the
+        ridge-stabilised least-squares fit, ``sqrt(RSS / (n - p))`` (``p``
+        counting the intercept; ``n <= p`` falls back to ``std(y)``), and keeps
+        it fixed (an empirical-Bayes plug-in); the value is ``noise_scale_``.{_COMMON_DOC}
+    Attributes
+    ----------
+    noise_scale_ : float
+        The noise standard deviation used.{_ATTR_DOC}
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayes_subsample import BayesianLinearRegression
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(100, 2)); y = X @ [1.0, -2.0] + rng.normal(size=100)
+    >>> reg = BayesianLinearRegression(n_samples=200, n_warmup=200, n_chains=2,
+    ...                                random_state=0).fit(X, y)
+    >>> mean, std = reg.predict(X[:2], return_std=True)
+    """
+
+    _parameter_constraints = {
+        **BayesianGLMBase._parameter_constraints,
+        "noise_scale": [Interval(Real, 0, None, closed="neither"), None],
+    }
+
+    def __init__(self, noise_scale=None, sampler="hmc", n_samples=1000, n_warmup=1000,
+                 n_chains=4, n_jobs=None, prior_scale=10.0, intercept_prior_scale=10.0,
+                 fit_intercept=True, random_state=None, progress=False):
+        self.noise_scale = noise_scale
+        self.sampler = sampler
+        self.n_samples = n_samples
+        self.n_warmup = n_warmup
+        self.n_chains = n_chains
+        self.n_jobs = n_jobs
+        self.prior_scale = prior_scale
+        self.intercept_prior_scale = intercept_prior_scale
+        self.fit_intercept = fit_intercept
+        self.random_state = random_state
+        self.progress = progress
+
+    def fit(self, X, y):
+        """Sample the posterior of the coefficients given ``X`` and ``y``.
+
+        Returns
+        -------
+        self
+        """
+        self._validate()
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], order="C",
+                             y_numeric=True)
+        y = np.asarray(y, dtype=np.float64)
+        self.noise_scale_ = (float(self.noise_scale) if self.noise_scale is not None
+                             else self._estimate_noise(X, y))
+        model = GaussianRegressionModel(X, y, noise_scale=self.noise_scale_,
+                                        fit_intercept=self.fit_intercept,
+                                        prior_scale=self.prior_scale,
+                                        intercept_prior_scale=self.intercept_prior_scale)
+        self._run(model)
+        return self
+
+    def _estimate_noise(self, X, y):
+        n = X.shape[0]
+        p = X.shape[1] + int(self.fit_intercept)
+        if n <= p:
+            s = float(np.std(y))
+            return s if s > 0 else 1.0
+        # normal equations in chunks (X is not copied), ridge-stabilised
+        A = np.zeros((p, p))
+        b = np.zeros(p)
+        step = max(1, 2**20 // max(1, X.shape[1]))
+        for s in range(0, n, step):
+            xs = np.asarray(X[s:s + step], dtype=np.float64)
+            if self.fit_intercept:
+                xs = np.column_stack([xs, np.ones(xs.shape[0])])
+            A += xs.T @ xs
+            b += xs.T @ y[s:s + step]
+        A += 1e-8 * np.trace(A) / p * np.eye(p)
+        beta = np.linalg.solve(A, b)
+        rss = 0.0
+        for s in range(0, n, step):
+            xs = np.asarray(X[s:s + step], dtype=np.float64)
+            pred = xs @ beta[:X.shape[1]] + (beta[-1] if self.fit_intercept else 0.0)
+            rss += float(np.sum((y[s:s + step] - pred) ** 2))
+        sigma = np.sqrt(rss / (n - p))
+        return float(sigma) if sigma > 0 else 1e-6 + float(np.std(y))
+
+    def _predictive_moments(self, X):
+        eta, w = self._linear_predictor_draws(X)
+        mean = eta @ w
+        var = np.clip((eta**2) @ w - mean**2, 0, None) + self.noise_scale_**2
+        return mean, np.sqrt(var)
+
+    def _sample_observation(self, rng, eta, draws):
+        return eta + self.noise_scale_ * rng.standard_normal(eta.shape)
+
+
+class BayesianPoissonRegression(_BayesianRegressorBase):
+    __doc__ = f"""Bayesian Poisson regression (log link) sampled by MCMC.
+
+    Parameters
+    ----------{_COMMON_DOC}
+    Attributes
+    ----------{_ATTR_DOC}
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayes_subsample import BayesianPoissonRegression
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 2)); y = rng.poisson(np.exp(0.3 * X[:, 0]))
+    >>> reg = BayesianPoissonRegression(n_samples=200, n_warmup=200, n_chains=2,
+    ...                                 random_state=0).fit(X, y)
+    >>> reg.predict(X[:2]).shape
+    (2,)
+    """
+
+    def __init__(self, sampler="hmc", n_samples=1000, n_warmup=1000, n_chains=4, n_jobs=None,
+                 prior_scale=10.0, intercept_prior_scale=10.0, fit_intercept=True,
+                 random_state=None, progress=False):
+        self.sampler = sampler
+        self.n_samples = n_samples
+        self.n_warmup = n_warmup
+        self.n_chains = n_chains
+        self.n_jobs = n_jobs
+        self.prior_scale = prior_scale
+        self.intercept_prior_scale = intercept_prior_scale
+        self.fit_intercept = fit_intercept
+        self.random_state = random_state
+        self.progress = progress
+
+    def fit(self, X, y):
+        """Sample the posterior given ``X`` and non-negative integer counts ``y``.
+
+        Returns
+        -------
+        self
+        """
+        self._validate()
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], order="C",
+                             y_numeric=True)
+        y = np.asarray(y, dtype=np.float64)
+        if np.any(y < 0) or np.any(y != np.round(y)):
+            raise ValueError("BayesianPoissonRegression needs non-negative integer counts y")
+        model = PoissonRegressionModel(X, y, fit_intercept=self.fit_intercept,
+                                       prior_scale=self.prior_scale,
+                                       intercept_prior_scale=self.intercept_prior_scale)
+        self._run(model)
+        return self
+
+    def _predictive_moments(self, X):
+        eta, w = self._linear_predictor_draws(X)
+        mu = np.exp(np.clip(eta, None, 700))
+        mean = mu @ w
+        # Poisson mixture: Var y = E[mu] + Var[mu]
+        var = mean + np.clip((mu**2) @ w - mean**2, 0, None)
+        return mean, np.sqrt(var)
+
+    def _sample_observation(self, rng, eta, draws):
+        return rng.poisson(np.exp(np.clip(eta, None, 700))).astype(np.float64)
