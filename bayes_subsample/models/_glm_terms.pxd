@@ -63,62 +63,89 @@ cdef inline double glm_loglik(int family, double y, double eta, double phi) noex
     return ll
 
 
-cdef inline void cv_residual(int family, int order, double y, double eta, double eta_star,
-                             double phi, double* d, double* dp) noexcept nogil:
-    """Taylor control-variate residual d = l(eta) - q(eta) and d' = dd/deta.
+cdef inline void cv_consts(int family, double eta_star, double phi,
+                           double* c0, double* c1, double* c2) noexcept nogil:
+    """Per-datum constants of the expansion at eta*: c0 = b(eta*),
+    c1 = b'(eta*), c2 = b''(eta*) / phi (cached by subsample buffers)."""
+    if family == FAMILY_LOGISTIC:
+        c0[0] = softplus(eta_star)
+        c1[0] = sigmoid(eta_star)
+        c2[0] = sigmoid(eta_star) * sigmoid(-eta_star)   # p(1-p) without cancellation
+    elif family == FAMILY_POISSON:
+        c1[0] = exp(eta_star)
+        c0[0] = c1[0]
+        c2[0] = c1[0]
+    else:
+        c0[0] = 0.5 * eta_star * eta_star
+        c1[0] = eta_star
+        c2[0] = 1.0 / phi
+
+
+cdef inline void cv_residual_cached(int family, int order, double y, double eta,
+                                    double eta_star, double c0, double c1, double c2,
+                                    double phi, double* d, double* dp) noexcept nogil:
+    """Taylor control-variate residual d = l(eta) - q(eta) and d' = dd/deta,
+    given the constants of cv_consts at eta*.
 
     Orders 1 and 2 are computed as minus the Taylor remainder of b (the y terms
-    cancel), with series expansions for small delta = eta - eta_star.
+    cancel), with series expansions for small delta = eta - eta* (|delta| <
+    2e-3 logistic, 1e-2 Poisson), so they stay accurate as theta -> theta*.
     """
     cdef double delta = eta - eta_star
-    cdef double ps, ws, d2, d2p, t, mu_s, e1
+    cdef double d2, d2p, t, e, sp, sg, e1
     if order == 0:
         if family == FAMILY_LOGISTIC:
-            d[0] = y * delta - (softplus(eta) - softplus(eta_star))
+            d[0] = y * delta - (softplus(eta) - c0)
             dp[0] = y - sigmoid(eta)
         elif family == FAMILY_POISSON:
-            mu_s = exp(eta_star)
-            d[0] = y * delta - mu_s * expm1(delta)
+            d[0] = y * delta - c1 * expm1(delta)
             dp[0] = y - exp(eta)
         else:
             d[0] = (y * delta - 0.5 * delta * (eta + eta_star)) / phi
             dp[0] = (y - eta) / phi
         return
-    # second-order residual d2 = -(b(eta) - b(eta*) - b'(eta*) delta - b''(eta*) delta^2 / 2) / phi
+    # second-order residual d2 = -(b(eta) - b(eta*) - b1(eta*) delta - b2(eta*) delta^2 / 2) / phi
     if family == FAMILY_LOGISTIC:
-        ps = sigmoid(eta_star)
-        ws = sigmoid(eta_star) * sigmoid(-eta_star)   # p(1-p) without cancellation
         if fabs(delta) < 2e-3:
-            t = (1.0 - 2.0 * ps)
-            d2 = -ws * delta * delta * delta * (
-                t / 6.0 + delta * ((1.0 - 6.0 * ws) / 24.0
-                                   + delta * t * (1.0 - 12.0 * ws) / 120.0))
-            d2p = -ws * delta * delta * (
-                t / 2.0 + delta * ((1.0 - 6.0 * ws) / 6.0
-                                   + delta * t * (1.0 - 12.0 * ws) / 24.0))
+            # derivatives of b: b3 = w (1 - 2p), b4 = w (1 - 6w), b5 = w (1 - 2p)(1 - 12w)
+            t = 1.0 - 2.0 * c1
+            d2 = -c2 * delta * delta * delta * (
+                t / 6.0 + delta * ((1.0 - 6.0 * c2) / 24.0
+                                   + delta * t * (1.0 - 12.0 * c2) / 120.0))
+            d2p = -c2 * delta * delta * (
+                t / 2.0 + delta * ((1.0 - 6.0 * c2) / 6.0
+                                   + delta * t * (1.0 - 12.0 * c2) / 24.0))
         else:
-            d2 = -(softplus(eta) - softplus(eta_star) - ps * delta - 0.5 * ws * delta * delta)
-            d2p = -(sigmoid(eta) - ps - ws * delta)
+            e = exp(-fabs(eta))           # one exp serves softplus and sigmoid
+            sp = (eta if eta > 0 else 0.0) + log1p(e)
+            sg = 1.0 / (1.0 + e) if eta >= 0 else e / (1.0 + e)
+            d2 = -(sp - c0 - c1 * delta - 0.5 * c2 * delta * delta)
+            d2p = -(sg - c1 - c2 * delta)
     elif family == FAMILY_POISSON:
-        mu_s = exp(eta_star)
         if fabs(delta) < 1e-2:
-            d2 = -mu_s * delta * delta * delta * (
+            d2 = -c1 * delta * delta * delta * (
                 1.0 / 6.0 + delta * (1.0 / 24.0 + delta * (1.0 / 120.0 + delta / 720.0)))
-            d2p = -mu_s * delta * delta * (
+            d2p = -c1 * delta * delta * (
                 0.5 + delta * (1.0 / 6.0 + delta * (1.0 / 24.0 + delta / 120.0)))
         else:
             e1 = expm1(delta)
-            d2 = -mu_s * (e1 - delta - 0.5 * delta * delta)
-            d2p = -mu_s * (e1 - delta)
-        ws = mu_s
+            d2 = -c1 * (e1 - delta - 0.5 * delta * delta)
+            d2p = -c1 * (e1 - delta)
     else:
         d2 = 0.0
         d2p = 0.0
-        ws = 1.0 / phi
     if order == 2:
         d[0] = d2
         dp[0] = d2p
     else:
         # first order: the quadratic term is no longer subtracted
-        d[0] = d2 - 0.5 * ws * delta * delta
-        dp[0] = d2p - ws * delta
+        d[0] = d2 - 0.5 * c2 * delta * delta
+        dp[0] = d2p - c2 * delta
+
+
+cdef inline void cv_residual(int family, int order, double y, double eta, double eta_star,
+                             double phi, double* d, double* dp) noexcept nogil:
+    """Residual d and d' from the linear predictors alone (constants recomputed)."""
+    cdef double c0, c1, c2
+    cv_consts(family, eta_star, phi, &c0, &c1, &c2)
+    cv_residual_cached(family, order, y, eta, eta_star, c0, c1, c2, phi, d, dp)
