@@ -66,8 +66,11 @@ def find_map(model, theta0=None, *, method=None, tol=1e-8, max_iter=200):
         res = optimize.minimize(fg, theta, jac=True, hess=hess, method="trust-exact",
                                 options={"gtol": gtol, "maxiter": max_iter})
     else:
+        # ftol ~ eps: stop on the gradient tolerance, not on L-BFGS-B's default
+        # relative-reduction test (which stops with max |grad| >> gtol on large n)
         res = optimize.minimize(fg, theta, jac=True, method="L-BFGS-B",
-                                options={"gtol": gtol, "maxiter": max_iter * 10})
+                                options={"gtol": gtol, "ftol": 1e-15,
+                                         "maxiter": max_iter * 10})
     grad_norm = float(np.max(np.abs(res.jac))) if res.jac is not None else np.nan
     success = bool(res.success) or grad_norm <= gtol * 10
     if not success:

@@ -233,7 +233,7 @@ def row_norm_max(const floating[:, ::1] X, bint intercept):
         for i in range(n):
             s = 1.0 if intercept else 0.0
             for j in range(d):
-                s += X[i, j] * X[i, j]
+                s += (<double> X[i, j]) * X[i, j]   # in double also for float32 X
             if s > best:
                 best = s
     return best ** 0.5
