@@ -161,7 +161,7 @@ class Trace:
         s = self.signs
         if s is None:
             k = self.n_chains * self.n_samples
-            return np.full(k, 1.0 / k)
+            return np.full(k, 1.0 / k) if k else np.empty(0)  # k == 0: interrupted early
         s = s.reshape(-1).astype(np.float64)
         total = s.sum()
         if total <= 0:
@@ -172,8 +172,10 @@ class Trace:
         return s / total
 
     def posterior_mean(self):
-        """(Sign-corrected) posterior mean of the parameters."""
+        """(Sign-corrected) posterior mean of the parameters (NaN without draws)."""
         flat = self.draws.reshape(-1, self.draws.shape[-1])
+        if flat.shape[0] == 0:
+            return np.full(flat.shape[1], np.nan)
         return self.weights() @ flat
 
     def n_evals_per_chain(self):
@@ -237,6 +239,13 @@ class Trace:
                     f"min bulk ESS is {ess:.0f} < 100 per chain ({100 * self.n_chains}): "
                     "posterior summaries are noisy. Increase n_samples or n_chains."
                 )
+        if "tau_hat" in d and np.mean(d["tau_hat"]) < 0.9:
+            msgs.append(
+                f"only {100 * np.mean(d['tau_hat']):.0f}% of the signed draws are positive "
+                "(tau_hat < 0.9): sign-corrected estimates are noisy. Increase the batch size "
+                "(subsample_size) or the number of products (n_products), use second-order "
+                "control variates, or let theta* recentre during a longer warmup."
+            )
         ndiv = int(np.sum(self.stats["diverging"]))
         if ndiv:
             msgs.append(

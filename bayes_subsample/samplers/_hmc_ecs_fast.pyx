@@ -60,6 +60,7 @@ cdef class ECSCore:
     # state
     cdef double[::1] theta, gradU
     cdef readonly double U, loglik_hat, sigma2, sign
+    cdef double upart               # the u-dependent part n dbar - sigma2/2 (perturbed)
     # scratch
     cdef double[::1] delta, gq, tmp, mom, vel, z, theta_new, grad_new, Vsum, Wsum
     # proposal block (perturbed u-update)
@@ -188,9 +189,11 @@ cdef class ECSCore:
         cdef double[::1] g = np.empty(self.p)
         cdef double U
         cdef double keep = self.loglik_hat, keep_s2 = self.sigma2, keep_sign = self.sign
+        cdef double keep_upart = self.upart
         with nogil:
             U = self._evaluate(&th[0], 1 - self.sb, &g[0])
         self.loglik_hat, self.sigma2, self.sign = keep, keep_s2, keep_sign
+        self.upart = keep_upart
         return U, np.asarray(g)
 
     # ---- nogil internals ----------------------------------------------------------------
@@ -304,7 +307,8 @@ cdef class ECSCore:
                     self.Vsum[j] += self.V[bank, b, j]
                     self.Wsum[j] += self.W[bank, b, j]
             self.sigma2 = (n / m) * (n / m) * ssd
-            est = Q + n * dbar - 0.5 * self.sigma2
+            self.upart = n * dbar - 0.5 * self.sigma2
+            est = Q + self.upart
             cn = (n / m) * (n / m)
             for j in range(p):
                 gradU[j] = -(self.gq[j] + (n / m) * self.Vsum[j]
@@ -384,7 +388,7 @@ cdef class ECSCore:
             sigma2_new = (n / m) * (n / m) * ssd
             # only n*dbar - sigma2/2 changes with u (Q(theta) is common)
             est_new = n * dbar_new - 0.5 * sigma2_new
-            log_ratio = est_new - (self.loglik_hat - self._q_value(&self.theta[0]))
+            log_ratio = est_new - self.upart
             alpha = 1.0 if log_ratio >= 0 else exp(log_ratio)
             if isfinite(log_ratio) and log_u < log_ratio:
                 accepted = True
@@ -407,18 +411,6 @@ cdef class ECSCore:
                 alpha = 0.0
         return accepted, alpha, bs
 
-    cdef double _q_value(self, const double* th) noexcept nogil:
-        cdef Py_ssize_t j, l, p = self.p
-        cdef double Q = self.L_star, r, dj
-        for j in range(p):
-            self.tmp[j] = th[j] - self.theta_star[j]
-        for j in range(p):
-            r = 0.0
-            for l in range(p):
-                r += self.B[j, l] * self.tmp[l]
-            Q += self.tmp[j] * (self.A[j] + 0.5 * r)
-        return Q
-
     def hmc_step(self, generator, double step_size, int n_leapfrog):
         """HMC move of theta given the current subsample (the same estimator in
         the dynamics and the acceptance), dense mass matrix.
@@ -430,7 +422,7 @@ cdef class ECSCore:
         cdef int tb = 1 - self.sb
         cdef double K0, K1, U1 = INFINITY, H0, dE, log_u, r, alpha, eps = step_size
         cdef double keep_loglik = self.loglik_hat, keep_sigma2 = self.sigma2
-        cdef double keep_sign = self.sign
+        cdef double keep_sign = self.sign, keep_upart = self.upart
         cdef bint accepted = False, finite = True
         cdef int n_done = 0
         with generator.bit_generator.lock, nogil:
@@ -480,6 +472,7 @@ cdef class ECSCore:
                 self.loglik_hat = keep_loglik
                 self.sigma2 = keep_sigma2
                 self.sign = keep_sign
+                self.upart = keep_upart
             if isfinite(dE):
                 alpha = 1.0 if dE <= 0 else exp(-dE)
             else:

@@ -42,13 +42,15 @@ def _typical_thetas(cv, chol_cov, rng, n_theta=50):
 
 
 def choose_subsample_size(cv, chol_cov, rng, *, n_blocks=100, target_variance=1.0,
-                          n_theta=50, pilot_size=2000):
+                          n_theta=50, pilot_size=2000, min_size=100):
     """Subsample size m with ``Var[ell_hat_m] ~= target_variance`` at typical theta.
 
     Draws ``n_theta`` points from ``N(theta*, M^-1)`` (``chol_cov`` is the
     Cholesky factor of ``M^-1``), estimates ``S_D^2(theta)`` on a pilot
     subsample and sets ``m = ceil(n^2 median(S_D^2) / target_variance)``,
-    rounded up to a multiple of ``n_blocks`` and clipped to ``[n_blocks, n]``.
+    rounded up to a multiple of ``n_blocks`` and clipped to
+    ``[max(n_blocks, min_size), n]`` (the floor guards against an optimistic
+    pilot while theta* is still off the mode).
 
     Returns ``(m, n_evals)``.
     """
@@ -57,7 +59,7 @@ def choose_subsample_size(cv, chol_cov, rng, *, n_blocks=100, target_variance=1.
     s2 = _residual_variances(cv, _typical_thetas(cv, chol_cov, rng, n_theta), pilot)
     med = float(np.median(s2))
     m = math.ceil(n * n * med / target_variance) if med > 0 else n_blocks
-    m = int(min(max(m, n_blocks), max(n_blocks, n)))
+    m = int(min(max(m, n_blocks, min_size), max(n_blocks, n)))
     m = int(math.ceil(m / n_blocks) * n_blocks)
     return m, n_theta * pilot.shape[0]
 
@@ -278,7 +280,8 @@ class HMCECSKernel(Kernel):
                                 model.phi, self.prec_prior, 1 if self.signed else 0)
         else:
             self.core = _PyPerturbedCore(model, self.order)
-        self._load_reference(shared["theta_star"], shared["L_star"], shared["A"], shared["B"])
+        self._load_reference(shared["theta_star"], shared["L_star"], shared["A"], shared["B"],
+                             shared["hessian"])
 
     def _set_steps(self):
         s = self.s
@@ -287,10 +290,12 @@ class HMCECSKernel(Kernel):
         else:
             self.n_steps = int(min(s.max_leapfrog, max(1, round(s.trajectory_length / self.step_size))))
 
-    def _load_reference(self, theta_star, L_star, A, B):
+    def _load_reference(self, theta_star, L_star, A, B, hessian):
+        """Control-variate sums at theta*, and the mass matrix = the posterior
+        precision ``-hessian + prior precision`` (whatever the CV order)."""
         self.theta_star = np.asarray(theta_star).copy()
         self.core.set_reference(theta_star, L_star, A, B)
-        mass = -np.asarray(B) + np.diag(self.prec_prior)
+        mass = -np.asarray(hessian) + np.diag(self.prec_prior)
         mass = 0.5 * (mass + mass.T)
         try:
             chol = linalg.cholesky(mass, lower=True)
@@ -389,25 +394,14 @@ class HMCECSKernel(Kernel):
         """§4.3: new theta*, full-data sums recomputed (one pass, counted), mass
         matrix from the Hessian, subsample size recalibrated, caches rebuilt."""
         model = self.model
-        ll, g, h = model.full_pass(theta_star, gradient=True, hessian=self.order == 2 or True)
+        ll, g, h = model.full_pass(theta_star, gradient=True, hessian=True)
         self.n_evals_setup += self.n
         B = h if self.order == 2 else np.zeros_like(h)
         A = g if self.order >= 1 else np.zeros_like(g)
         if not (np.isfinite(ll) and np.all(np.isfinite(g)) and np.all(np.isfinite(h))):
             return
         theta = self.core.theta_state
-        self._load_reference(theta_star, ll, A, B)
-        # the metric uses the Hessian even for lower CV orders
-        mass = -h + np.diag(self.prec_prior)
-        try:
-            chol = linalg.cholesky(0.5 * (mass + mass.T), lower=True)
-            inv_chol = linalg.solve_triangular(chol, np.eye(len(mass)), lower=True)
-            self.inv_mass = inv_chol.T @ inv_chol
-            self.chol_cov = linalg.cholesky(self.inv_mass, lower=True)
-            self.core.set_metric(self.inv_mass, chol)
-            self.mass = mass
-        except linalg.LinAlgError:
-            pass
+        self._load_reference(theta_star, ll, A, B, h)
         if self.auto_m and not self.signed:
             cv = TaylorControlVariate.__new__(TaylorControlVariate)
             cv.model, cv.order, cv.is_glm = model, self.order, isinstance(model, GLM)
@@ -560,7 +554,8 @@ class HMCECS(BaseSampler):
         from .._optimize import find_map
         n = model.n_data
         n_sub = int(min(n, max(1000, math.ceil(self.subset_fraction * n))))
-        if n_sub >= n:
+        if 10 * n_sub >= n:
+            # small data: the full-data mode costs little more than the subset's
             theta, info = find_map(model)
             return theta, info["n_evals"]
         idx = rng.choice(n, size=n_sub, replace=False)
@@ -610,6 +605,7 @@ class HMCECS(BaseSampler):
             np.asarray(theta_star, dtype=np.float64), n
         cv.L_star, cv.A, cv.B = ll, A, B
         shared = {"order": order, "theta_star": theta_star, "L_star": ll, "A": A, "B": B,
+                  "hessian": h,
                   "theta_init": theta_star, "chol_cov": chol_cov, "auto_theta_star": auto_ts,
                   "compiled": is_glm}
         G = self.n_blocks
