@@ -7,13 +7,19 @@ from functools import partial
 
 from .hmc import HMC
 from .hmc_ecs import HMCECS
+from .ewsg import EWSG
 from .mh import MH
+from .sgmcmc import SGHMC, SGLD, iterations_for_passes, suggest_step_size
 
 SAMPLERS = {
     "mh": MH,
     "hmc": HMC,
     "hmc_ecs": HMCECS,
     "hmc_ecs_signed": partial(HMCECS, variant="signed"),
+    "sgld": SGLD,
+    "sghmc": SGHMC,
+    "ewsg": EWSG,
 }
 
-__all__ = ["BaseSampler", "Kernel", "State", "Info", "MH", "HMC", "HMCECS", "SAMPLERS"]
+__all__ = ["BaseSampler", "Kernel", "State", "Info", "MH", "HMC", "HMCECS", "SGLD", "SGHMC", "EWSG",
+           "suggest_step_size", "iterations_for_passes", "SAMPLERS"]
