@@ -5,16 +5,15 @@
 The subsample rows live in contiguous float64 buffers (``Xu``, ``yu`` and the
 cached control-variate constants at theta*), organised in blocks of equal
 size: the G blocks of the perturbed estimator, or the m-row batches of the
-signed block-Poisson estimator. Every evaluation at theta accumulates
-per-block statistics
-
-    S_b = sum d_i,   V_b = sum d'_i x_i,   W_b = sum d_i d'_i x_i   (i in block b)
-
-into one of two banks (the current state's and the trajectory's), so that a
-subsample update touching one block, or an accepted HMC move (a bank swap),
-never needs a pass over the other blocks. The u-update and the whole HMC
-trajectory run inside one ``nogil`` block each; cost per iteration is
-``m/G + L m`` per-datum evaluations whatever n is.
+signed block-Poisson estimator. An evaluation at theta is three passes over
+this cache-resident buffer: ``eta = Xu theta`` (BLAS dgemv), the per-row
+residuals ``d_i, d'_i`` (a scalar loop; the Taylor-series path needs no
+exp/log near theta*), and ``grad = Xu^T c`` (dgemv) with the per-row weights
+``c_i`` of the estimator. Residuals are kept in two banks (the state's and
+the trajectory's) so an accepted HMC move is a bank swap and a one-block
+subsample update re-evaluates only that block. The u-update and the whole
+HMC trajectory each run inside one ``nogil`` block; the cost per iteration
+is ``m/G + L m`` per-datum evaluations whatever n is.
 """
 import numpy as np
 from libc.math cimport log, fabs, sqrt, exp, isfinite, INFINITY
@@ -22,6 +21,7 @@ from libc.stdint cimport int64_t
 from bayes_subsample._rng cimport (bitgen_t, get_bitgen, rng_index, rng_normal,
                                    rng_uniform_open)
 from bayes_subsample.models._glm_terms cimport cv_consts, cv_residual_cached
+from scipy.linalg.cython_blas cimport dgemv
 
 DEF MODE_PERTURBED = 0
 DEF MODE_SIGNED = 1
@@ -50,11 +50,10 @@ cdef class ECSCore:
     cdef int64_t[::1] idx
     cdef double[:, ::1] Xu
     cdef double[::1] yu, es, c0, c1, c2
-    # per-block statistics, two banks
-    cdef double[:, ::1] S          # (2, n_blocks)
-    cdef double[:, :, ::1] V, W    # (2, n_blocks, p)
-    cdef double[:, ::1] D          # (2, m) residuals d_i
+    # residuals d_i and d'_i at the state's and the trajectory's theta (two banks)
+    cdef double[:, ::1] D, DP      # (2, m)
     cdef readonly int sb           # index of the state's bank
+    cdef double[::1] eta_buf, cw   # per-row linear predictor and gradient weights c_i
     # signed estimator constants
     cdef readonly double a_const, n_products
     # state
@@ -62,11 +61,11 @@ cdef class ECSCore:
     cdef readonly double U, loglik_hat, sigma2, sign
     cdef double upart               # the u-dependent part n dbar - sigma2/2 (perturbed)
     # scratch
-    cdef double[::1] delta, gq, tmp, mom, vel, z, theta_new, grad_new, Vsum, Wsum
+    cdef double[::1] delta, gq, tmp, mom, vel, z, theta_new, grad_new
     # proposal block (perturbed u-update)
     cdef int64_t[::1] pidx
     cdef double[:, ::1] pXu
-    cdef double[::1] pyu, pes, pc0, pc1, pc2, pD, pV, pW
+    cdef double[::1] pyu, pes, pc0, pc1, pc2, pD, pDP
 
     def __init__(self, X, y, int family, int order, bint intercept, double phi,
                  prior_prec, int mode):
@@ -92,8 +91,6 @@ cdef class ECSCore:
         self.delta = np.zeros(p); self.gq = np.zeros(p); self.tmp = np.zeros(p)
         self.mom = np.zeros(p); self.vel = np.zeros(p); self.z = np.zeros(p)
         self.theta_new = np.zeros(p); self.grad_new = np.zeros(p)
-        self.Vsum = np.zeros(p); self.Wsum = np.zeros(p)
-        self.pV = np.zeros(p); self.pW = np.zeros(p)
         self.inv_mass = np.eye(p)
         self.chol_mass = np.eye(p)
         self.a_const = 0.0
@@ -137,16 +134,17 @@ cdef class ECSCore:
         self.Xu = np.empty((m, self.d))
         self.yu = np.empty(m); self.es = np.empty(m)
         self.c0 = np.empty(m); self.c1 = np.empty(m); self.c2 = np.empty(m)
-        self.S = np.zeros((2, self.n_blocks))
-        self.V = np.zeros((2, self.n_blocks, p))
-        self.W = np.zeros((2, self.n_blocks, p))
         self.D = np.zeros((2, m))
+        self.DP = np.zeros((2, m))
+        self.eta_buf = np.zeros(m)
+        self.cw = np.zeros(m)
         # proposal block buffers (one block)
         self.pidx = np.empty(block_size, dtype=np.int64)
         self.pXu = np.empty((block_size, self.d))
         self.pyu = np.empty(block_size); self.pes = np.empty(block_size)
         self.pc0 = np.empty(block_size); self.pc1 = np.empty(block_size)
         self.pc2 = np.empty(block_size); self.pD = np.empty(block_size)
+        self.pDP = np.empty(block_size)
         with nogil:
             self._copy_rows(self.idx, self.Xu, self.yu, m)
             if self.has_reference:
@@ -178,9 +176,10 @@ cdef class ECSCore:
         return np.asarray(self.idx).copy()
 
     def block_sums(self):
-        """(S, V, W) of the state's bank (copies; for tests)."""
-        return (np.asarray(self.S[self.sb]).copy(), np.asarray(self.V[self.sb]).copy(),
-                np.asarray(self.W[self.sb]).copy())
+        """Per-block sums ``S_b`` of the state's residuals (a copy; for tests
+        and the signed u-update)."""
+        d = np.asarray(self.D[self.sb])
+        return d.reshape(self.n_blocks, self.block_size).sum(axis=1) if self.m else np.zeros(0)
 
     def potential(self, theta):
         """U and grad U at ``theta`` for the current subsample, without
@@ -227,60 +226,49 @@ cdef class ECSCore:
             es[i] = self._row_eta(&Xs[i, 0], &self.theta_star[0])
             cv_consts(self.family, es[i], self.phi, &c0[i], &c1[i], &c2[i])
 
-    cdef double _block_stats(self, double[:, ::1] Xs, double[::1] ys, double[::1] es,
-                             double[::1] c0, double[::1] c1, double[::1] c2,
-                             Py_ssize_t start, Py_ssize_t stop, const double* th,
-                             double* Dout, double* Vb, double* Wb) noexcept nogil:
-        """Residuals of rows [start, stop) at th: writes d_i to Dout[i - start],
-        accumulates V_b (and W_b if Wb != NULL); returns S_b."""
-        cdef Py_ssize_t i, j, d = self.d
-        cdef double eta, dk, dpk, ddp, s = 0.0
-        cdef const double* x
-        for j in range(self.p):
-            Vb[j] = 0.0
-            if Wb != NULL:
-                Wb[j] = 0.0
+    cdef double _block_residuals(self, double[:, ::1] Xs, double[::1] ys, double[::1] es,
+                                 double[::1] c0, double[::1] c1, double[::1] c2,
+                                 Py_ssize_t start, Py_ssize_t stop, const double* th,
+                                 double* Dout, double* DPout) noexcept nogil:
+        """Residuals of rows [start, stop) at th (row-by-row dot products, for
+        small blocks): d_i to Dout[i - start], d'_i to DPout; returns sum d_i."""
+        cdef Py_ssize_t i
+        cdef double s = 0.0
         for i in range(start, stop):
-            x = &Xs[i, 0]
-            eta = self._row_eta(x, th)
-            cv_residual_cached(self.family, self.order, ys[i], eta, es[i], c0[i], c1[i],
-                               c2[i], self.phi, &dk, &dpk)
-            Dout[i - start] = dk
-            s += dk
-            if Wb != NULL:
-                ddp = dk * dpk
-                for j in range(d):
-                    Vb[j] += dpk * x[j]
-                    Wb[j] += ddp * x[j]
-                if self.intercept:
-                    Vb[d] += dpk
-                    Wb[d] += ddp
-            else:
-                for j in range(d):
-                    Vb[j] += dpk * x[j]
-                if self.intercept:
-                    Vb[d] += dpk
+            cv_residual_cached(self.family, self.order, ys[i], self._row_eta(&Xs[i, 0], th),
+                               es[i], c0[i], c1[i], c2[i], self.phi,
+                               &Dout[i - start], &DPout[i - start])
+            s += Dout[i - start]
         return s
 
     cdef double _evaluate(self, const double* th, int bank, double* gradU) noexcept nogil:
-        """Evaluate every block at th into ``bank``; returns U, writes grad U."""
-        cdef Py_ssize_t b, bs = self.block_size
-        cdef bint want_w = self.mode == MODE_PERTURBED
-        for b in range(self.n_blocks):
-            self.S[bank, b] = self._block_stats(
-                self.Xu, self.yu, self.es, self.c0, self.c1, self.c2, b * bs, (b + 1) * bs,
-                th, &self.D[bank, b * bs], &self.V[bank, b, 0],
-                &self.W[bank, b, 0] if want_w else NULL)
+        """Evaluate every buffered row at th into ``bank``; returns U, writes grad U."""
+        cdef Py_ssize_t i, m = self.m
+        cdef int dd = <int> self.d, mm = <int> m, one = 1
+        cdef double alpha = 1.0, beta = 0.0, icpt = th[self.d] if self.intercept else 0.0
+        cdef char trans = b'T'
+        if m == 0:
+            return self._combine(th, bank, gradU)
+        # eta = Xu theta: Xu (m x d, row-major) is a column-major d x m matrix
+        dgemv(&trans, &dd, &mm, &alpha, &self.Xu[0, 0], &dd, <double*> th, &one, &beta,
+              &self.eta_buf[0], &one)
+        for i in range(m):
+            cv_residual_cached(self.family, self.order, self.yu[i], self.eta_buf[i] + icpt,
+                               self.es[i], self.c0[i], self.c1[i], self.c2[i], self.phi,
+                               &self.D[bank, i], &self.DP[bank, i])
         return self._combine(th, bank, gradU)
 
     cdef double _combine(self, const double* th, int bank, double* gradU) noexcept nogil:
-        """Log-likelihood estimate and gradient from a bank's block statistics;
-        returns U = -(estimate + log prior) and writes grad U. Sets
-        loglik_hat / sigma2 / sign as a side product (the caller decides
-        whether they belong to the state)."""
-        cdef Py_ssize_t j, l, b, i, p = self.p, m = self.m
-        cdef double n = self.n_data, Q, dbar, ssd, r, stot = 0.0, lp = 0.0
-        cdef double est, logabs, dh, a = self.a_const, sgn = 1.0, cn
+        """Log-likelihood estimate and gradient from a bank's residuals; returns
+        U = -(estimate + log prior) and writes grad U. Sets loglik_hat / sigma2 /
+        sign / upart as a side product (the caller decides whether they belong
+        to the state)."""
+        cdef Py_ssize_t j, l, b, i, p = self.p, m = self.m, bs = self.block_size
+        cdef double n = self.n_data, Q, dbar, ssd, r, stot = 0.0, lp = 0.0, csum = 0.0
+        cdef double est, dh, a = self.a_const, sgn = 1.0, cn, sb_sum
+        cdef int dd = <int> self.d, mm = <int> m, one = 1
+        cdef double alpha = 1.0, beta = 0.0
+        cdef char notrans = b'N'
         # Q(theta) and its gradient
         for j in range(p):
             self.delta[j] = th[j] - self.theta_star[j]
@@ -291,51 +279,52 @@ cdef class ECSCore:
                 r += self.B[j, l] * self.delta[l]
             self.gq[j] = r
             Q += self.delta[j] * (self.A[j] + 0.5 * (r - self.A[j]))
-        for b in range(self.n_blocks):
-            stot += self.S[bank, b]
+        for i in range(m):
+            stot += self.D[bank, i]
         dbar = stot / m if m > 0 else 0.0
         ssd = 0.0
         for i in range(m):
             r = self.D[bank, i] - dbar
             ssd += r * r
         if self.mode == MODE_PERTURBED:
-            for j in range(p):
-                self.Vsum[j] = 0.0
-                self.Wsum[j] = 0.0
-            for b in range(self.n_blocks):
-                for j in range(p):
-                    self.Vsum[j] += self.V[bank, b, j]
-                    self.Wsum[j] += self.W[bank, b, j]
             self.sigma2 = (n / m) * (n / m) * ssd
             self.upart = n * dbar - 0.5 * self.sigma2
             est = Q + self.upart
             cn = (n / m) * (n / m)
-            for j in range(p):
-                gradU[j] = -(self.gq[j] + (n / m) * self.Vsum[j]
-                             - cn * (self.Wsum[j] - dbar * self.Vsum[j]))
+            for i in range(m):
+                self.cw[i] = self.DP[bank, i] * (n / m - cn * (self.D[bank, i] - dbar))
         else:
             # block-Poisson: log|L| = Q + a + lambda + sum_b [log|dhat_b - a| - log lambda]
             est = Q + a + self.n_products
-            for j in range(p):
-                self.Vsum[j] = self.gq[j]
-            cn = n / self.block_size
+            cn = n / bs if bs > 0 else 0.0
             for b in range(self.n_blocks):
-                dh = cn * self.S[bank, b] - a
+                sb_sum = 0.0
+                for i in range(b * bs, (b + 1) * bs):
+                    sb_sum += self.D[bank, i]
+                dh = cn * sb_sum - a
                 if dh < 0:
                     sgn = -sgn
                 est += log(fabs(dh)) - log(self.n_products)
-                for j in range(p):
-                    self.Vsum[j] += cn * self.V[bank, b, j] / dh
-            for j in range(p):
-                gradU[j] = -self.Vsum[j]
+                for i in range(b * bs, (b + 1) * bs):
+                    self.cw[i] = cn * self.DP[bank, i] / dh
             self.sign = sgn
-            # variance of dhat (Gaussian approximation), over lambda: V[log|L|] ~ s2/lambda
-            self.sigma2 = (n * n / self.block_size) * (ssd / (m - 1.0 if m > 1 else 1.0)) \
-                / self.n_products
+            # variance of dhat (Gaussian approximation) over lambda: V[log|L|] ~ s2 / lambda
+            self.sigma2 = (n * n / bs if bs > 0 else 0.0) * \
+                (ssd / (m - 1.0) if m > 1 else 0.0) / self.n_products
         self.loglik_hat = est
+        # grad = gq + Xu^T c (+ sum c for the intercept)
+        for j in range(p):
+            gradU[j] = 0.0
+        if m > 0:
+            dgemv(&notrans, &dd, &mm, &alpha, &self.Xu[0, 0], &dd, &self.cw[0], &one, &beta,
+                  gradU, &one)
+            if self.intercept:
+                for i in range(m):
+                    csum += self.cw[i]
+                gradU[self.d] = csum
         for j in range(p):
             lp -= 0.5 * self.prior_prec[j] * th[j] * th[j]
-            gradU[j] += self.prior_prec[j] * th[j]
+            gradU[j] = -(self.gq[j] + gradU[j]) + self.prior_prec[j] * th[j]
         return -(est + lp)
 
     cdef double _kinetic(self, double[::1] pm) noexcept nogil:
@@ -371,14 +360,15 @@ cdef class ECSCore:
             log_u = log(rng_uniform_open(bg))
             self._copy_rows(self.pidx, self.pXu, self.pyu, bs)
             self._cache_rows(self.pXu, self.pyu, self.pes, self.pc0, self.pc1, self.pc2, bs)
-            s_new = self._block_stats(self.pXu, self.pyu, self.pes, self.pc0, self.pc1,
-                                      self.pc2, 0, bs, &self.theta[0], &self.pD[0],
-                                      &self.pV[0], &self.pW[0])
-            for i in range(self.n_blocks):
-                stot += self.S[sb, i]
-            stot += s_new - self.S[sb, g]
-            dbar_new = stot / m
+            s_new = self._block_residuals(self.pXu, self.pyu, self.pes, self.pc0, self.pc1,
+                                          self.pc2, 0, bs, &self.theta[0], &self.pD[0],
+                                          &self.pDP[0])
             start = g * bs
+            for i in range(m):
+                if i < start or i >= start + bs:
+                    stot += self.D[sb, i]
+            stot += s_new
+            dbar_new = stot / m
             for i in range(m):
                 if start <= i < start + bs:
                     r = self.pD[i - start] - dbar_new
@@ -402,10 +392,7 @@ cdef class ECSCore:
                     self.c1[start + i] = self.pc1[i]
                     self.c2[start + i] = self.pc2[i]
                     self.D[sb, start + i] = self.pD[i]
-                self.S[sb, g] = s_new
-                for j in range(p):
-                    self.V[sb, g, j] = self.pV[j]
-                    self.W[sb, g, j] = self.pW[j]
+                    self.DP[sb, start + i] = self.pDP[i]
                 self.U = self._combine(&self.theta[0], sb, &self.gradU[0])
             if not isfinite(alpha):
                 alpha = 0.0
@@ -480,23 +467,23 @@ cdef class ECSCore:
         return accepted, alpha, dE, n_done * self.m
 
     # ---- signed estimator: batch statistics for the u-update (with the GIL) ------------
-    def batch_stats(self, idx, Py_ssize_t batch_size, want_grad=False):
-        """``S_b`` (and ``V_b``) of candidate batches of rows ``idx`` at the
-        state's theta; returns arrays of shape (n_batches,) and (n_batches, p)."""
+    def batch_stats(self, idx, Py_ssize_t batch_size):
+        """Residual sums ``S_b`` of candidate batches of rows ``idx`` at the
+        state's theta (signed u-update); returns ``(S (n_batches,), d (len(idx),))``."""
         idx = np.ascontiguousarray(idx, dtype=np.int64)
         cdef Py_ssize_t count = idx.shape[0], nb = count // batch_size, b
         cdef int64_t[::1] iv = idx
-        cdef double[:, ::1] Xs = np.empty((count, self.d))
-        cdef double[::1] ys = np.empty(count), es = np.empty(count)
-        cdef double[::1] c0 = np.empty(count), c1 = np.empty(count), c2 = np.empty(count)
-        cdef double[::1] Dtmp = np.empty(max(count, 1))
+        cdef double[:, ::1] Xs = np.empty((max(count, 1), self.d))
+        cdef double[::1] ys = np.empty(max(count, 1)), es = np.empty(max(count, 1))
+        cdef double[::1] c0 = np.empty(max(count, 1)), c1 = np.empty(max(count, 1))
+        cdef double[::1] c2 = np.empty(max(count, 1))
+        cdef double[::1] Dtmp = np.empty(max(count, 1)), DPtmp = np.empty(max(count, 1))
         cdef double[::1] S = np.empty(nb)
-        cdef double[:, ::1] Vb = np.zeros((max(nb, 1), self.p))
         with nogil:
             self._copy_rows(iv, Xs, ys, count)
             self._cache_rows(Xs, ys, es, c0, c1, c2, count)
             for b in range(nb):
-                S[b] = self._block_stats(Xs, ys, es, c0, c1, c2, b * batch_size,
-                                         (b + 1) * batch_size, &self.theta[0],
-                                         &Dtmp[b * batch_size], &Vb[b, 0], NULL)
-        return np.asarray(S), np.asarray(Vb)[:nb], np.asarray(Dtmp)[:count]
+                S[b] = self._block_residuals(Xs, ys, es, c0, c1, c2, b * batch_size,
+                                             (b + 1) * batch_size, &self.theta[0],
+                                             &Dtmp[b * batch_size], &DPtmp[b * batch_size])
+        return np.asarray(S), np.asarray(Dtmp)[:count]

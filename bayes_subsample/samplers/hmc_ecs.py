@@ -336,8 +336,8 @@ class HMCECSKernel(Kernel):
         log_u = log_uniform_open(rng)
         a = -float(lam)
         cn = self.n / m
-        S_new, _, _ = self.core.batch_stats(new_idx, m)
-        S_old = self.core.block_sums()[0]
+        S_new, _ = self.core.batch_stats(new_idx, m)
+        S_old = self.core.block_sums()
         old_mask = np.isin(self.product_of_batch, chosen)
         with np.errstate(divide="ignore"):
             new_term = np.sum(np.log(np.abs(cn * S_new - a)) - math.log(lam))
