@@ -7,6 +7,8 @@ from functools import partial
 
 from .hmc import HMC
 from .hmc_ecs import HMCECS
+from .austerity import AusterityMH
+from .confidence import ConfidenceMH
 from .ewsg import EWSG
 from .mh import MH
 from .sgmcmc import SGHMC, SGLD, iterations_for_passes, suggest_step_size
@@ -16,10 +18,12 @@ SAMPLERS = {
     "hmc": HMC,
     "hmc_ecs": HMCECS,
     "hmc_ecs_signed": partial(HMCECS, variant="signed"),
+    "austerity": AusterityMH,
+    "confidence": ConfidenceMH,
     "sgld": SGLD,
     "sghmc": SGHMC,
     "ewsg": EWSG,
 }
 
-__all__ = ["BaseSampler", "Kernel", "State", "Info", "MH", "HMC", "HMCECS", "SGLD", "SGHMC", "EWSG",
+__all__ = ["BaseSampler", "Kernel", "State", "Info", "MH", "HMC", "HMCECS", "AusterityMH", "ConfidenceMH", "SGLD", "SGHMC", "EWSG",
            "suggest_step_size", "iterations_for_passes", "SAMPLERS"]
