@@ -12,6 +12,7 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
 from . import diagnostics as diag
+from ._seeding import seed_sequence
 from .samplers._base import BaseSampler
 
 __all__ = ["sample", "Trace", "resolve_sampler", "seed_sequence"]
@@ -39,23 +40,6 @@ def resolve_sampler(sampler):
         f"sampler must be a registered name ({sorted(reg)}) or a sampler object from "
         f"bayes_subsample.samplers, got {type(sampler).__name__}"
     )
-
-
-def seed_sequence(random_state):
-    """``SeedSequence`` from None, an int, a SeedSequence, a Generator or a RandomState."""
-    if random_state is None:
-        return np.random.SeedSequence()
-    if isinstance(random_state, np.random.SeedSequence):
-        return random_state
-    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
-        if random_state < 0:
-            raise ValueError(f"random_state must be non-negative, got {random_state}")
-        return np.random.SeedSequence(int(random_state))
-    if isinstance(random_state, np.random.Generator):
-        return np.random.SeedSequence(int(random_state.integers(2**63)))
-    if isinstance(random_state, np.random.RandomState):
-        return np.random.SeedSequence(int(random_state.randint(2**31)))
-    raise TypeError(f"random_state must be None, an int or a numpy Generator, got {random_state!r}")
 
 
 class _Recorder:

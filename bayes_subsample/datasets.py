@@ -69,6 +69,8 @@ import uuid
 from pathlib import Path
 
 import numpy as np
+
+from ._seeding import seed_sequence
 from sklearn.utils import Bunch
 
 __all__ = [
@@ -1551,27 +1553,6 @@ _LOGISTIC_SIGNAL_SD = 1.3  # sd of x @ coef for the default coef
 _LOGISTIC_POSITIVE_RATE = 0.53
 
 
-def _as_seed_sequence(random_state):
-    if random_state is None:
-        return np.random.SeedSequence()
-    if isinstance(random_state, np.random.SeedSequence):
-        return random_state
-    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
-        if random_state < 0:
-            raise ValueError(f"random_state must be non-negative, got {random_state}")
-        return np.random.SeedSequence(int(random_state))
-    if isinstance(random_state, np.random.Generator):
-        return np.random.SeedSequence(random_state.integers(0, 2**63, size=4).tolist())
-    if isinstance(random_state, np.random.RandomState):
-        return np.random.SeedSequence(
-            random_state.randint(0, 2**63, size=4, dtype=np.int64).tolist()
-        )
-    raise TypeError(
-        "random_state must be None, an int, a SeedSequence, a Generator or a RandomState, "
-        f"got {random_state!r}"
-    )
-
-
 def _block_generators(root, k, n_streams):
     """Generators of seeding block k: SeedSequence child k of root, then its n children."""
     child = np.random.SeedSequence(
@@ -1706,7 +1687,7 @@ def make_logistic_data(
     intercept = float(intercept)
     if not np.isfinite(intercept):
         raise ValueError("intercept must be finite")
-    root = _as_seed_sequence(random_state)
+    root = seed_sequence(random_state)
     rho, df = _LOGISTIC_RHO, _LOGISTIC_DF
     innov = np.sqrt(1.0 - rho * rho)
 
@@ -1795,7 +1776,7 @@ def make_gaussian_regression(
     noise_scale = float(noise_scale)
     if not (np.isfinite(noise_scale) and noise_scale > 0):
         raise ValueError(f"noise_scale must be a positive finite number, got {noise_scale}")
-    rng = np.random.Generator(np.random.PCG64(_as_seed_sequence(random_state)))
+    rng = np.random.Generator(np.random.PCG64(seed_sequence(random_state)))
     if coef is None:
         coef = rng.standard_normal(d)
     else:

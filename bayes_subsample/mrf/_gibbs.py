@@ -6,6 +6,7 @@ from numbers import Integral, Real
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 
+from .._seeding import chain_generators, seed_sequence
 from . import _gibbs_fast
 from ._model import BinaryMRF, _as_int, _check_states
 
@@ -20,24 +21,6 @@ __all__ = [
     "subset_marginals",
 ]
 
-
-def _seed_sequence(random_state):
-    if isinstance(random_state, np.random.SeedSequence):
-        return random_state
-    if isinstance(random_state, np.random.Generator):
-        return np.random.SeedSequence(random_state.integers(0, 2**63, size=4).tolist())
-    if random_state is None or (isinstance(random_state, Integral)
-                                and not isinstance(random_state, bool)):
-        if random_state is not None and random_state < 0:
-            raise ValueError(f"random_state must be >= 0, got {random_state}")
-        return np.random.SeedSequence(random_state)
-    raise TypeError("random_state must be None, an int, a numpy SeedSequence or Generator, "
-                    f"got {type(random_state).__name__}")
-
-
-def _chain_generators(random_state, n_chains):
-    return [np.random.Generator(np.random.PCG64(child))
-            for child in _seed_sequence(random_state).spawn(n_chains)]
 
 
 class GibbsResult:
@@ -168,7 +151,7 @@ class GibbsSampler:
                              f"two terms to estimate a variance), got {first}")
         if self.scan not in ("systematic", "random"):
             raise ValueError(f"scan must be 'systematic' or 'random', got {self.scan!r}")
-        _seed_sequence(self.random_state)
+        seed_sequence(self.random_state)
         return float(eps), batch, first, self.scan == "random"
 
     @staticmethod
@@ -215,7 +198,7 @@ class GibbsSampler:
             elif x0.shape[0] != n_chains:
                 raise ValueError(f"x0 must have shape ({D},) or ({n_chains}, {D}), "
                                  f"got {x0.shape}")
-        gens = _chain_generators(self.random_state, n_chains)
+        gens = chain_generators(self.random_state, n_chains)
         states = np.empty((n_chains, n_sweeps, D), dtype=np.uint8)
         frac = np.empty((n_chains, n_sweeps))
         times = np.empty((n_chains, n_sweeps))
@@ -299,7 +282,7 @@ class GibbsSampler:
         if i >= model.n_vars:
             raise ValueError(f"i must be < n_vars = {model.n_vars}, got {i}")
         n_repeats = _as_int(n_repeats, "n_repeats", 1)
-        gen = _chain_generators(self.random_state, 1)[0]
+        gen = chain_generators(self.random_state, 1)[0]
         perm = np.arange(model.incidence_other.shape[0], dtype=np.int64)
         n_ones, n_ex = _gibbs_fast.decide_repeated(
             model.incidence_log_ratio, model.incidence_other, model.factor_ptr, X[0], i,

@@ -7,7 +7,8 @@ import math
 import numpy as np
 from scipy import linalg
 
-__all__ = ["DualAveraging", "DenseMetric", "AdaptiveRWProposal"]
+__all__ = ["DualAveraging", "TrajectoryTuner", "DenseMetric", "AdaptiveRWProposal",
+           "n_leapfrog_for"]
 
 
 class DualAveraging:
@@ -45,6 +46,50 @@ class DualAveraging:
     @property
     def final_step_size(self):
         return math.exp(self.log_eps_bar)
+
+
+def n_leapfrog_for(step_size, trajectory_length, max_leapfrog):
+    """``round(trajectory_length / step_size)`` clipped to ``[1, max_leapfrog]``."""
+    return int(min(max_leapfrog, max(1, round(trajectory_length / step_size))))
+
+
+class TrajectoryTuner:
+    """Step size and number of leapfrog steps of an HMC-type kernel.
+
+    During warmup ``update`` feeds acceptance probabilities to dual averaging
+    (unless a step size was given) and keeps the trajectory length fixed:
+    ``n_steps = round(trajectory_length / step_size)`` (ALGORITHMS.md §4.3);
+    ``finalize`` freezes the averaged step size at the end of warmup.
+    """
+
+    def __init__(self, step_size, trajectory_length, target_accept, n_leapfrog=None,
+                 max_leapfrog=1000, initial_step_size=0.5):
+        self.adapt = step_size is None
+        self.step_size = float(step_size) if step_size is not None else initial_step_size
+        self.trajectory_length = trajectory_length
+        self.fixed_steps = n_leapfrog
+        self.max_leapfrog = max_leapfrog
+        self.da = DualAveraging(self.step_size, target=target_accept)
+        self._update_steps()
+
+    def _update_steps(self):
+        self.n_steps = (int(self.fixed_steps) if self.fixed_steps is not None else
+                        n_leapfrog_for(self.step_size, self.trajectory_length, self.max_leapfrog))
+
+    def update(self, accept_prob):
+        if self.adapt:
+            self.step_size = self.da.update(accept_prob)
+            self._update_steps()
+
+    def restart(self):
+        """Restart dual averaging from the current step size (after the metric changed)."""
+        if self.adapt:
+            self.da.restart(self.step_size)
+
+    def finalize(self):
+        if self.adapt and self.da.t > 0:
+            self.step_size = self.da.final_step_size
+            self._update_steps()
 
 
 class DenseMetric:

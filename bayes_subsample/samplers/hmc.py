@@ -6,16 +6,12 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
-from ._adapt import DenseMetric, DualAveraging
+from ._adapt import DenseMetric, TrajectoryTuner
 from ._base import BaseSampler, Info, Kernel, State
 from ._common import (DIVERGENCE_THRESHOLD, accept_prob_from_log_ratio, laplace_shared,
                       leapfrog, log_uniform_open)
 
 __all__ = ["HMC"]
-
-
-def n_leapfrog_for(step_size, trajectory_length, max_leapfrog):
-    return int(min(max_leapfrog, max(1, round(trajectory_length / step_size))))
 
 
 class HMCState(State):
@@ -32,22 +28,14 @@ class HMCKernel(Kernel):
         self.model = model
         self.n = model.n_data
         self.metric = DenseMetric(precision)
-        self.trajectory_length = sampler.trajectory_length
-        self.max_leapfrog = sampler.max_leapfrog
-        self.fixed_steps = sampler.n_leapfrog
-        self.adapt_step = sampler.step_size is None
+        self.tuner = TrajectoryTuner(sampler.step_size, sampler.trajectory_length,
+                                     sampler.target_accept, sampler.n_leapfrog,
+                                     sampler.max_leapfrog)
         self.adapt_mass = sampler.adapt_mass
-        self.step_size = sampler.step_size if sampler.step_size is not None else 0.5
-        self.da = DualAveraging(self.step_size, target=sampler.target_accept)
         self.n_warmup = n_warmup
         self.window = (n_warmup // 4, n_warmup // 2)
         self._window_sum = None
         self._window_n = 0
-        self._set_steps()
-
-    def _set_steps(self):
-        self.n_steps = (self.fixed_steps if self.fixed_steps is not None else
-                        n_leapfrog_for(self.step_size, self.trajectory_length, self.max_leapfrog))
 
     def init(self, rng, theta0):
         self.n_evals_setup += self.n
@@ -61,7 +49,7 @@ class HMCKernel(Kernel):
         p0 = metric.sample_momentum(rng)
         h0 = -state.logp + metric.kinetic(p0)
         theta, p, logp, grad, n_grad = leapfrog(
-            state.theta, p0, state.grad, self.step_size, self.n_steps, metric.velocity,
+            state.theta, p0, state.grad, self.tuner.step_size, self.tuner.n_steps, metric.velocity,
             self.model.log_posterior_and_grad)
         h1 = -logp + metric.kinetic(p) if np.isfinite(logp) else np.inf
         energy_error = h1 - h0
@@ -71,16 +59,14 @@ class HMCKernel(Kernel):
         accepted = bool(np.isfinite(energy_error) and log_u < -energy_error)
         info = Info(accept_prob=accept_prob, accepted=accepted, diverging=diverging,
                     energy_error=energy_error, n_evals=n_grad * self.n,
-                    extra={"step_size": self.step_size, "n_leapfrog": self.n_steps})
+                    extra={"step_size": self.tuner.step_size, "n_leapfrog": self.tuner.n_steps})
         if accepted:
             return HMCState(theta, logp, grad), info
         return state, info
 
     def warmup_step(self, rng, state, iteration):
         state, info = self.step(rng, state)
-        if self.adapt_step:
-            self.step_size = self.da.update(info.accept_prob)
-            self._set_steps()
+        self.tuner.update(info.accept_prob)
         if self.adapt_mass and self.n_warmup >= 100:
             lo, hi = self.window
             if lo <= iteration < hi:
@@ -95,18 +81,15 @@ class HMCKernel(Kernel):
                     self.n_evals_setup += self.n
                 except np.linalg.LinAlgError:
                     pass
-                if self.adapt_step:
-                    self.da.restart(self.step_size)
+                self.tuner.restart()
         return state, info
 
     def end_warmup(self, state):
-        if self.adapt_step and self.da.t > 0:
-            self.step_size = self.da.final_step_size
-            self._set_steps()
+        self.tuner.finalize()
         return state
 
     def tuning(self):
-        return {"step_size": self.step_size, "n_leapfrog": self.n_steps,
+        return {"step_size": self.tuner.step_size, "n_leapfrog": self.tuner.n_steps,
                 "mass_matrix": self.metric.mass.copy()}
 
 

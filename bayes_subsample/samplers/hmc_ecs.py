@@ -17,7 +17,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..control_variates import TaylorControlVariate
 from ..models._glm import GLM
-from ._adapt import DualAveraging
+from ._adapt import TrajectoryTuner
 from ._base import BaseSampler, Info, Kernel, State
 from ._common import DIVERGENCE_THRESHOLD, log_uniform_open
 
@@ -267,13 +267,12 @@ class HMCECSKernel(Kernel):
         self.n_products = shared.get("n_products", 1)
         self.prec_prior = model.prior.precision
         self.n_warmup = n_warmup
-        self.adapt_step = sampler.step_size is None
-        self.step_size = sampler.step_size if sampler.step_size is not None else 0.5
-        self.da = DualAveraging(self.step_size, target=sampler.target_accept)
+        self.tuner = TrajectoryTuner(sampler.step_size, sampler.trajectory_length,
+                                     sampler.target_accept, sampler.n_leapfrog,
+                                     sampler.max_leapfrog)
         self.auto_m = shared["auto_m"]
         self.recentre = sampler.recentre_every is not None and shared["auto_theta_star"]
         self._window = []
-        self._set_steps()
         if shared["compiled"]:
             from ._hmc_ecs_fast import ECSCore
             self.core = ECSCore(model.X, model.y, model._fam, self.order, model.fit_intercept,
@@ -282,13 +281,6 @@ class HMCECSKernel(Kernel):
             self.core = _PyPerturbedCore(model, self.order)
         self._load_reference(shared["theta_star"], shared["L_star"], shared["A"], shared["B"],
                              shared["hessian"])
-
-    def _set_steps(self):
-        s = self.s
-        if s.n_leapfrog is not None:
-            self.n_steps = int(s.n_leapfrog)
-        else:
-            self.n_steps = int(min(s.max_leapfrog, max(1, round(s.trajectory_length / self.step_size))))
 
     def _load_reference(self, theta_star, L_star, A, B, hessian):
         """Control-variate sums at theta*, and the mass matrix = the posterior
@@ -362,10 +354,12 @@ class HMCECSKernel(Kernel):
             acc_u, alpha_u, ev_u = self._signed_u_step(rng)
         else:
             acc_u, alpha_u, ev_u = self.core.u_step(rng)
-        accepted, alpha, dE, ev = self.core.hmc_step(rng, self.step_size, self.n_steps)
+        accepted, alpha, dE, ev = self.core.hmc_step(rng, self.tuner.step_size,
+                                                     self.tuner.n_steps)
         diverging = (not np.isfinite(dE)) or abs(dE) > DIVERGENCE_THRESHOLD
-        extra = {"alpha_u": alpha_u, "sigma2": self.core.sigma2, "step_size": self.step_size,
-                 "n_leapfrog": self.n_steps, "subsample_rows": self.core.m,
+        extra = {"alpha_u": alpha_u, "sigma2": self.core.sigma2,
+                 "step_size": self.tuner.step_size, "n_leapfrog": self.tuner.n_steps,
+                 "subsample_rows": self.core.m,
                  "data_fraction": (ev + ev_u) / self.n}
         if self.signed:
             extra["sign"] = self.core.sign
@@ -378,9 +372,7 @@ class HMCECSKernel(Kernel):
 
     def warmup_step(self, rng, state, iteration):
         state, info = self._step(rng)
-        if self.adapt_step:
-            self.step_size = self.da.update(info.accept_prob)
-            self._set_steps()
+        self.tuner.update(info.accept_prob)
         if self.recentre:
             self._window.append(state.theta)
             every = int(self.s.recentre_every)
@@ -416,17 +408,15 @@ class HMCECSKernel(Kernel):
                 self.core.set_rows(self._fresh_rows(rng), self.block_size)
         self.core.evaluate_state(theta)
         self.n_evals_setup += self.core.m
-        if self.adapt_step:
-            self.da.restart(self.step_size)
+        self.tuner.restart()
 
     def end_warmup(self, state):
-        if self.adapt_step and self.da.t > 0:
-            self.step_size = self.da.final_step_size
-            self._set_steps()
+        self.tuner.finalize()
         return state
 
     def tuning(self):
-        return {"step_size": self.step_size, "n_leapfrog": self.n_steps, "m": self.m,
+        return {"step_size": self.tuner.step_size, "n_leapfrog": self.tuner.n_steps,
+                "m": self.m,
                 "block_size": self.block_size, "n_products": self.n_products if self.signed
                 else None, "theta_star": self.theta_star.copy(), "mass_matrix": self.mass.copy(),
                 "cv_order": self.order}
@@ -545,10 +535,6 @@ class HMCECS(BaseSampler):
         self.recentre_every = recentre_every
         self.target_variance = target_variance
         self.subset_fraction = subset_fraction
-
-    @property
-    def exact_signed(self):
-        return self.variant == "signed"
 
     def _initial_theta_star(self, model, rng):
         from .._optimize import find_map
