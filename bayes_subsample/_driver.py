@@ -199,6 +199,17 @@ class Trace:
             out["ess_per_second"] = out["ess_bulk"] / total_time if total_time > 0 else np.nan
         if self.signs is not None:
             out["tau_hat"] = (self.signs > 0).mean(axis=1)
+        ifs_ok = "inefficiency_factor" in out and np.all(out["inefficiency_factor"] > 0) and \
+            np.all(np.isfinite(out["inefficiency_factor"])) and np.sum(out["n_evals"]) > 0
+        if ifs_ok:
+            # CT (ALGORITHMS §6): IF x per-datum evaluations per retained iteration,
+            # all evaluations counted (warmup, tuning passes, preparation);
+            # signed samplers divide by (2 tau - 1)^2
+            evals = float(np.sum(out["n_evals"])) / (self.n_chains * self.n_samples)
+            tau = float(np.mean(out["tau_hat"])) if self.signs is not None else 1.0
+            out["computing_time"] = diag.computing_time(
+                out["inefficiency_factor"], evals,
+                tau=tau if self.signs is not None else None)
         for k in ("sigma2", "alpha_u", "data_fraction", "n_batches", "index_accept"):
             if k in st:
                 out[f"mean_{k}"] = np.nanmean(st[k], axis=1)
