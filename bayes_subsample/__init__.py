@@ -6,7 +6,7 @@ low-level driver :func:`sample` (any :class:`~bayes_subsample.models.Model`),
 and the submodules ``models``, ``samplers``, ``control_variates``,
 ``diagnostics``, ``datasets``, ``mrf``.
 """
-from . import diagnostics, models, samplers
+from . import datasets, diagnostics, models, samplers
 from ._driver import Trace, sample
 from .linear_model import (BayesianLinearRegression, BayesianLogisticRegression,
                            BayesianPoissonRegression)

@@ -6,15 +6,15 @@ The loaders read the datasets in the formats their original distributions
 ship, so the same code works on the copies in a shared data folder and on a
 user's own download:
 
-=========================  ==================================================
-:func:`load_covtype`       UCI Covertype ``covtype.data[.gz]``
-:func:`load_higgs`         UCI HIGGS ``HIGGS.csv[.gz]`` and its common subsets
-:func:`load_kddcup99`      KDD Cup 1999 ``kddcup.data_10_percent[.gz]``
-:func:`load_mnist_7vs9`    MNIST digits 7 vs 9 (``mnist_7vs9_derived.npz`` or
-                           the original IDX files)
-:func:`load_higgs_sample`  7,500 real HIGGS rows shipped with the package
-:func:`load_covtype_sample` 20,000 real Covertype rows shipped with the package
-=========================  ==================================================
+============================  ==================================================
+:func:`load_covtype`          UCI Covertype ``covtype.data[.gz]``
+:func:`load_higgs`            UCI HIGGS ``HIGGS.csv[.gz]`` and its common subsets
+:func:`load_kddcup99`         KDD Cup 1999 ``kddcup.data_10_percent[.gz]``
+:func:`load_mnist_7vs9`       MNIST digits 7 vs 9 (``mnist_7vs9_derived.npz`` or
+                              the original IDX files)
+:func:`load_higgs_sample`     7,500 real HIGGS rows shipped with the package
+:func:`load_covtype_sample`   20,000 real Covertype rows shipped with the package
+============================  ==================================================
 
 Where files are looked for
 --------------------------

@@ -1,0 +1,561 @@
+"""Plots of MCMC output: traces, marginal densities, autocorrelations, ROC bands.
+
+matplotlib is an optional dependency (``pip install matplotlib`` or
+``pip install 'bayes_subsample[plot]'``); it is imported only when a plot is
+drawn, so ``import bayes_subsample.plotting`` and :func:`roc_band` work
+without it.
+
+Every function accepts, as the posterior to plot,
+
+* a fitted estimator (``BayesianLogisticRegression`` and friends),
+* a :class:`~bayes_subsample.Trace` (returned by :func:`bayes_subsample.sample`),
+* an array of draws: ``(n_chains, n_draws, n_params)``, or ``(n_draws, n_params)``
+  for pooled draws such as the output of ``sample_posterior`` (one chain), or
+  ``(n_draws,)`` for a single parameter.
+
+Draws of signed samplers (``sampler="hmc_ecs_signed"``) carry a sign; density,
+quantile and ROC plots use the draws with a positive sign, as
+``sample_posterior()`` does (exact when every sign is positive, which is the
+usual case; see the estimator's ``tau_hat_``). Trace and autocorrelation plots
+show every draw.
+
+Multi-panel functions return a NumPy array of matplotlib ``Axes`` (the figure
+is ``axes.flat[0].figure``); :func:`plot_roc` returns one ``Axes``.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+__all__ = ["plot_autocorrelation", "plot_marginals", "plot_roc", "plot_trace", "roc_band"]
+
+_MPL_HINT = ("bayes_subsample.plotting needs matplotlib: pip install matplotlib "
+             "(or pip install 'bayes_subsample[plot]')")
+
+
+def _pyplot():
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise ImportError(_MPL_HINT) from exc
+    return plt
+
+
+# --------------------------------------------------------------------------
+# reading posteriors
+# --------------------------------------------------------------------------
+
+class _Posterior:
+    """Draws ``(n_chains, n_draws, n_params)``, names, signs and (for an
+    estimator) the estimator itself."""
+
+    def __init__(self, draws, names, signs=None, estimator=None, warmup=None):
+        self.draws = draws
+        self.names = names
+        self.signs = signs
+        self.estimator = estimator
+        self.warmup = warmup
+
+    @property
+    def n_params(self):
+        return self.draws.shape[2]
+
+    def flat(self, j=None):
+        """Pooled draws with a positive sign (all draws for unsigned samplers)."""
+        flat = self.draws.reshape(-1, self.n_params)
+        if self.signs is not None:
+            flat = flat[self.signs.reshape(-1) > 0]
+        return flat if j is None else flat[:, j]
+
+
+def _as_posterior(obj, what="posterior"):
+    from ._driver import Trace
+
+    if isinstance(obj, _Posterior):
+        return obj
+    if isinstance(obj, Trace):
+        names = obj.param_names or [f"theta[{j}]" for j in range(obj.draws.shape[2])]
+        return _Posterior(obj.draws, list(names), obj.signs, warmup=obj.warmup_draws)
+    if hasattr(obj, "get_params") and hasattr(obj, "fit"):  # an estimator
+        if not hasattr(obj, "posterior_draws_"):
+            raise ValueError(f"{type(obj).__name__} is not fitted yet: call fit(X, y) before "
+                             "plotting its posterior")
+        post = _as_posterior(obj.trace_, what)
+        post.estimator = obj
+        return post
+    arr = np.asarray(obj, dtype=np.float64)
+    if arr.ndim == 1:
+        arr = arr[None, :, None]
+    elif arr.ndim == 2:
+        arr = arr[None]
+    elif arr.ndim != 3:
+        raise ValueError(f"{what}: expected a fitted estimator, a Trace or an array of draws "
+                         f"with 1 to 3 dimensions, got an array of shape {arr.shape}")
+    if arr.shape[1] == 0:
+        raise ValueError(f"{what} has no draws")
+    return _Posterior(arr, [f"theta[{j}]" for j in range(arr.shape[2])])
+
+
+def _as_posteriors(samples):
+    """A single posterior or a mapping ``{label: posterior}`` -> dict."""
+    if isinstance(samples, Mapping):
+        if not samples:
+            raise ValueError("samples is an empty mapping")
+        return {str(k): _as_posterior(v, f"samples[{k!r}]") for k, v in samples.items()}
+    return {"": _as_posterior(samples, "samples")}
+
+
+def _select(names, n_params, params, max_params):
+    """Indices of the parameters to plot."""
+    if params is None:
+        return list(range(min(n_params, max_params)))
+    if isinstance(params, (str, int, np.integer)):
+        params = [params]
+    idx = []
+    for p in params:
+        if isinstance(p, str):
+            if p not in names:
+                raise ValueError(f"unknown parameter {p!r}; parameters are {names}")
+            idx.append(names.index(p))
+        else:
+            j = int(p)
+            if not -n_params <= j < n_params:
+                raise ValueError(f"parameter index {j} out of range for {n_params} parameters")
+            idx.append(j % n_params)
+    if not idx:
+        raise ValueError("params is empty")
+    return idx
+
+
+def _grid_axes(n_panels, ncols, axes, panel_size=(3.2, 2.4)):
+    plt = _pyplot()
+    if axes is not None:
+        axes = np.asarray(axes, dtype=object)
+        if axes.size < n_panels:
+            raise ValueError(f"axes has {axes.size} entries, {n_panels} panels are needed")
+        return axes
+    ncols = max(1, min(ncols, n_panels))
+    nrows = -(-n_panels // ncols)
+    fig, axes = plt.subplots(nrows, ncols, squeeze=False,
+                             figsize=(panel_size[0] * ncols, panel_size[1] * nrows))
+    for ax in axes.flat[n_panels:]:
+        ax.set_visible(False)
+    fig.set_layout_engine("constrained")
+    return axes
+
+
+def _density(ax, x, grid, **kw):
+    from scipy.stats import gaussian_kde
+
+    x = x[np.isfinite(x)]
+    if x.size > 5000:  # the KDE costs O(n_points * n_grid): thin evenly
+        x = x[np.linspace(0, x.size - 1, 5000).round().astype(np.int64)]
+    if x.size < 2 or np.ptp(x) <= 1e-12 * max(1.0, np.abs(x).max()):
+        return ax.axvline(x[0] if x.size else np.nan, **kw)
+    try:
+        dens = gaussian_kde(x)(grid)
+    except (np.linalg.LinAlgError, ValueError):
+        return ax.axvline(float(np.mean(x)), **kw)
+    return ax.plot(grid, dens, **kw)[0]
+
+
+# --------------------------------------------------------------------------
+# trace
+# --------------------------------------------------------------------------
+
+def plot_trace(posterior, params=None, *, max_params=6, warmup=False, density=True, axes=None):
+    """Trace plot (draws against iteration, one line per chain) and the
+    per-chain marginal density of each parameter.
+
+    Parameters
+    ----------
+    posterior : fitted estimator, Trace or array of draws
+        See the module description.
+    params : int, str or list of them, optional
+        Parameters to show, by index or name (estimators name them
+        ``coef[j]`` and ``intercept``). Default: the first ``max_params``.
+    max_params : int, default=6
+    warmup : bool, default=False
+        Also draw the warmup iterations (shaded, at negative iteration
+        numbers); only for estimators and traces.
+    density : bool, default=True
+        Add a column with each chain's marginal density.
+    axes : array of Axes of shape (n_params, 2) (``(n_params,)`` without density), optional
+        Where to draw; a new figure by default.
+
+    Returns
+    -------
+    axes : ndarray of Axes, shape (n_selected, 2), or (n_selected,) without density
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayes_subsample.plotting import plot_trace
+    >>> draws = np.random.default_rng(0).normal(size=(2, 200, 3))
+    >>> axes = plot_trace(draws)  # doctest: +SKIP
+    """
+    plt = _pyplot()
+    post = _as_posterior(posterior)
+    idx = _select(post.names, post.n_params, params, max_params)
+    ncol = 2 if density else 1
+    if axes is None:
+        fig, axes = plt.subplots(len(idx), ncol, squeeze=False,
+                                 figsize=(9 if density else 7, 1.9 * len(idx) + 0.6),
+                                 gridspec_kw={"width_ratios": [3, 1][:ncol]})
+        fig.set_layout_engine("constrained")
+    axes = np.asarray(axes, dtype=object).reshape(-1, ncol)
+    if axes.shape[0] < len(idx):
+        raise ValueError(f"axes has {axes.shape[0]} rows, {len(idx)} are needed")
+    colors = plt.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
+    n_chains, n_draws = post.draws.shape[:2]
+    show_warm = warmup and post.warmup is not None and post.warmup.shape[1] > 0
+    for row, j in enumerate(idx):
+        ax_t, ax_d = axes[row, 0], (axes[row, 1] if density else None)
+        x = post.draws[:, :, j]
+        lo, hi = np.nanmin(x), np.nanmax(x)
+        pad = 0.05 * (hi - lo) if hi > lo else 0.5
+        grid = np.linspace(lo - pad, hi + pad, 200)
+        for c in range(n_chains):
+            col = colors[c % len(colors)]
+            if show_warm:
+                w = post.warmup[c, :, j]
+                ax_t.plot(np.arange(-w.size, 0), w, color=col, lw=0.5, alpha=0.35)
+            ax_t.plot(np.arange(n_draws), x[c], color=col, lw=0.6, alpha=0.8,
+                      label=f"chain {c}")
+            if density:
+                keep = x[c] if post.signs is None else x[c][post.signs[c] > 0]
+                _density(ax_d, keep, grid, color=col, lw=1)
+        if show_warm:
+            ax_t.axvspan(-post.warmup.shape[1], 0, color="0.9", zorder=0)
+        ax_t.set_ylabel(post.names[j])
+        if row == 0:
+            ax_t.set_title("trace")
+        if density:
+            ax_d.set_yticks([])
+            if row == 0:
+                ax_d.set_title("density per chain")
+    axes[len(idx) - 1, 0].set_xlabel("iteration")
+    return axes[:len(idx)] if density else axes[:len(idx), 0]
+
+
+# --------------------------------------------------------------------------
+# marginals
+# --------------------------------------------------------------------------
+
+def plot_marginals(samples, reference=None, params=None, *, max_params=8, ncols=4,
+                   reference_label="reference", axes=None):
+    """Marginal posterior densities (Gaussian KDE) of one or several sets of
+    draws, against a reference set of draws.
+
+    Parameters
+    ----------
+    samples : posterior or dict of {label: posterior}
+        Each posterior is a fitted estimator, a Trace or an array of draws.
+    reference : posterior, optional
+        Drawn as a thick black line, e.g. a long run of full-data HMC.
+    params : int, str or list of them, optional
+        Parameters to show (indices or names). Default: the first ``max_params``.
+    max_params : int, default=8
+    ncols : int, default=4
+        Panels per row of a new figure.
+    reference_label : str, default="reference"
+    axes : array of Axes, optional
+        At least as many Axes as parameters shown.
+
+    Returns
+    -------
+    axes : ndarray of Axes (one panel per parameter; unused panels hidden)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayes_subsample.plotting import plot_marginals
+    >>> rng = np.random.default_rng(0)
+    >>> axes = plot_marginals({"approx": rng.normal(0.1, 1, (2, 500, 2))},
+    ...                       reference=rng.normal(size=(2, 500, 2)))  # doctest: +SKIP
+    """
+    plt = _pyplot()
+    sets = _as_posteriors(samples)
+    ref = None if reference is None else _as_posterior(reference, "reference")
+    first = ref if ref is not None else next(iter(sets.values()))
+    for label, post in sets.items():
+        if post.n_params != first.n_params:
+            raise ValueError(f"samples {label!r} has {post.n_params} parameters, the "
+                             f"{'reference' if ref is not None else 'first set'} has "
+                             f"{first.n_params}")
+    idx = _select(first.names, first.n_params, params, max_params)
+    axes = _grid_axes(len(idx), ncols, axes)
+    colors = plt.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
+    for k, j in enumerate(idx):
+        ax = axes.flat[k]
+        allx = [p.flat(j) for p in sets.values()] + ([ref.flat(j)] if ref is not None else [])
+        lo = min(np.nanquantile(x, 0.001) for x in allx if x.size)
+        hi = max(np.nanquantile(x, 0.999) for x in allx if x.size)
+        pad = 0.1 * (hi - lo) if hi > lo else 0.5
+        grid = np.linspace(lo - pad, hi + pad, 256)
+        if ref is not None:
+            _density(ax, ref.flat(j), grid, color="k", lw=2.2, label=reference_label)
+        for i, (label, post) in enumerate(sets.items()):
+            _density(ax, post.flat(j), grid, color=colors[i % len(colors)], lw=1.2,
+                     label=label or None)
+        ax.set_title(first.names[j], fontsize="medium")
+        ax.set_yticks([])
+        ax.xaxis.set_major_locator(plt.MaxNLocator(4))
+        ax.tick_params(labelsize="small")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    if labels:
+        if axes.size > len(idx) and not axes.flat[len(idx)].get_visible():
+            spare = axes.flat[len(idx)]  # an unused panel of a new figure holds the legend
+            spare.set_visible(True)
+            spare.axis("off")
+            spare.legend(handles, labels, loc="center", frameon=False)
+        else:
+            axes.flat[0].legend(fontsize="small", frameon=False)
+    return axes
+
+
+# --------------------------------------------------------------------------
+# autocorrelation
+# --------------------------------------------------------------------------
+
+def plot_autocorrelation(samples, params=None, *, max_lag=50, max_params=6, ncols=3,
+                         axes=None):
+    """Autocorrelation function of each parameter, averaged over chains.
+
+    Uses :func:`bayes_subsample.diagnostics.autocorrelation` per chain; the
+    legend gives the inefficiency factor (integrated autocorrelation time,
+    :func:`~bayes_subsample.diagnostics.integrated_autocorr_time`) averaged
+    over chains.
+
+    Parameters
+    ----------
+    samples : posterior or dict of {label: posterior}
+        Several posteriors are drawn on the same panels.
+    params : int, str or list of them, optional
+        Default: the first ``max_params``.
+    max_lag : int, default=50
+    max_params : int, default=6
+    ncols : int, default=3
+    axes : array of Axes, optional
+
+    Returns
+    -------
+    axes : ndarray of Axes
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayes_subsample.plotting import plot_autocorrelation
+    >>> draws = np.random.default_rng(0).normal(size=(2, 300, 2))
+    >>> axes = plot_autocorrelation(draws, max_lag=20)  # doctest: +SKIP
+    """
+    from .diagnostics import autocorrelation, integrated_autocorr_time
+
+    plt = _pyplot()
+    sets = _as_posteriors(samples)
+    first = next(iter(sets.values()))
+    idx = _select(first.names, first.n_params, params, max_params)
+    if int(max_lag) < 1:
+        raise ValueError(f"max_lag must be >= 1, got {max_lag!r}")
+    axes = _grid_axes(len(idx), ncols, axes)
+    colors = plt.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
+    for k, j in enumerate(idx):
+        ax = axes.flat[k]
+        for i, (label, post) in enumerate(sets.items()):
+            if j >= post.n_params:
+                raise ValueError(f"samples {label!r} has no parameter {j}")
+            x = post.draws[:, :, j]
+            if x.shape[1] < 4:
+                raise ValueError(f"autocorrelation needs at least 4 draws per chain, "
+                                 f"{label or 'samples'} has {x.shape[1]}")
+            with np.errstate(invalid="ignore", divide="ignore"):
+                rho = np.nanmean([autocorrelation(x[c]) for c in range(x.shape[0])], axis=0)
+                ifs = [integrated_autocorr_time(x[c]) for c in range(x.shape[0])]
+            if_mean = np.nanmean(ifs) if np.any(np.isfinite(ifs)) else np.nan
+            lags = np.arange(min(int(max_lag), rho.size - 1) + 1)
+            text = f"IF {if_mean:.1f}"
+            ax.plot(lags, rho[lags], color=colors[i % len(colors)], lw=1.3,
+                    marker="." if lags.size <= 60 else None, ms=3,
+                    label=f"{label}: {text}" if label else text)
+        ax.axhline(0, color="0.6", lw=0.8)
+        ax.set_ylim(-0.25, 1.05)
+        ax.set_title(first.names[j], fontsize="medium")
+        ax.set_xlabel("lag")
+        ax.legend(fontsize="x-small", frameon=False)
+    return axes
+
+
+# --------------------------------------------------------------------------
+# ROC
+# --------------------------------------------------------------------------
+
+def _coef_draws(post, n_features):
+    flat = post.flat()
+    if post.estimator is not None:
+        est = post.estimator
+        p = est.n_features_in_
+        coef = flat[:, :p]
+        icpt = flat[:, p] if est.fit_intercept else np.zeros(flat.shape[0])
+        return coef, icpt
+    if flat.shape[1] == n_features + 1:
+        return flat[:, :n_features], flat[:, n_features]
+    if flat.shape[1] == n_features:
+        return flat, np.zeros(flat.shape[0])
+    raise ValueError(f"the draws have {flat.shape[1]} parameters but X has {n_features} "
+                     f"columns: expected {n_features} (no intercept) or {n_features + 1} "
+                     "(intercept last)")
+
+
+def roc_band(posterior, X, y, *, max_draws=200, prob=0.9, pos_label=None, n_grid=201):
+    """ROC curves of a logistic-regression posterior, summarised pointwise.
+
+    For each of (at most ``max_draws``, evenly spaced) posterior draws
+    ``theta_s`` the scores ``x^T theta_s`` give an ROC curve
+    (``sklearn.metrics.roc_curve``); the true positive rates on a common
+    false positive rate grid give the pointwise median and the central
+    ``prob`` band. The posterior-predictive curve scores each row by
+    ``E[sigmoid(x^T theta)]``. Needs no matplotlib.
+
+    Parameters
+    ----------
+    posterior : fitted BayesianLogisticRegression, Trace or array of draws
+        For a Trace or an array the columns are the coefficients, then the
+        intercept if there is one more column than ``X`` has.
+    X : array-like of shape (n, n_features)
+        Held-out features (transformed as for fitting).
+    y : array-like of shape (n,)
+        Held-out labels.
+    max_draws : int, default=200
+    prob : float, default=0.9
+        Mass of the central band.
+    pos_label : optional
+        The positive class; default ``classes_[1]`` for an estimator, else 1.
+    n_grid : int, default=201
+        Points of the false-positive-rate grid.
+
+    Returns
+    -------
+    sklearn.utils.Bunch
+        ``fpr`` (grid), ``tpr_low``, ``tpr_median``, ``tpr_high`` (pointwise),
+        ``fpr_mean``, ``tpr_mean``, ``auc`` (the posterior-predictive curve and
+        its AUC), ``auc_draws`` (AUC of each draw used), ``n_draws``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayes_subsample.plotting import roc_band
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 2)); y = (X[:, 0] + rng.normal(size=300) > 0).astype(int)
+    >>> draws = rng.normal([1.0, 0.0, 0.0], 0.1, size=(100, 3))
+    >>> band = roc_band(draws, X, y)
+    >>> bool(0.5 < band.auc < 1.0)
+    True
+    """
+    from scipy.special import expit
+    from sklearn.metrics import roc_auc_score, roc_curve
+    from sklearn.utils import Bunch
+
+    if not 0 < prob < 1:
+        raise ValueError(f"prob must be in (0, 1), got {prob!r}")
+    post = _as_posterior(posterior)
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D, got shape {X.shape}")
+    y = np.asarray(y)
+    if y.shape != (X.shape[0],):
+        raise ValueError(f"y has shape {y.shape}, expected ({X.shape[0]},)")
+    if pos_label is None:
+        pos_label = post.estimator.classes_[1] if post.estimator is not None else 1
+    y_bin = (y == pos_label).astype(np.int8)
+    if y_bin.min() == y_bin.max():
+        raise ValueError("y must contain both classes to draw an ROC curve "
+                         f"(positive label {pos_label!r})")
+    coef, icpt = _coef_draws(post, X.shape[1])
+    if coef.shape[0] == 0:
+        raise ValueError("no posterior draws to score with")
+    if coef.shape[0] > max_draws:
+        keep = np.linspace(0, coef.shape[0] - 1, int(max_draws)).round().astype(np.int64)
+        coef, icpt = coef[keep], icpt[keep]
+    grid = np.linspace(0.0, 1.0, int(n_grid))
+    tprs = np.empty((coef.shape[0], grid.size))
+    aucs = np.empty(coef.shape[0])
+    p_mean = np.zeros(X.shape[0])
+    for s in range(coef.shape[0]):
+        eta = X @ coef[s] + icpt[s]
+        fpr, tpr, _ = roc_curve(y_bin, eta)
+        tprs[s] = np.interp(grid, fpr, tpr)
+        aucs[s] = roc_auc_score(y_bin, eta)
+        p_mean += expit(eta)
+    p_mean /= coef.shape[0]
+    tprs[:, 0] = 0.0
+    fpr_m, tpr_m, _ = roc_curve(y_bin, p_mean)
+    a = (1 - prob) / 2
+    lo, med, hi = np.quantile(tprs, [a, 0.5, 1 - a], axis=0)
+    return Bunch(fpr=grid, tpr_low=lo, tpr_median=med, tpr_high=hi, fpr_mean=fpr_m,
+                 tpr_mean=tpr_m, auc=float(roc_auc_score(y_bin, p_mean)), auc_draws=aucs,
+                 n_draws=coef.shape[0], prob=prob)
+
+
+def plot_roc(posterior, X, y, *, ax=None, label=None, color=None, max_draws=200, prob=0.9,
+             pos_label=None, band=True, chance=True):
+    """ROC curve of the posterior predictive with a pointwise posterior band.
+
+    The line is the ROC curve of the posterior-predictive probabilities
+    ``E[sigmoid(x^T theta)]``; the shaded band covers, at each false positive
+    rate, the central ``prob`` mass of the ROC curves of individual posterior
+    draws (see :func:`roc_band`). Compare two samplers by calling it twice on
+    the same ``ax``.
+
+    Parameters
+    ----------
+    posterior : fitted BayesianLogisticRegression, Trace or array of draws
+    X, y : held-out features and labels
+    ax : Axes, optional
+    label : str, optional
+        Legend label (the AUC is appended).
+    color : color, optional
+    max_draws, prob, pos_label
+        As in :func:`roc_band`.
+    band : bool, default=True
+        Draw the band.
+    chance : bool, default=True
+        Draw the diagonal of a random classifier.
+
+    Returns
+    -------
+    ax : Axes
+        ``ax.roc_bands_`` collects the :func:`roc_band` results drawn on it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayes_subsample import BayesianLogisticRegression
+    >>> from bayes_subsample.plotting import plot_roc
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 2)); y = (X[:, 0] + rng.normal(size=300) > 0).astype(int)
+    >>> clf = BayesianLogisticRegression(n_samples=200, n_warmup=200, n_chains=2,
+    ...                                  random_state=0).fit(X, y)
+    >>> ax = plot_roc(clf, X, y, label="HMC")  # doctest: +SKIP
+    """
+    plt = _pyplot()
+    res = roc_band(posterior, X, y, max_draws=max_draws, prob=prob, pos_label=pos_label)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 4.6), layout="constrained")
+    line, = ax.plot(res.fpr_mean, res.tpr_mean, color=color, lw=1.6,
+                    label=f"{label + ' ' if label else ''}(AUC {res.auc:.3f})")
+    if band:
+        ax.fill_between(res.fpr, res.tpr_low, res.tpr_high, color=line.get_color(), alpha=0.25,
+                        lw=0, label=f"{round(100 * prob)}% band over {res.n_draws} draws")
+    if chance and not getattr(ax, "_bayes_subsample_chance", False):
+        ax.plot([0, 1], [0, 1], ls="--", color="0.6", lw=0.8)
+        ax._bayes_subsample_chance = True
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.01)
+    ax.set_xlabel("false positive rate")
+    ax.set_ylabel("true positive rate")
+    ax.legend(loc="lower right", fontsize="small")
+    if not hasattr(ax, "roc_bands_"):
+        ax.roc_bands_ = []
+    ax.roc_bands_.append(res)
+    return ax
