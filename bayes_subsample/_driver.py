@@ -104,7 +104,10 @@ class Trace:
     n_evals_setup : ndarray (n_chains,)
         Per-datum evaluations spent by each chain outside steps (full passes).
     wall_time : dict
-        ``prepare``, ``warmup`` and ``sampling`` seconds (per chain arrays), ``total``.
+        ``prepare``, ``warmup`` and ``sampling`` seconds (per chain arrays);
+        ``total`` (their sum: compute time over all chains) and ``elapsed``
+        (the wall-clock time of the whole call; smaller than ``total`` when
+        chains run in parallel).
     signs : ndarray (n_chains, n_samples) or None
         Signs of the draws of signed samplers (``None`` otherwise).
     interrupted : bool
@@ -195,8 +198,9 @@ class Trace:
         out["wall_time"] = self.wall_time["warmup"] + self.wall_time["sampling"]
         out["sampling_time"] = self.wall_time["sampling"]
         if "ess_bulk" in out:
-            total_time = self.wall_time["total"]
-            out["ess_per_second"] = out["ess_bulk"] / total_time if total_time > 0 else np.nan
+            # all-in: preparation, warmup and sampling, wall clock (parallel chains overlap)
+            elapsed = self.wall_time.get("elapsed", self.wall_time["total"])
+            out["ess_per_second"] = out["ess_bulk"] / elapsed if elapsed > 0 else np.nan
         if self.signs is not None:
             out["tau_hat"] = (self.signs > 0).mean(axis=1)
         ifs_ok = "inefficiency_factor" in out and np.all(out["inefficiency_factor"] > 0) and \
@@ -231,8 +235,9 @@ class Trace:
             ess = np.nanmin(d["ess_bulk"])
             if ess < 100 * self.n_chains:
                 msgs.append(
-                    f"min bulk ESS is {ess:.0f} < 100 per chain ({100 * self.n_chains}): "
-                    "posterior summaries are noisy. Increase n_samples or n_chains."
+                    f"min bulk ESS is {ess:.0f}, below 100 per chain ({100 * self.n_chains} "
+                    f"for {self.n_chains} chains): posterior summaries are noisy. Increase "
+                    "n_samples or n_chains."
                 )
         if "tau_hat" in d and np.mean(d["tau_hat"]) < 0.9:
             msgs.append(
@@ -250,7 +255,7 @@ class Trace:
             )
         if warn:
             for m in msgs:
-                warnings.warn(m, ConvergenceWarning, stacklevel=3)
+                warnings.warn(m, ConvergenceWarning, stacklevel=_user_stacklevel())
         return msgs
 
     def to_inference_data(self):
@@ -269,6 +274,18 @@ class Trace:
     def __repr__(self):
         return (f"Trace(sampler={self.sampler.name!r}, n_chains={self.n_chains}, "
                 f"n_samples={self.n_samples}, interrupted={self.interrupted})")
+
+
+def _user_stacklevel():
+    """Stack level of the first frame outside this package (so warnings point
+    at the user's call, e.g. ``clf.fit(X, y)``)."""
+    import os
+    import sys
+    pkg = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(pkg):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _check_count(name, value, minimum):
@@ -325,7 +342,7 @@ def sample(model, sampler="hmc", *, n_samples=1000, n_warmup=1000, n_chains=4, n
     ss = seed_sequence(random_state)
     children = ss.spawn(n_chains + 1)
 
-    t0 = time.perf_counter()
+    t0 = t_start = time.perf_counter()
     shared = sampler.prepare(model, np.random.Generator(np.random.PCG64(children[0])))
     t_prepare = time.perf_counter() - t0
 
@@ -418,7 +435,8 @@ def sample(model, sampler="hmc", *, n_samples=1000, n_warmup=1000, n_chains=4, n
         tuning=[tuning[c] for c in chains], n_evals_prepare=shared.get("n_evals", 0),
         n_evals_setup=setup_evals[chains],
         wall_time={"prepare": t_prepare, "warmup": t_warm[chains], "sampling": t_samp[chains],
-                   "total": t_prepare + float(np.sum(t_warm[chains] + t_samp[chains]))},
+                   "total": t_prepare + float(np.sum(t_warm[chains] + t_samp[chains])),
+                   "elapsed": time.perf_counter() - t_start},
         sampler=sampler, n_data=model.n_data, interrupted=interrupted, param_names=param_names,
     )
     if check_convergence and not interrupted and n_keep >= 4:
