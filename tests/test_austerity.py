@@ -282,3 +282,21 @@ def test_first_batch_larger_than_data(logistic_model):
     tr = sample(LogisticRegressionModel(X, y), AusterityMH(epsilon=0.05), n_samples=5,
                 n_warmup=0, n_chains=1, random_state=0, check_convergence=False)
     assert np.all(tr.stats["data_fraction"] == 1.0)
+
+
+def test_sequential_test_batch_mean_is_accurate():
+    """The batch (Chan et al.) update keeps the running mean accurate whatever the
+    chunking, including for terms with a large common offset."""
+    import math
+    rng = np.random.default_rng(4)
+    for offset in (0.0, 1e8):
+        N = 5000
+        terms = offset + rng.standard_t(3, size=N)
+        t = fast.SequentialTest(N, 0.0, 0.0)
+        pos = 0
+        while pos < N:
+            b = min(N - pos, int(rng.integers(1, 700)))
+            t.push(terms[pos:pos + b])
+            pos += b
+            exact = math.fsum(terms[:pos]) / pos
+            assert abs(t.mean - exact) <= 1e-14 * max(1.0, abs(offset)) + 1e-13

@@ -511,3 +511,78 @@ def test_calibration_curve():
     np.testing.assert_array_equal(counts, [2, 2, 1])
     _, _, counts = calibration_curve(p, d, n_bins=10, min_count=2)
     np.testing.assert_array_equal(counts, [2, 2])
+
+
+# ------------------------------------------------- the kernel's draws (Lemire indices)
+def test_kernel_draws_without_replacement_uniformly():
+    """``_gibbs_fast.draw_without_replacement`` (the index draws of the approximate
+    decisions) gives uniform permutations: all 24 orders of 4 items equally likely,
+    and each item of 40 equally likely to be among the first 12 (as in test_rng)."""
+    from bayes_subsample.mrf import _gibbs_fast
+
+    g = np.random.default_rng(10)
+    codes = np.zeros(256)
+    for _ in range(24_000):
+        s = _gibbs_fast.draw_without_replacement(g, np.arange(4, dtype=np.int64), 0, 4)
+        codes[s[0] * 64 + s[1] * 16 + s[2] * 4 + s[3]] += 1
+    observed = codes[codes > 0]
+    assert observed.size == 24
+    assert stats.chisquare(observed)[1] > 1e-4
+    n, k, R = 40, 12, 20_000
+    counts = np.zeros(n)
+    perm = np.arange(n, dtype=np.int64)   # persistent, as in the sampler
+    for _ in range(R):
+        s = _gibbs_fast.draw_without_replacement(g, perm, 0, k)
+        assert len(np.unique(s)) == k
+        counts[s] += 1
+    p = k / n
+    pearson = np.sum((counts - R * p) ** 2 / (R * p)) / ((1 - p) * n / (n - 1))
+    assert stats.chi2.sf(pearson, n - 1) > 1e-4
+    with pytest.raises(ValueError, match="cannot draw"):
+        _gibbs_fast.draw_without_replacement(g, perm, 30, 11)
+
+
+def test_kernel_decision_matches_numpy_replay():
+    """One approximate decision = u from the generator, then the indices of
+    ``draw_without_replacement``, then the §2 test in NumPy: the kernel gives the
+    same decision, the same number examined and the same permutation."""
+    from bayes_subsample.mrf import _gibbs_fast
+
+    m = BinaryMRF.random(n_vars=30, order=3, log_potential_scale=0.3, random_state=3)
+    eps, batch = 0.1, 40
+    rng = np.random.default_rng(0)
+    perm = np.arange(m.incidence_other.shape[0], dtype=np.int64)
+    early = 0
+    for rep in range(200):
+        x = rng.integers(0, 2, size=m.n_vars, dtype=np.uint8)
+        i = int(rng.integers(m.n_vars))
+        a, b = m.factor_ptr[i], m.factor_ptr[i + 1]
+        N = b - a
+        seed = int(rng.integers(2**32))
+        # NumPy replay on a copy of the state
+        g = np.random.default_rng(seed)
+        u = g.random()
+        while u == 0.0:
+            u = g.random()
+        mu0 = (np.log(u) - np.log1p(-u)) / N
+        ref_perm = perm.copy()
+        order = _gibbs_fast.draw_without_replacement(g, ref_perm[a:b], 0, N)
+        o = m.incidence_other[order]
+        l = m.incidence_log_ratio[order, 2 * x[o[:, 0]] + x[o[:, 1]]]
+        n = 0
+        while True:
+            n = min(N, n + batch)
+            ll = l[:n]
+            if n == N:
+                break
+            sd = ll.std(ddof=1) / np.sqrt(n) * np.sqrt(1 - (n - 1) / (N - 1))
+            if sd > 0 and stdtr(n - 1, -abs((ll.mean() - mu0) / sd)) < eps:
+                break
+        # the kernel
+        n1, n_ex = _gibbs_fast.decide_repeated(
+            m.incidence_log_ratio, m.incidence_other, m.factor_ptr, x, i, perm,
+            np.random.default_rng(seed), 1, eps, batch, batch)
+        assert (n1, n_ex) == (int(ll.mean() > mu0), n)
+        np.testing.assert_array_equal(perm[a:a + n], order[:n])
+        early += n < N
+    assert early > 50

@@ -16,10 +16,21 @@ and set x_i = 1 iff mean_f l_f > mu0.  With epsilon == 0 all N_i terms are summe
 storage order (the exact Gibbs update, no permutation draws are needed); with
 epsilon > 0 the terms are drawn without replacement by a lazy Fisher-Yates shuffle of
 the variable's incidence segment (persistent across updates) and fed to the shared
-sequential t-test of ``bayes_subsample/_seqtest.pxd``.
+sequential t-test of ``bayes_subsample/_seqtest.pxd``, a batch at a time
+(``seqtest_push_batch``).
+
+The Fisher-Yates indices are drawn with Lemire's multiply-shift rejection method on
+32-bit halves of the generator's 64-bit outputs (``u32_index``), not numpy's masked
+rejection (``random_interval``, used by ``_rng.fisher_yates_step``): both are exactly
+uniform, but the masked method rejects up to half of its draws here (N_i = 4851 gives
+the mask 8191) and each rejection is a mispredicted branch plus another indirect call
+into the bit generator; the multiply-shift draw costs one 64-bit output per two
+indices and almost never rejects.  This halved the time per sweep for every epsilon
+(and changed the random stream of approximate Gibbs: the same seed gives different,
+equally valid, chains than before).
 """
 from libc.math cimport log, log1p, exp
-from libc.stdint cimport int64_t, int32_t, uint8_t
+from libc.stdint cimport int64_t, int32_t, uint8_t, uint64_t
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
 import numpy as np
@@ -27,9 +38,11 @@ import numpy as np
 from bayes_subsample._typedefs cimport floating
 from bayes_subsample._rng cimport (
     bitgen_t, get_bitgen, rng_uniform_open, rng_index, fisher_yates_step,
+    U32Stream, u32_init, u32_next, u32_index, u32_fisher_yates_step,
 )
 from bayes_subsample._seqtest cimport (
-    SeqTest, seqtest_init, seqtest_next_batch, seqtest_push, seqtest_check,
+    SeqTest, SEQTEST_CHUNK, seqtest_init, seqtest_next_batch, seqtest_push_batch,
+    seqtest_check,
 )
 
 
@@ -96,9 +109,11 @@ cdef inline bint _decide(const floating* diff, const int32_t* other,
     cdef double u = rng_uniform_open(bg)
     cdef double logit_u = log(u) - log1p(-u)
     cdef SeqTest t
-    cdef int64_t b, j, k, pos
+    cdef U32Stream rs
+    cdef int64_t b, c, j, k, pos
     cdef int64_t* seg
     cdef size_t touched
+    cdef double buf[SEQTEST_CHUNK]
     if N == 0:
         n_examined[0] = 0
         return 0.0 > logit_u          # no factor: P(x_i = 1 | rest) = 1/2
@@ -116,14 +131,22 @@ cdef inline bint _decide(const floating* diff, const int32_t* other,
                + _touch_range(other + 2 * start, 2 * N * sizeof(int32_t)))
     BS_KEEP(touched)
     seqtest_init(&t, N, logit_u / N, eps)
+    u32_init(&rs, bg)
     pos = 0
     while not t.done:
         b = seqtest_next_batch(&t, first_batch, batch_size)
-        for j in range(b):
-            fisher_yates_step(bg, seg, pos, N)
-            k = seg[pos]
-            pos += 1
-            seqtest_push(&t, diff[4 * k + 2 * x[other[2 * k]] + x[other[2 * k + 1]]])
+        while b > 0:
+            c = b if b < SEQTEST_CHUNK else SEQTEST_CHUNK
+            # draw the chunk's indices, then gather its terms in a loop free of RNG
+            # calls and of the test's arithmetic, then update the test once
+            for j in range(pos, pos + c):
+                u32_fisher_yates_step(&rs, seg, j, N)
+            for j in range(c):
+                k = seg[pos + j]
+                buf[j] = diff[4 * k + 2 * x[other[2 * k]] + x[other[2 * k + 1]]]
+            seqtest_push_batch(&t, buf, c)
+            pos += c
+            b -= c
         seqtest_check(&t)
     n_examined[0] = t.n
     return t.accept
@@ -233,6 +256,22 @@ def decide_repeated(const floating[:, ::1] diff, const int32_t[:, ::1] other,
                 n_ones += 1
             n_ex_tot += n_ex
     return n_ones, n_ex_tot
+
+
+def draw_without_replacement(generator, int64_t[::1] perm, int64_t pos, int64_t count):
+    """Advance the lazy Fisher-Yates shuffle exactly as one approximate decision does
+    (the same index draws, see ``u32_index``): make ``perm[pos:pos+count]`` the
+    next ``count`` draws without replacement from ``perm[pos:]`` and return a copy."""
+    cdef int64_t n = perm.shape[0], j
+    cdef U32Stream rs
+    if pos < 0 or count < 0 or pos + count > n:
+        raise ValueError(f"cannot draw {count} indices at position {pos} from {n}")
+    cdef bitgen_t* bg = get_bitgen(generator)
+    with generator.bit_generator.lock, nogil:
+        u32_init(&rs, bg)
+        for j in range(pos, pos + count):
+            u32_fisher_yates_step(&rs, &perm[0], j, n)
+    return np.asarray(perm[pos:pos + count]).copy()
 
 
 def conditional_log_odds(const floating[:, ::1] diff, const int32_t[:, ::1] other,

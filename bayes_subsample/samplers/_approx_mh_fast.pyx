@@ -27,7 +27,8 @@ from numpy.random cimport bitgen_t
 from bayes_subsample._typedefs cimport floating
 from bayes_subsample._rng cimport get_bitgen, fisher_yates_step
 from bayes_subsample._seqtest cimport (
-    SeqTest, seqtest_init, seqtest_next_batch, seqtest_push, seqtest_check)
+    SeqTest, SEQTEST_CHUNK, seqtest_init, seqtest_next_batch, seqtest_push_batch,
+    seqtest_check, welford_merge_batch)
 from bayes_subsample.models._glm_terms cimport glm_terms, cv_residual
 
 # concentration bounds (ALGORITHMS.md §3)
@@ -99,10 +100,16 @@ cdef inline int64_t conftest_next_batch(ConfTest* c, int64_t first_batch) noexce
 
 
 cdef inline void conftest_push(ConfTest* c, double l) noexcept nogil:
+    """Add one term (Welford).  Prefer conftest_push_batch in loops."""
     c.t += 1
     cdef double d = l - c.mean
     c.mean += d / c.t
     c.m2 += d * (l - c.mean)
+
+
+cdef inline void conftest_push_batch(ConfTest* c, const double* l, Py_ssize_t b) noexcept nogil:
+    """Add the b terms l[0..b) (Chan et al. merge in chunks, as seqtest_push_batch)."""
+    welford_merge_batch(&c.t, &c.mean, &c.m2, l, b)
 
 
 cdef inline double concentration_bound(int kind, int64_t t, int64_t n, double sd, double C,
@@ -209,20 +216,25 @@ def austerity_glm(generator, int family, const floating[:, ::1] X, const double[
         Running mean of the examined ``l_k``.
     """
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1], i
-    cdef int64_t pos = 0, b, k
+    cdef int64_t pos = 0, b, c, k
     cdef SeqTest t
+    cdef double buf[SEQTEST_CHUNK]
     _check_perm(perm, n)
     cdef bitgen_t* bg = get_bitgen(generator)
     with generator.bit_generator.lock, nogil:
         seqtest_init(&t, n, mu0, eps)
         while not t.done:
             b = seqtest_next_batch(&t, first_batch, batch_size)
-            for i in range(b):
-                fisher_yates_step(bg, &perm[0], pos, n)
-                k = perm[pos]
-                pos += 1
-                seqtest_push(&t, loglik_diff(family, &X[k, 0], y[k], &theta[0],
-                                             &theta_new[0], d, intercept, phi))
+            while b > 0:
+                c = b if b < SEQTEST_CHUNK else SEQTEST_CHUNK
+                for i in range(c):
+                    fisher_yates_step(bg, &perm[0], pos, n)
+                    k = perm[pos]
+                    pos += 1
+                    buf[i] = loglik_diff(family, &X[k, 0], y[k], &theta[0],
+                                         &theta_new[0], d, intercept, phi)
+                seqtest_push_batch(&t, buf, c)
+                b -= c
             seqtest_check(&t)
     return bool(t.accept), int(t.n), int(t.n_batches), float(t.mean)
 
@@ -249,10 +261,10 @@ def confidence_glm(generator, int family, const floating[:, ::1] X, const double
         The half-width ``c_t`` at the last check (nan if none was computed).
     """
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1], i
-    cdef int64_t pos = 0, b, k
+    cdef int64_t pos = 0, b, m, k
     cdef bint use_cv = eta_star is not None
     cdef ConfTest c
-    cdef double term
+    cdef double buf[SEQTEST_CHUNK]
     _check_perm(perm, n)
     if use_cv and eta_star.shape[0] != n:
         raise ValueError(f"eta_star must have length {n}, got {eta_star.shape[0]}")
@@ -263,17 +275,20 @@ def confidence_glm(generator, int family, const floating[:, ::1] X, const double
         conftest_init(&c, n, psi, C, delta, gamma, p, bound)
         while not c.done:
             b = conftest_next_batch(&c, first_batch)
-            for i in range(b):
-                fisher_yates_step(bg, &perm[0], pos, n)
-                k = perm[pos]
-                pos += 1
-                if use_cv:
-                    term = residual_diff(family, &X[k, 0], y[k], &theta[0], &theta_new[0],
-                                         eta_star[k], d, intercept, phi)
-                else:
-                    term = loglik_diff(family, &X[k, 0], y[k], &theta[0], &theta_new[0],
-                                       d, intercept, phi)
-                conftest_push(&c, term)
+            while b > 0:
+                m = b if b < SEQTEST_CHUNK else SEQTEST_CHUNK
+                for i in range(m):
+                    fisher_yates_step(bg, &perm[0], pos, n)
+                    k = perm[pos]
+                    pos += 1
+                    if use_cv:
+                        buf[i] = residual_diff(family, &X[k, 0], y[k], &theta[0],
+                                               &theta_new[0], eta_star[k], d, intercept, phi)
+                    else:
+                        buf[i] = loglik_diff(family, &X[k, 0], y[k], &theta[0],
+                                             &theta_new[0], d, intercept, phi)
+                conftest_push_batch(&c, buf, m)
+                b -= m
             conftest_check(&c)
     return bool(c.accept), int(c.t), int(c.k), float(c.mean), float(c.last_bound)
 
@@ -349,11 +364,11 @@ cdef class SequentialTest:
         return int(seqtest_next_batch(&self.t, first_batch, batch_size))
 
     def push(self, const double[::1] terms):
-        cdef Py_ssize_t i
+        """Add a batch of terms (one batch update, as the compiled loops)."""
         if self.t.n + terms.shape[0] > self.t.N:
             raise ValueError("more terms than the population size")
-        for i in range(terms.shape[0]):
-            seqtest_push(&self.t, terms[i])
+        if terms.shape[0] > 0:
+            seqtest_push_batch(&self.t, &terms[0], terms.shape[0])
 
     def check(self):
         return bool(seqtest_check(&self.t))
@@ -411,11 +426,11 @@ cdef class ConfidenceTest:
         return int(conftest_next_batch(&self.c, first_batch))
 
     def push(self, const double[::1] terms):
-        cdef Py_ssize_t i
+        """Add a batch of terms (one batch update, as the compiled loops)."""
         if self.c.t + terms.shape[0] > self.c.n:
             raise ValueError("more terms than the population size")
-        for i in range(terms.shape[0]):
-            conftest_push(&self.c, terms[i])
+        if terms.shape[0] > 0:
+            conftest_push_batch(&self.c, &terms[0], terms.shape[0])
 
     def check(self):
         return bool(conftest_check(&self.c))
