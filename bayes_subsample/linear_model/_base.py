@@ -56,6 +56,9 @@ class BayesianGLMBase(BaseEstimator):
         trace = sample(model, self.sampler, n_samples=self.n_samples, n_warmup=self.n_warmup,
                        n_chains=self.n_chains, n_jobs=self.n_jobs, random_state=seed_sequence(rs),
                        progress=self.progress, param_names=names)
+        if trace.n_samples == 0:
+            # Ctrl-C before any retained draw: nothing to fit, let the interrupt through
+            raise KeyboardInterrupt("sampling was interrupted before any draw was retained")
         self.trace_ = trace
         self.posterior_draws_ = trace.draws
         mean = trace.posterior_mean()

@@ -118,7 +118,8 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
             )
         if self.classes_.shape[0] > 2 or type_of_target(y) == "multiclass":
             raise ValueError(
-                f"BayesianLogisticRegression supports only binary targets; got "
+                "Only binary classification is supported. The type of the target is "
+                f"{type_of_target(y)}: BayesianLogisticRegression got "
                 f"{self.classes_.shape[0]} classes: {self.classes_.tolist()}"
             )
         model = LogisticRegressionModel(X, y_enc.astype(np.float64),
@@ -127,6 +128,11 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
                                         intercept_prior_scale=self.intercept_prior_scale)
         self._run(model)
         return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False  # binary only
+        return tags
 
     def decision_function(self, X):
         """Linear predictor at the posterior mean, ``X @ coef_ + intercept_``."""
@@ -345,6 +351,11 @@ class BayesianPoissonRegression(_BayesianRegressorBase):
                                        intercept_prior_scale=self.intercept_prior_scale)
         self._run(model)
         return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.positive_only = True  # counts y >= 0
+        return tags
 
     def _predictive_moments(self, X):
         eta, w = self._linear_predictor_draws(X)

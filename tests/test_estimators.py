@@ -1,0 +1,495 @@
+"""The scikit-learn estimators: BayesianLogisticRegression,
+BayesianLinearRegression and BayesianPoissonRegression.
+
+Ecosystem use (pipelines, cross-validation, grid search over sampler
+hyperparameters, clone, pickle), reproducibility, input validation, the
+prediction methods, posterior access and run-time behaviour (warnings,
+interrupts, progress bars, ArviZ). Most fits use short runs (``FAST``); the
+few statistical comparisons derive their tolerances from Monte Carlo error.
+"""
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
+
+from bayes_subsample import (
+    BayesianLinearRegression,
+    BayesianLogisticRegression,
+    BayesianPoissonRegression,
+)
+from bayes_subsample import diagnostics as diag
+from bayes_subsample.models import GaussianRegressionModel
+from bayes_subsample.samplers import HMC, MH
+from bayes_subsample.samplers.mh import MHKernel
+
+FAST = {"n_samples": 100, "n_warmup": 100, "n_chains": 2}
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+@pytest.fixture(scope="module")
+def clf_data():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 4)) * [1.0, 5.0, 0.2, 1.0] + [0.0, 10.0, 0.0, -3.0]
+    z = X @ np.array([1.0, 0.3, -4.0, 0.0]) - 3.0
+    y = (rng.random(300) < 1 / (1 + np.exp(-z))).astype(int)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def reg_data():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(150, 3))
+    y = X @ np.array([0.5, -1.0, 2.0]) + 1.0 + 0.7 * rng.normal(size=150)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def count_data():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(200, 3))
+    y = rng.poisson(np.exp(X @ np.array([0.3, -0.2, 0.1]) + 0.5))
+    return X, y
+
+
+ALL = [BayesianLogisticRegression, BayesianLinearRegression, BayesianPoissonRegression]
+
+
+def _data_for(cls, clf_data, reg_data, count_data):
+    return {BayesianLogisticRegression: clf_data, BayesianLinearRegression: reg_data,
+            BayesianPoissonRegression: count_data}[cls]
+
+
+# ---- pipelines, cross-validation, grid search, clone ----------------------------------------
+def test_pipeline_cross_val_score_roc_auc(clf_data):
+    X, y = clf_data
+    pipe = Pipeline([("scale", StandardScaler()),
+                     ("clf", BayesianLogisticRegression(random_state=0, **FAST))])
+    scores = cross_val_score(pipe, X, y, cv=3, scoring="roc_auc")
+    assert scores.shape == (3,)
+    assert np.all(scores > 0.75), scores          # the true model's AUC is ~0.9
+
+
+@pytest.mark.parametrize("grid", [
+    {"clf__sampler__trajectory_length": [0.8, 1.2]},
+    {"clf__sampler": [HMC(trajectory_length=1.0)], "clf__sampler__trajectory_length": [0.8, 1.2]},
+])
+def test_grid_search_over_sampler_hyperparameter(clf_data, grid):
+    X, y = clf_data
+    pipe = Pipeline([("scale", StandardScaler()),
+                     ("clf", BayesianLogisticRegression(sampler=HMC(), random_state=0, **FAST))])
+    originals = [s for s in grid.get("clf__sampler", [])]
+    gs = GridSearchCV(pipe, grid, cv=2, scoring="roc_auc").fit(X, y)
+    assert len(gs.cv_results_["params"]) == 2
+    best = gs.best_estimator_.named_steps["clf"]
+    assert isinstance(best.sampler, HMC)
+    assert best.sampler.trajectory_length == gs.best_params_["clf__sampler__trajectory_length"]
+    # the tuned value reached the kernel: n_leapfrog ~ trajectory_length / step_size
+    tun = best.diagnostics_["tuning"][0]
+    assert tun["n_leapfrog"] == max(1, round(best.sampler.trajectory_length / tun["step_size"]))
+    # neither the pipeline's sampler nor the grid's objects were mutated
+    assert pipe.named_steps["clf"].sampler.trajectory_length == 1.2
+    for s in originals:
+        assert s.trajectory_length == 1.0
+    assert gs.predict_proba(X).shape == (len(X), 2)
+
+
+def test_clone_deep_copies_sampler():
+    est = BayesianLogisticRegression(sampler=HMC(trajectory_length=1.0, step_size=0.2))
+    c = clone(est)
+    assert c.sampler is not est.sampler
+    assert c.sampler.get_params() == est.sampler.get_params()
+    c.sampler.set_params(trajectory_length=0.5)
+    c.set_params(sampler__step_size=0.1)
+    assert est.sampler.trajectory_length == 1.0 and est.sampler.step_size == 0.2
+    assert est.get_params()["sampler__trajectory_length"] == 1.0
+    assert c.get_params()["sampler__step_size"] == 0.1
+
+
+def test_fit_does_not_mutate_params(clf_data):
+    X, y = clf_data
+    hmc = HMC(trajectory_length=1.0)
+    est = BayesianLogisticRegression(sampler=hmc, random_state=0, **FAST)
+    before = est.get_params(deep=True)
+    est.fit(X, y)
+    after = est.get_params(deep=True)
+    assert est.sampler is hmc
+    assert {k: v for k, v in before.items() if k != "sampler"} == \
+        {k: v for k, v in after.items() if k != "sampler"}
+
+
+# ---- reproducibility, pickling ------------------------------------------------------------
+@pytest.mark.parametrize("cls", ALL)
+@pytest.mark.parametrize("sampler", ["mh", "hmc"])
+def test_reproducible_across_n_jobs(cls, sampler, clf_data, reg_data, count_data):
+    X, y = _data_for(cls, clf_data, reg_data, count_data)
+    fits = [cls(sampler=sampler, n_jobs=n_jobs, random_state=5, **FAST).fit(X, y)
+            for n_jobs in (1, 2)]
+    np.testing.assert_array_equal(fits[0].posterior_draws_, fits[1].posterior_draws_)
+    np.testing.assert_array_equal(fits[0].predict(X), fits[1].predict(X))
+    # idempotent refit with the same random_state
+    refit = fits[0].fit(X, y).posterior_draws_
+    np.testing.assert_array_equal(refit, fits[1].posterior_draws_)
+
+
+def test_random_state_variants(reg_data):
+    X, y = reg_data
+    a = BayesianLinearRegression(random_state=None, **FAST).fit(X, y).posterior_draws_
+    b = BayesianLinearRegression(random_state=None, **FAST).fit(X, y).posterior_draws_
+    assert not np.array_equal(a, b)
+    c = BayesianLinearRegression(random_state=np.random.RandomState(0), **FAST).fit(X, y)
+    d = BayesianLinearRegression(random_state=np.random.RandomState(0), **FAST).fit(X, y)
+    np.testing.assert_array_equal(c.posterior_draws_, d.posterior_draws_)
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_pickle_round_trip(cls, clf_data, reg_data, count_data):
+    X, y = _data_for(cls, clf_data, reg_data, count_data)
+    est = cls(random_state=0, **FAST).fit(X, y)
+    back = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(back.posterior_draws_, est.posterior_draws_)
+    np.testing.assert_array_equal(back.trace_.warmup_draws, est.trace_.warmup_draws)
+    assert set(back.diagnostics_) == set(est.diagnostics_)
+    for k in ("r_hat", "ess_bulk", "mcse_mean", "acceptance_rate", "n_evals"):
+        np.testing.assert_array_equal(back.diagnostics_[k], est.diagnostics_[k])
+    np.testing.assert_array_equal(back.predict(X), est.predict(X))
+    if hasattr(est, "predict_proba"):
+        np.testing.assert_array_equal(back.predict_proba(X), est.predict_proba(X))
+    else:
+        np.testing.assert_array_equal(back.predict(X, return_std=True)[1],
+                                      est.predict(X, return_std=True)[1])
+    np.testing.assert_array_equal(back.sample_posterior(7, random_state=1),
+                                  est.sample_posterior(7, random_state=1))
+
+
+# ---- bad input ----------------------------------------------------------------------------
+def _X(n=20, d=3):
+    return np.random.default_rng(0).normal(size=(n, d))
+
+
+_Y2 = np.arange(20) % 2
+
+
+@pytest.mark.parametrize("cls, params, X, y, err, match", [
+    (BayesianLogisticRegression, {}, _X(), np.ones(20), ValueError, "only one class"),
+    (BayesianLogisticRegression, {}, _X(), np.arange(20) % 3, ValueError,
+     "Only binary classification is supported.*3 classes"),
+    (BayesianLogisticRegression, {}, _X(), np.linspace(0, 1, 20), ValueError, "Unknown label type"),
+    (BayesianLogisticRegression, {}, np.where(_X() > 1.5, np.nan, _X()), _Y2,
+     ValueError, "NaN"),
+    (BayesianLinearRegression, {}, np.where(_X() > 1.5, np.inf, _X()), np.ones(20), ValueError,
+     "infinity"),
+    (BayesianLinearRegression, {}, _X(), np.r_[np.nan, np.ones(19)], ValueError, "NaN"),
+    (BayesianLogisticRegression, {}, _X(0), np.zeros(0), ValueError, "0 sample"),
+    (BayesianLinearRegression, {}, _X(0), np.zeros(0), ValueError, "0 sample"),
+    (BayesianLinearRegression, {}, _X(5), np.ones(6), ValueError, "inconsistent numbers"),
+    (BayesianLogisticRegression, {"sampler": "nuts"}, _X(), _Y2, ValueError,
+     "'sampler' parameter .*'mh'.*Got 'nuts'"),
+    (BayesianLogisticRegression, {"sampler": MH}, _X(), _Y2, ValueError,
+     "'sampler' parameter"),
+    (BayesianLogisticRegression, {"n_chains": 0}, _X(), _Y2, ValueError, "n_chains"),
+    (BayesianLogisticRegression, {"n_samples": 0}, _X(), _Y2, ValueError, "n_samples"),
+    (BayesianLogisticRegression, {"n_warmup": -1}, _X(), _Y2, ValueError, "n_warmup"),
+    (BayesianLogisticRegression, {"n_jobs": 0}, _X(), _Y2, ValueError, "n_jobs"),
+    (BayesianLogisticRegression, {"prior_scale": -1.0}, _X(), _Y2, ValueError,
+     "prior_scale"),
+    (BayesianLinearRegression, {"intercept_prior_scale": 0.0}, _X(), np.ones(20), ValueError,
+     "intercept_prior_scale"),
+    (BayesianLinearRegression, {"noise_scale": -1.0}, _X(), np.ones(20), ValueError, "noise_scale"),
+    (BayesianLogisticRegression, {"sampler": HMC(target_accept=1.5)}, _X(), _Y2,
+     ValueError, "target_accept"),
+    (BayesianLogisticRegression, {"sampler": MH(step_size=-0.1)}, _X(), _Y2,
+     ValueError, "step_size"),
+    (BayesianPoissonRegression, {}, _X(), -(np.arange(20) % 3), ValueError,
+     "non-negative integer counts"),
+    (BayesianPoissonRegression, {}, _X(), np.linspace(0, 3, 20), ValueError,
+     "non-negative integer counts"),
+])
+def test_bad_input_raises_clear_error(cls, params, X, y, err, match):
+    est = cls(**{**FAST, **params})
+    with pytest.raises(err, match=match):
+        est.fit(X, y)
+
+
+def test_not_fitted_and_wrong_width(clf_data):
+    X, y = clf_data
+    est = BayesianLogisticRegression(**FAST)
+    for method in ("predict", "predict_proba", "decision_function", "sample_posterior"):
+        with pytest.raises(NotFittedError):
+            getattr(est, method)(X) if method != "sample_posterior" else est.sample_posterior()
+    est.set_params(random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        est.predict(X[:, :3])
+
+
+# ---- classifier ---------------------------------------------------------------------------
+def test_classifier_outputs(clf_data):
+    X, y = clf_data
+    clf = BayesianLogisticRegression(random_state=0, **FAST).fit(X, y)
+    proba = clf.predict_proba(X)
+    assert proba.shape == (len(X), 2)
+    assert np.all((proba >= 0) & (proba <= 1))
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(np.exp(clf.predict_log_proba(X)), proba, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(clf.predict(X), clf.classes_[(proba[:, 1] > 0.5).astype(int)])
+    assert clf.decision_function(X).shape == (len(X),)
+    assert clf.score(X, y) > 0.75
+    # predict_proba is the posterior average of sigmoid(x^T theta), not the plug-in
+    draws = clf.sample_posterior()
+    p1 = 1 / (1 + np.exp(-(X @ draws[:, :4].T + draws[:, 4])))
+    np.testing.assert_allclose(proba[:, 1], p1.mean(axis=1), rtol=1e-10)
+
+
+def test_string_labels_map_through_classes(clf_data):
+    X, y = clf_data
+    labels = np.array(["no", "yes"])[y]
+    clf_s = BayesianLogisticRegression(random_state=0, **FAST).fit(X, labels)
+    clf_i = BayesianLogisticRegression(random_state=0, **FAST).fit(X, y)
+    np.testing.assert_array_equal(clf_s.classes_, ["no", "yes"])
+    np.testing.assert_array_equal(clf_s.posterior_draws_, clf_i.posterior_draws_)
+    pred = clf_s.predict(X)
+    assert pred.dtype.kind == "U" and set(pred) <= {"no", "yes"}
+    np.testing.assert_array_equal(pred, np.array(["no", "yes"])[clf_i.predict(X)])
+    # classes are sorted: "a" < "b" makes "b" the positive class
+    flipped = BayesianLogisticRegression(random_state=0, **FAST).fit(
+        X, np.array(["b", "a"])[y])
+    np.testing.assert_array_equal(flipped.classes_, ["a", "b"])
+    assert np.corrcoef(flipped.predict_proba(X)[:, 1], clf_i.predict_proba(X)[:, 0])[0, 1] > 0.99
+
+
+# ---- regressors ---------------------------------------------------------------------------
+def test_linear_predict_std_matches_exact_predictive(reg_data):
+    """predict(X, return_std=True) against the closed-form predictive
+    N(x^T mu, x^T Sigma x + sigma^2), mean within 4 MCSE and the posterior
+    part of the variance within 20% (its Monte Carlo error is ~5% here)."""
+    X, y = reg_data
+    Xt = np.random.default_rng(9).normal(size=(5, 3)) * 2
+    mu, cov = GaussianRegressionModel(X, y, noise_scale=0.7).exact_posterior()
+    Xa = np.column_stack([Xt, np.ones(5)])
+    exact_mean, exact_var_eta = Xa @ mu, np.einsum("ij,jk,ik->i", Xa, cov, Xa)
+    for seed in (0, 1, 2):
+        reg = BayesianLinearRegression(noise_scale=0.7, sampler=HMC(trajectory_length=1.6),
+                                       n_samples=250, n_warmup=300, n_chains=4,
+                                       random_state=seed).fit(X, y)
+        mean, std = reg.predict(Xt, return_std=True)
+        assert mean.shape == std.shape == (5,)
+        np.testing.assert_allclose(reg.predict(Xt), mean)
+        eta = reg.posterior_draws_ @ Xa.T                 # (chains, draws, 5)
+        mcse = diag.mcse_mean(eta)
+        assert np.all(np.abs(mean - exact_mean) < 4 * mcse)
+        np.testing.assert_allclose(std**2 - 0.49, exact_var_eta, rtol=0.2)
+        np.testing.assert_allclose(std, np.sqrt(exact_var_eta + 0.49), rtol=0.02)
+
+
+def test_sample_y_linear(reg_data):
+    X, y = reg_data
+    reg = BayesianLinearRegression(noise_scale=0.7, random_state=0, **FAST).fit(X, y)
+    Xt = X[:4]
+    ys = reg.sample_y(Xt, n_samples=4000, random_state=0)
+    assert ys.shape == (4, 4000)
+    np.testing.assert_array_equal(ys, reg.sample_y(Xt, n_samples=4000, random_state=0))
+    assert reg.sample_y(Xt).shape == (4, 1)
+    mean, std = reg.predict(Xt, return_std=True)
+    # 4000 predictive draws: the mean within 4 standard errors, sd within 5% (~1.1% MC error)
+    assert np.all(np.abs(ys.mean(axis=1) - mean) < 4 * std / np.sqrt(4000))
+    np.testing.assert_allclose(ys.std(axis=1), std, rtol=0.05)
+    with pytest.raises(ValueError, match="n_samples"):
+        reg.sample_y(Xt, n_samples=0)
+
+
+def test_poisson_predictions(count_data):
+    X, y = count_data
+    reg = BayesianPoissonRegression(random_state=0, **FAST).fit(X, y)
+    mean, std = reg.predict(X[:10], return_std=True)
+    assert np.all(mean > 0) and np.all(std**2 >= mean)    # Poisson mixture: Var >= mean
+    draws = reg.sample_posterior()
+    np.testing.assert_allclose(mean, np.exp(X[:10] @ draws[:, :3].T + draws[:, 3]).mean(axis=1),
+                               rtol=1e-10)
+    ys = reg.sample_y(X[:10], n_samples=3000, random_state=1)
+    assert ys.shape == (10, 3000) and np.all(ys >= 0) and np.all(ys == np.round(ys))
+    assert np.all(np.abs(ys.mean(axis=1) - mean) < 4 * std / np.sqrt(3000))
+    # coefficients near the truth (0.3, -0.2, 0.1; intercept 0.5)
+    np.testing.assert_allclose(np.r_[reg.coef_, reg.intercept_], [0.3, -0.2, 0.1, 0.5], atol=0.2)
+
+
+def test_poisson_api_on_counts(count_data):
+    """What test_common cannot check on continuous targets: n_features_in_,
+    fit idempotence, list input, float32 input."""
+    X, y = count_data
+    reg = BayesianPoissonRegression(random_state=0, **FAST)
+    assert reg.fit(X, y) is reg and reg.n_features_in_ == 3
+    first = reg.posterior_draws_.copy()
+    np.testing.assert_array_equal(reg.fit(X, y).posterior_draws_, first)
+    reg.fit(X[:, :2], y)
+    assert reg.n_features_in_ == 2 and reg.posterior_draws_.shape[-1] == 3
+    with pytest.raises(ValueError, match="features"):
+        reg.predict(X)
+    lst = BayesianPoissonRegression(random_state=0, **FAST).fit(X.tolist(), y.tolist())
+    np.testing.assert_array_equal(lst.posterior_draws_, first)
+    f32 = BayesianPoissonRegression(random_state=0, **FAST).fit(X.astype(np.float32), y)
+    assert np.isfinite(f32.posterior_draws_).all()
+
+
+# ---- posterior access ----------------------------------------------------------------------
+def test_sample_posterior_shapes_and_resampling(reg_data):
+    X, y = reg_data
+    reg = BayesianLinearRegression(random_state=0, **FAST).fit(X, y)
+    allx = reg.sample_posterior()
+    assert allx.shape == (200, 4)
+    np.testing.assert_array_equal(allx, reg.posterior_draws_.reshape(-1, 4))  # chain-major
+    allx[0, 0] = 1e9                                           # a copy, not a view
+    assert reg.posterior_draws_[0, 0, 0] != 1e9
+    sub = reg.sample_posterior(500, random_state=3)
+    assert sub.shape == (500, 4)
+    np.testing.assert_array_equal(sub, reg.sample_posterior(500, random_state=3))
+    assert not np.array_equal(sub, reg.sample_posterior(500, random_state=4))
+    rows = {tuple(r) for r in reg.posterior_draws_.reshape(-1, 4)}
+    assert all(tuple(r) in rows for r in sub)
+    # with replacement: 500 from 200 repeats rows
+    assert len({tuple(r) for r in sub}) < 200
+    np.testing.assert_allclose(np.r_[reg.coef_, reg.intercept_],
+                               reg.posterior_draws_.reshape(-1, 4).mean(axis=0))
+    for bad in (0, -3, 2.5, "10"):
+        with pytest.raises(ValueError, match="n_samples"):
+            reg.sample_posterior(bad)
+
+
+def test_fit_intercept_false(reg_data):
+    X, y = reg_data
+    reg = BayesianLinearRegression(fit_intercept=False, random_state=0, **FAST).fit(X, y)
+    assert reg.posterior_draws_.shape == (2, 100, 3)
+    assert reg.intercept_ == 0.0 and reg.coef_.shape == (3,)
+    assert reg.diagnostics_["summary"] is not None
+    assert reg.trace_.param_names == ["coef[0]", "coef[1]", "coef[2]"]
+
+
+def test_diagnostics_keys(clf_data):
+    X, y = clf_data
+    clf = BayesianLogisticRegression(random_state=0, **FAST).fit(X, y)
+    d = clf.diagnostics_
+    per_param = {"r_hat", "ess_bulk", "ess_tail", "mcse_mean", "inefficiency_factor",
+                 "ess_per_second"}
+    per_chain = {"acceptance_rate", "mean_accept_prob", "n_divergences", "n_evals",
+                 "n_evals_per_iteration", "data_fraction_per_iteration", "wall_time",
+                 "sampling_time"}
+    assert per_param | per_chain | {"sampler", "tuning", "interrupted", "summary"} <= set(d)
+    for k in per_param:
+        assert np.shape(d[k]) == (5,), k
+    for k in per_chain:
+        assert np.shape(d[k]) == (2,), k
+    assert d["sampler"] == "hmc" and d["interrupted"] is False
+    assert len(d["tuning"]) == 2 and d["tuning"][0]["step_size"] > 0
+    assert np.all(d["n_evals"] > 0) and np.all(d["data_fraction_per_iteration"] >= 1)
+    assert "intercept" in str(d["summary"])
+
+
+def test_float32_and_readonly_input(clf_data):
+    X, y = clf_data
+    X32 = np.asarray(X, dtype=np.float32)
+    clf = BayesianLogisticRegression(random_state=0, **FAST).fit(X32, y)
+    assert clf.posterior_draws_.dtype == np.float64 and np.isfinite(clf.posterior_draws_).all()
+    proba = clf.predict_proba(X32)
+    assert proba.dtype == np.float64
+    ref = BayesianLogisticRegression(random_state=0, **FAST).fit(X, y)
+    # float32 rounding changes the chains slightly, not the fitted model
+    assert np.mean(clf.predict(X) == ref.predict(X)) > 0.95
+    Xro = X.copy()
+    Xro.flags.writeable = False
+    np.testing.assert_array_equal(
+        BayesianLogisticRegression(random_state=0, **FAST).fit(Xro, y).posterior_draws_,
+        ref.posterior_draws_)
+
+
+def test_dataframe_feature_names(clf_data):
+    pd = pytest.importorskip("pandas")
+    X, y = clf_data
+    df = pd.DataFrame(X, columns=["a", "b", "c", "d"])
+    clf = BayesianLogisticRegression(random_state=0, **FAST).fit(df, y)
+    np.testing.assert_array_equal(clf.feature_names_in_, ["a", "b", "c", "d"])
+    assert clf.predict_proba(df).shape == (len(df), 2)
+
+
+# ---- run-time behaviour: warnings, interrupts, progress, ArviZ --------------------------------
+def test_convergence_warning_bad_and_good(reg_data):
+    X, y = reg_data
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        BayesianLinearRegression(sampler=MH(adapt=False), n_samples=20, n_warmup=0,
+                                 n_chains=2, random_state=0).fit(X, y)
+    assert any(issubclass(w.category, ConvergenceWarning) for w in rec)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        good = BayesianLinearRegression(sampler=HMC(trajectory_length=1.6), n_samples=1000,
+                                        n_warmup=300, n_chains=4, random_state=0).fit(X, y)
+    assert np.max(good.diagnostics_["r_hat"]) < 1.01
+
+
+class InterruptingMH(MH):
+    """MH whose kernels raise KeyboardInterrupt after ``after`` steps in total
+    (a user pressing Ctrl-C); a test-only sampler object."""
+
+    def __init__(self, step_size=None, adapt=True, target_accept=None, after=100):
+        super().__init__(step_size=step_size, adapt=adapt, target_accept=target_accept)
+        self.after = after
+
+    def build(self, model, shared, n_warmup):
+        kernel = super().build(model, shared, n_warmup)
+        counter = shared.setdefault("_steps", [0])
+        after = self.after
+
+        class Kernel(MHKernel):
+            def step(self, rng, state):
+                counter[0] += 1
+                if counter[0] > after:
+                    raise KeyboardInterrupt
+                return super().step(rng, state)
+
+        kernel.__class__ = Kernel
+        return kernel
+
+
+def test_keyboard_interrupt_keeps_draws(clf_data):
+    X, y = clf_data
+    full = BayesianLogisticRegression(sampler=InterruptingMH(after=10**9), random_state=0,
+                                      **FAST).fit(X, y)
+    # chain 0: 200 steps; chain 1: 100 warmup + 30 retained
+    est = BayesianLogisticRegression(sampler=InterruptingMH(after=330), random_state=0, **FAST)
+    with pytest.warns(RuntimeWarning, match="kept 30 draws in each of 2 chains"):
+        est.fit(X, y)
+    assert est.trace_.interrupted and est.diagnostics_["interrupted"] is True
+    assert est.posterior_draws_.shape == (2, 30, 5)
+    np.testing.assert_array_equal(est.posterior_draws_, full.posterior_draws_[:, :30])
+    assert est.predict_proba(X).shape == (len(X), 2)
+    # interrupted before any retained draw: the interrupt propagates
+    with pytest.raises(KeyboardInterrupt), pytest.warns(RuntimeWarning, match="kept 0 draws"):
+        BayesianLogisticRegression(sampler=InterruptingMH(after=50), random_state=0,
+                                   **FAST).fit(X, y)
+
+
+def test_progress_bar(clf_data, capsys):
+    pytest.importorskip("tqdm")
+    X, y = clf_data
+    clf = BayesianLogisticRegression(progress=True, random_state=0, **FAST).fit(X, y)
+    err = capsys.readouterr().err
+    assert "sampling" in err and "400/400" in err
+    ref = BayesianLogisticRegression(random_state=0, **FAST).fit(X, y)
+    np.testing.assert_array_equal(clf.posterior_draws_, ref.posterior_draws_)
+
+
+def test_to_inference_data(reg_data):
+    az = pytest.importorskip("arviz")
+    X, y = reg_data
+    reg = BayesianLinearRegression(random_state=0, **FAST).fit(X, y)
+    idata = reg.to_inference_data()
+    assert isinstance(idata, az.InferenceData)
+    assert set(idata.posterior.data_vars) == {"coef[0]", "coef[1]", "coef[2]", "intercept"}
+    np.testing.assert_array_equal(idata.posterior["intercept"].values,
+                                  reg.posterior_draws_[:, :, 3])
+    with pytest.raises(NotFittedError):
+        BayesianLinearRegression().to_inference_data()
