@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 from scipy import linalg, optimize
 
+from ._linalg import inv_lower
 __all__ = ["find_map", "laplace"]
 
 
@@ -97,7 +98,7 @@ def laplace(model, theta0=None):
         # not positive definite (flat directions): fall back to the prior precision
         precision = precision + np.diag(model.prior.precision) * 1e-3 + 1e-8 * np.eye(len(theta))
         chol_prec = linalg.cholesky(precision, lower=True)
-    inv_chol = linalg.solve_triangular(chol_prec, np.eye(len(theta)), lower=True)
+    inv_chol = inv_lower(chol_prec)
     cov = inv_chol.T @ inv_chol
     return {"theta_map": theta, "precision": precision, "cov": cov,
             "chol_cov": linalg.cholesky(cov, lower=True), "n_evals": n_evals,

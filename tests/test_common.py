@@ -20,11 +20,6 @@ Checks expected to fail are listed in ``EXPECTED_FAILED`` with a reason each
   points they would cover (``n_features_in_``, fit idempotence, ``fit``
   returning a fitted estimator, list input, float32 / read-only input) are
   tested on count data in ``test_estimators.py``.
-* ``BayesianLogisticRegression.decision_function`` is the linear predictor at
-  the posterior mean, while ``predict_proba`` averages ``sigmoid(x^T theta)``
-  over the posterior draws; the two rankings need not agree exactly (points
-  with more posterior uncertainty in ``x^T theta`` are shrunk more towards
-  1/2). Whether the check passes depends on the draws of a 30-draw run.
 """
 import warnings
 
@@ -58,12 +53,6 @@ EXPECTED_FAILED = {
             "check_regressor_data_not_an_array", "check_regressors_no_decision_function",
             "check_fit_idempotent", "check_fit_check_is_fitted", "check_n_features_in",
         )
-    },
-    "BayesianLogisticRegression": {
-        "check_decision_proba_consistency": (
-            "decision_function is x^T E[theta]; predict_proba is E[sigmoid(x^T theta)] over "
-            "the draws, whose ranking can differ where posterior uncertainty differs"
-        ),
     },
 }
 

@@ -493,3 +493,18 @@ def test_to_inference_data(reg_data):
                                   reg.posterior_draws_[:, :, 3])
     with pytest.raises(NotFittedError):
         BayesianLinearRegression().to_inference_data()
+
+
+def test_decision_function_is_log_odds_of_predictive_probability():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 3))
+    y = (X[:, 0] + rng.normal(size=300) > 0).astype(int)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf = BayesianLogisticRegression(n_samples=100, n_warmup=100, n_chains=2,
+                                         random_state=0).fit(X, y)
+    p = clf.predict_proba(X)[:, 1]
+    np.testing.assert_allclose(clf.decision_function(X), np.log(p) - np.log1p(-p), rtol=1e-8,
+                               atol=1e-10)
+    np.testing.assert_array_equal(clf.predict(X), clf.classes_[(clf.decision_function(X) > 0)
+                                                               .astype(int)])

@@ -4,7 +4,7 @@ from __future__ import annotations
 from numbers import Real
 
 import numpy as np
-from scipy.special import expit, log_expit
+from scipy.special import expit, log_expit, logsumexp
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
@@ -135,9 +135,15 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
         return tags
 
     def decision_function(self, X):
-        """Linear predictor at the posterior mean, ``X @ coef_ + intercept_``."""
-        X = self._check_X(X)
-        return np.asarray(X, dtype=np.float64) @ self.coef_ + self.intercept_
+        """Log-odds of the posterior predictive probability of ``classes_[1]``.
+
+        ``log p / (1 - p)`` with ``p = predict_proba(X)[:, 1]``, so it ranks
+        samples exactly as ``predict_proba`` does (and ``predict`` is its sign).
+        This is not ``X @ coef_ + intercept_`` (the linear predictor at the
+        posterior mean), which averages before the sigmoid.
+        """
+        logp = self.predict_log_proba(X)
+        return logp[:, 1] - logp[:, 0]
 
     def predict_proba(self, X):
         """Posterior predictive class probabilities ``E[sigmoid(x^T theta)]``
@@ -152,14 +158,22 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
         return np.column_stack([1.0 - p1, p1])
 
     def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba`, computed stably from the
+        per-draw log-probabilities (log-sum-exp over the draws), shape (n, 2)."""
         X = self._check_X(X)
         out = np.empty((X.shape[0], 2))
         step = 4096
         for s in range(0, X.shape[0], step):
             eta, w = self._linear_predictor_draws(X[s:s + step])
-            # log of the posterior-mean probability, computed stably
-            from scipy.special import logsumexp
-            lw = np.log(np.clip(w, 1e-300, None))
+            if np.any(w < 0):
+                # sign-corrected weights (signed HMC-ECS): no log-sum-exp form
+                p1 = np.clip(expit(eta) @ w, 0.0, 1.0)
+                with np.errstate(divide="ignore"):
+                    out[s:s + step, 1] = np.log(p1)
+                    out[s:s + step, 0] = np.log1p(-p1)
+                continue
+            with np.errstate(divide="ignore"):
+                lw = np.log(w)
             out[s:s + step, 1] = logsumexp(log_expit(eta) + lw, axis=1)
             out[s:s + step, 0] = logsumexp(log_expit(-eta) + lw, axis=1)
         return out

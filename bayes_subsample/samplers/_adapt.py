@@ -7,6 +7,7 @@ import math
 import numpy as np
 from scipy import linalg
 
+from .._linalg import inv_lower
 __all__ = ["DualAveraging", "TrajectoryTuner", "DenseMetric", "AdaptiveRWProposal",
            "n_leapfrog_for"]
 
@@ -101,7 +102,7 @@ class DenseMetric:
         mass = 0.5 * (mass + mass.T)
         self.mass = mass
         self.chol = linalg.cholesky(mass, lower=True)          # M = L L^T
-        inv_chol = linalg.solve_triangular(self.chol, np.eye(len(mass)), lower=True)
+        inv_chol = inv_lower(self.chol)
         self.inv_mass = inv_chol.T @ inv_chol
 
     def sample_momentum(self, rng):

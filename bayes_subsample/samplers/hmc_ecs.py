@@ -13,7 +13,10 @@ from numbers import Integral, Real
 
 import numpy as np
 from scipy import linalg, stats
+
 from sklearn.utils._param_validation import Interval, StrOptions
+
+from .._linalg import inv_lower
 
 from ..control_variates import TaylorControlVariate
 from ..models._glm import GLM
@@ -294,7 +297,7 @@ class HMCECSKernel(Kernel):
         except linalg.LinAlgError:
             mass = mass + np.diag(self.prec_prior) + 1e-8 * np.eye(len(mass))
             chol = linalg.cholesky(mass, lower=True)
-        inv_chol = linalg.solve_triangular(chol, np.eye(len(mass)), lower=True)
+        inv_chol = inv_lower(chol)
         self.inv_mass = inv_chol.T @ inv_chol
         self.chol_cov = linalg.cholesky(self.inv_mass, lower=True)
         self.core.set_metric(self.inv_mass, chol)

@@ -19,7 +19,10 @@ from numbers import Integral, Real
 
 import numpy as np
 from scipy import linalg
+
 from sklearn.utils._param_validation import Interval, StrOptions
+
+from .._linalg import inv_lower
 
 from ..models._base import GaussianPrior
 from ..models._glm import GLM
@@ -423,7 +426,7 @@ class SGHMCKernel(_SGKernelBase):
             mass = 0.5 * (shared["precision"] + shared["precision"].T)
             self.identity = False
             self.chol_mass = np.ascontiguousarray(linalg.cholesky(mass, lower=True))
-            inv_chol = linalg.solve_triangular(self.chol_mass, np.eye(p), lower=True)
+            inv_chol = inv_lower(self.chol_mass)
             self.inv_mass = np.ascontiguousarray(inv_chol.T @ inv_chol)
         else:
             self.identity = True
