@@ -403,6 +403,13 @@ def sample(model, sampler="hmc", *, n_samples=1000, n_warmup=1000, n_chains=4, n
             setup_evals[c] = kernel.n_evals_setup
 
     interrupted = False
+    # chains in parallel threads share the cores with the model's threaded full
+    # passes: split the cores between them (results do not depend on threads)
+    from joblib import effective_n_jobs
+    n_parallel = 1 if n_jobs in (None, 1) else min(n_chains, effective_n_jobs(n_jobs))
+    model_threads = getattr(model, "n_threads", None)
+    if n_parallel > 1 and isinstance(model_threads, numbers.Integral):
+        model.n_threads = max(1, model_threads // n_parallel)
     try:
         if n_jobs in (None, 1) or n_chains == 1:
             for c in range(n_chains):
@@ -415,6 +422,8 @@ def sample(model, sampler="hmc", *, n_samples=1000, n_warmup=1000, n_chains=4, n
     finally:
         if bar is not None:
             bar.close()
+        if n_parallel > 1 and isinstance(model_threads, numbers.Integral):
+            model.n_threads = model_threads
 
     if interrupted:
         chains = np.flatnonzero(main.n_done > 0)
