@@ -10,12 +10,12 @@ source.
 import os
 import sys
 
-# the installed package is documented; fall back to the source tree
-try:
-    import bayes_subsample
-except ImportError:  # pragma: no cover
-    sys.path.insert(0, os.path.abspath(".."))
-    import bayes_subsample
+# Document the *installed* package: the source tree has no compiled modules, so
+# drop the repository root (which ``python -m sphinx`` run from it puts on
+# sys.path) before importing.
+_root = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _root]
+import bayes_subsample  # noqa: E402
 
 project = "bayes_subsample"
 author = "the bayes_subsample developers"
