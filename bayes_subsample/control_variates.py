@@ -31,13 +31,17 @@ class TaylorControlVariate:
         Expansion point (ideally near the posterior mode).
     order : {0, 1, 2}, default=2
         Taylor order. Order 2 needs a GLM (per-datum Hessians are scalars there).
+    sums : tuple ``(loglik, gradient, hessian)``, optional
+        Full-data sums at ``theta_star`` already computed by the caller (one
+        ``model.full_pass(theta_star, hessian=True)``); skips the pass here.
 
     Attributes
     ----------
     L_star, A, B : float, ndarray (p,), ndarray (p, p)
         Full-data sums at ``theta_star`` (``B`` is zero below order 2).
     n_evals : int
-        Per-datum evaluations spent building it (``n``: one full pass).
+        Per-datum evaluations spent building it (``n`` for its full pass; 0
+        when ``sums`` were given).
 
     Examples
     --------
@@ -50,7 +54,7 @@ class TaylorControlVariate:
     >>> ell_hat, sigma2_hat = cv.estimate(np.full(4, 0.01), rng.integers(0, 1000, 100))
     """
 
-    def __init__(self, model, theta_star, order=2):
+    def __init__(self, model, theta_star, order=2, *, sums=None):
         if order not in (0, 1, 2):
             raise ValueError(f"order must be 0, 1 or 2, got {order!r}")
         self.model = model
@@ -64,13 +68,18 @@ class TaylorControlVariate:
         self.theta_star = model.check_theta(theta_star).copy()
         self.n_data = model.n_data
         p = model.n_params
-        ll, grad, hess = model.full_pass(self.theta_star, gradient=order >= 1, hessian=order == 2)
+        if sums is None:
+            ll, grad, hess = model.full_pass(self.theta_star, gradient=order >= 1,
+                                             hessian=order == 2)
+            self.n_evals = self.n_data
+        else:
+            ll, grad, hess = sums
+            self.n_evals = 0
         self.L_star = float(ll)
         self.A = grad if order >= 1 else np.zeros(p)
         self.B = hess if order == 2 else np.zeros((p, p))
         if not (np.isfinite(self.L_star) and np.isfinite(self.A).all() and np.isfinite(self.B).all()):
             raise FloatingPointError("non-finite log-likelihood sums at theta_star")
-        self.n_evals = self.n_data
 
     # ---- the full-data part -------------------------------------------------------
     def Q(self, theta):

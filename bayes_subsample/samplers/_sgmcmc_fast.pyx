@@ -281,17 +281,6 @@ def eta_all(const floating[:, ::1] X, const double[::1] theta, bint intercept,
     return np.asarray(out)
 
 
-def draw_indices(generator, int64_t n, Py_ssize_t k):
-    """k iid uniform indices in [0, n) (the kernels' ``rng_index`` stream)."""
-    cdef bitgen_t* bg = get_bitgen(generator)
-    cdef int64_t[::1] out = np.empty(k, dtype=np.int64)
-    cdef Py_ssize_t i
-    with generator.bit_generator.lock, nogil:
-        for i in range(k):
-            out[i] = rng_index(bg, n)
-    return np.asarray(out)
-
-
 def draw_index(generator, int64_t n):
     """One uniform index in [0, n)."""
     cdef bitgen_t* bg = get_bitgen(generator)

@@ -62,8 +62,15 @@ def choose_subsample_size(cv, chol_cov, rng, *, n_blocks=100, target_variance=1.
     s2 = _residual_variances(cv, _typical_thetas(cv, chol_cov, rng, n_theta), pilot)
     med = float(np.median(s2))
     m = math.ceil(n * n * med / target_variance) if med > 0 else n_blocks
-    m = int(min(max(m, n_blocks, min_size), max(n_blocks, n)))
-    m = int(math.ceil(m / n_blocks) * n_blocks)
+    m = int(math.ceil(max(m, n_blocks, min_size) / n_blocks) * n_blocks)
+    m_max = max(n_blocks, (n // n_blocks) * n_blocks)
+    if m > m_max:
+        warnings.warn(
+            f"the control variates are too poor for Var[ell_hat] <= {target_variance} with a "
+            f"subsample smaller than the data (m = {m:,} needed, n = {n:,}); using m = {m_max:,}. "
+            "Subsampling does not pay here: recentre theta* (longer warmup) or use full HMC.",
+            RuntimeWarning, stacklevel=3)
+        m = m_max
     return m, n_theta * pilot.shape[0]
 
 
@@ -83,6 +90,45 @@ def choose_n_products(sigma2_dhat, *, max_variance=1.0, min_tau=0.99, max_produc
     while lam < max_products and signed_tau(lam, sigma) < min_tau:
         lam = max(lam + 1, int(lam * 1.1))
     return int(lam)
+
+
+def _refine_theta_star(model, theta, max_steps=3, tol=0.01):
+    """Full-data Newton steps on the log posterior from ``theta`` until the
+    Newton decrement ``g^T P^-1 g`` is below ``tol`` (theta within ~0.1
+    posterior sd of the mode, in the Mahalanobis metric). Each step reuses the
+    sums of the pass the control variates need anyway, so one step costs one
+    extra full pass. Returns ``(theta, (ll, grad, hess) at theta, n_evals)``.
+
+    A subset mode can be far from the full-data mode (rare categories are
+    prior-dominated in a 1% subset); the control variates, the mass matrix and
+    the subsample size all depend on theta* being near the mode.
+    """
+    prec = model.prior.precision
+    ll, g, h = model.full_pass(theta, gradient=True, hessian=True)
+    n_evals = model.n_data
+    lp = ll + model.prior.log_prob(theta)
+    for _ in range(max_steps):
+        grad = g - prec * theta
+        P = -h + np.diag(prec)
+        try:
+            step = linalg.solve(0.5 * (P + P.T), grad, assume_a="pos")
+        except (linalg.LinAlgError, ValueError):
+            break
+        if not np.all(np.isfinite(step)) or float(step @ grad) < tol:
+            break
+        t = 1.0
+        while t > 1e-3:   # backtracking keeps every accepted step an ascent
+            cand = theta + t * step
+            ll_c, g_c, h_c = model.full_pass(cand, gradient=True, hessian=True)
+            n_evals += model.n_data
+            lp_c = ll_c + model.prior.log_prob(cand)
+            if np.isfinite(lp_c) and lp_c >= lp:
+                theta, ll, g, h, lp = cand, ll_c, g_c, h_c, lp_c
+                break
+            t *= 0.5
+        else:
+            break
+    return theta, (ll, g, h), n_evals
 
 
 class _ScaledModel:
@@ -391,17 +437,12 @@ class HMCECSKernel(Kernel):
         model = self.model
         ll, g, h = model.full_pass(theta_star, gradient=True, hessian=True)
         self.n_evals_setup += self.n
-        B = h if self.order == 2 else np.zeros_like(h)
-        A = g if self.order >= 1 else np.zeros_like(g)
         if not (np.isfinite(ll) and np.all(np.isfinite(g)) and np.all(np.isfinite(h))):
             return
+        cv = TaylorControlVariate(model, theta_star, self.order, sums=(ll, g, h))
         theta = self.core.theta_state
-        self._load_reference(theta_star, ll, A, B, h)
+        self._load_reference(theta_star, ll, cv.A, cv.B, h)
         if self.auto_m and not self.signed:
-            cv = TaylorControlVariate.__new__(TaylorControlVariate)
-            cv.model, cv.order, cv.is_glm = model, self.order, isinstance(model, GLM)
-            cv.theta_star, cv.n_data = np.asarray(theta_star), self.n
-            cv.L_star, cv.A, cv.B = ll, A, B
             m, ev = choose_subsample_size(cv, self.chol_cov, rng, n_blocks=self.s.n_blocks,
                                           target_variance=self.s.target_variance)
             self.n_evals_setup += ev
@@ -577,10 +618,9 @@ class HMCECS(BaseSampler):
             theta_star, ev = self._initial_theta_star(model, rng)
             n_evals += ev
             auto_ts = True
-        ll, g, h = model.full_pass(theta_star, gradient=True, hessian=True)
-        n_evals += n
-        A = g if order >= 1 else np.zeros_like(g)
-        B = h if order == 2 else np.zeros_like(h)
+        theta_star, (ll, g, h), ev = _refine_theta_star(model, theta_star,
+                                                       max_steps=10 if auto_ts else 0)
+        n_evals += ev
         mass = -h + np.diag(model.prior.precision)
         mass = 0.5 * (mass + mass.T)
         try:
@@ -589,10 +629,8 @@ class HMCECS(BaseSampler):
         except (linalg.LinAlgError, ValueError):
             cov = np.diag(1.0 / model.prior.precision)
             chol_cov = np.sqrt(cov)
-        cv = TaylorControlVariate.__new__(TaylorControlVariate)
-        cv.model, cv.order, cv.is_glm, cv.theta_star, cv.n_data = model, order, is_glm, \
-            np.asarray(theta_star, dtype=np.float64), n
-        cv.L_star, cv.A, cv.B = ll, A, B
+        cv = TaylorControlVariate(model, theta_star, order, sums=(ll, g, h))
+        A, B = cv.A, cv.B
         shared = {"order": order, "theta_star": theta_star, "L_star": ll, "A": A, "B": B,
                   "hessian": h,
                   "theta_init": theta_star, "chol_cov": chol_cov, "auto_theta_star": auto_ts,

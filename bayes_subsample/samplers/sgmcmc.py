@@ -23,6 +23,7 @@ from scipy import linalg
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._linalg import inv_lower
+from .._rng import uniform_indices
 
 from ..models._base import GaussianPrior
 from ..models._glm import GLM
@@ -324,7 +325,7 @@ class SGLDKernel(_SGKernelBase):
         else:
             noise = math.sqrt(eps)
             for s in range(self.n_steps):
-                idx = _fast.draw_indices(rng, self.n, m)
+                idx = uniform_indices(rng, self.n, m)
                 g = self.grad(theta, idx)
                 theta = theta + 0.5 * eps * g + noise * _fast.draw_normals(rng, self.p)
                 if not np.all(np.isfinite(theta)):
@@ -459,7 +460,7 @@ class SGHMCKernel(_SGKernelBase):
             for s in range(self.n_steps):
                 v = mom if self.identity else self.inv_mass @ mom
                 theta = theta + eps * v
-                idx = _fast.draw_indices(rng, self.n, m)
+                idx = uniform_indices(rng, self.n, m)
                 g = self.grad(theta, idx)
                 xi = self._momentum(_fast.draw_normals(rng, self.p))
                 mom = mom + eps * (g - C * mom) + noise * xi
