@@ -322,6 +322,7 @@ class HMCECSKernel(Kernel):
         self.auto_m = shared["auto_m"]
         self.recentre = sampler.recentre_every is not None and shared["auto_theta_star"]
         self._window = []
+        self.n_recentre_declined = 0
         if shared["compiled"]:
             from ._hmc_ecs_fast import ECSCore
             self.core = ECSCore(model.X, model.y, model._fam, self.order, model.fit_intercept,
@@ -331,11 +332,9 @@ class HMCECSKernel(Kernel):
         self._load_reference(shared["theta_star"], shared["L_star"], shared["A"], shared["B"],
                              shared["hessian"])
 
-    def _load_reference(self, theta_star, L_star, A, B, hessian):
-        """Control-variate sums at theta*, and the mass matrix = the posterior
-        precision ``-hessian + prior precision`` (whatever the CV order)."""
-        self.theta_star = np.asarray(theta_star).copy()
-        self.core.set_reference(theta_star, L_star, A, B)
+    def _metric(self, hessian):
+        """Mass matrix = posterior precision ``-hessian + prior precision`` and
+        its factors ``(mass, chol(mass), mass^-1, chol(mass^-1))``."""
         mass = -np.asarray(hessian) + np.diag(self.prec_prior)
         mass = 0.5 * (mass + mass.T)
         try:
@@ -344,10 +343,16 @@ class HMCECSKernel(Kernel):
             mass = mass + np.diag(self.prec_prior) + 1e-8 * np.eye(len(mass))
             chol = linalg.cholesky(mass, lower=True)
         inv_chol = inv_lower(chol)
-        self.inv_mass = inv_chol.T @ inv_chol
-        self.chol_cov = linalg.cholesky(self.inv_mass, lower=True)
+        inv_mass = inv_chol.T @ inv_chol
+        return mass, chol, inv_mass, linalg.cholesky(inv_mass, lower=True)
+
+    def _load_reference(self, theta_star, L_star, A, B, hessian, metric=None):
+        """Control-variate sums at theta*, and the mass matrix from the Hessian
+        (whatever the CV order)."""
+        self.theta_star = np.asarray(theta_star).copy()
+        self.core.set_reference(theta_star, L_star, A, B)
+        self.mass, chol, self.inv_mass, self.chol_cov = metric or self._metric(hessian)
         self.core.set_metric(self.inv_mass, chol)
-        self.mass = mass
 
     # -- subsample structure ---------------------------------------------------------------
     def _fresh_rows(self, rng):
@@ -433,23 +438,35 @@ class HMCECSKernel(Kernel):
 
     def _recentre(self, rng, theta_star):
         """§4.3: new theta*, full-data sums recomputed (one pass, counted), mass
-        matrix from the Hessian, subsample size recalibrated, caches rebuilt."""
+        matrix from the Hessian, subsample size recalibrated, caches rebuilt.
+
+        A recentring that would need a larger subsample than the current one
+        (the mean of early, skewed or unconverged draws can sit further from the
+        mode than theta* already is) is declined: the current reference stays.
+        """
         model = self.model
         ll, g, h = model.full_pass(theta_star, gradient=True, hessian=True)
         self.n_evals_setup += self.n
         if not (np.isfinite(ll) and np.all(np.isfinite(g)) and np.all(np.isfinite(h))):
             return
         cv = TaylorControlVariate(model, theta_star, self.order, sums=(ll, g, h))
-        theta = self.core.theta_state
-        self._load_reference(theta_star, ll, cv.A, cv.B, h)
+        metric = self._metric(h)
+        m = self.m
         if self.auto_m and not self.signed:
-            m, ev = choose_subsample_size(cv, self.chol_cov, rng, n_blocks=self.s.n_blocks,
-                                          target_variance=self.s.target_variance)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                m, ev = choose_subsample_size(cv, metric[3], rng, n_blocks=self.s.n_blocks,
+                                              target_variance=self.s.target_variance)
             self.n_evals_setup += ev
-            if m != self.m:
-                self.m = m
-                self.block_size = m // self.s.n_blocks
-                self.core.set_rows(self._fresh_rows(rng), self.block_size)
+            if m > self.m:
+                self.n_recentre_declined += 1
+                return
+        theta = self.core.theta_state
+        self._load_reference(theta_star, ll, cv.A, cv.B, h, metric)
+        if m != self.m:
+            self.m = m
+            self.block_size = m // self.s.n_blocks
+            self.core.set_rows(self._fresh_rows(rng), self.block_size)
         self.core.evaluate_state(theta)
         self.n_evals_setup += self.core.m
         self.tuner.restart()
@@ -463,7 +480,7 @@ class HMCECSKernel(Kernel):
                 "m": self.m,
                 "block_size": self.block_size, "n_products": self.n_products if self.signed
                 else None, "theta_star": self.theta_star.copy(), "mass_matrix": self.mass.copy(),
-                "cv_order": self.order}
+                "cv_order": self.order, "recentre_declined": self.n_recentre_declined}
 
 
 # ----------------------------------------------------------------------------------------
