@@ -26,8 +26,9 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..models._glm import GLM
 from . import _approx_mh_fast as _fast
 from ._adapt import AdaptiveRWProposal
-from ._base import BaseSampler, Info, Kernel, State
+from ._base import BaseSampler, Info, State
 from ._common import laplace_shared, log_uniform_open
+from .mh import ProposalKernel
 
 __all__ = ["AusterityMH"]
 
@@ -107,7 +108,7 @@ class ApproxMHState(State):
         self.log_prior = log_prior
 
 
-class ApproxMHKernel(Kernel):
+class ApproxMHKernel(ProposalKernel):
     """MH with a subsampled accept/reject decision.
 
     Random numbers: the proposal noise and ``u`` come from the chain's main
@@ -187,15 +188,6 @@ class ApproxMHKernel(Kernel):
         if accepted:
             return ApproxMHState(theta_new, lp_new), info
         return state, info
-
-    def warmup_step(self, rng, state, iteration):
-        state, info = self.step(rng, state)
-        self.proposal.adapt(state.theta, info.accepted, iteration)
-        return state, info
-
-    def end_warmup(self, state):
-        self.proposal.freeze()
-        return state
 
     def tuning(self):
         prop = self.proposal

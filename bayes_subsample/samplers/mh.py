@@ -21,7 +21,21 @@ class MHState(State):
         self.logp = logp
 
 
-class MHKernel(Kernel):
+class ProposalKernel(Kernel):
+    """A kernel with an adaptive proposal ``self.proposal``: adapted on each
+    warmup decision, frozen at the end of warmup (MH, austerity, confidence)."""
+
+    def warmup_step(self, rng, state, iteration):
+        state, info = self.step(rng, state)
+        self.proposal.adapt(state.theta, info.accepted, iteration)
+        return state, info
+
+    def end_warmup(self, state):
+        self.proposal.freeze()
+        return state
+
+
+class MHKernel(ProposalKernel):
     def __init__(self, model, proposal):
         self.model = model
         self.proposal = proposal
@@ -42,15 +56,6 @@ class MHKernel(Kernel):
         if accepted:
             return MHState(theta_new, logp_new), info
         return state, info
-
-    def warmup_step(self, rng, state, iteration):
-        state, info = self.step(rng, state)
-        self.proposal.adapt(state.theta, info.accepted, iteration)
-        return state, info
-
-    def end_warmup(self, state):
-        self.proposal.freeze()
-        return state
 
     def tuning(self):
         return {"proposal_scale": self.proposal.scale,
