@@ -16,33 +16,13 @@ from sklearn.model_selection import GridSearchCV
 from bayes_subsample import diagnostics as diag
 from bayes_subsample._driver import sample
 from bayes_subsample.linear_model import BayesianLogisticRegression
-from bayes_subsample.models import FunctionModel, GaussianRegressionModel, LogisticRegressionModel
+from bayes_subsample.models import FunctionModel, LogisticRegressionModel
 from bayes_subsample.samplers import MH
 from bayes_subsample.samplers import _approx_mh_fast as fast
 from bayes_subsample.samplers.austerity import AusterityMH
+from conftest import logistic_data
 
 
-def logistic_data(n, d, seed=0, dtype=np.float64):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d)).astype(dtype)
-    beta = np.linspace(1.0, -0.5, d)
-    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-(X @ beta + 0.2)))).astype(np.float64)
-    return X, y
-
-
-@pytest.fixture(scope="module")
-def logistic_model():
-    X, y = logistic_data(5000, 3)
-    return LogisticRegressionModel(X, y)
-
-
-@pytest.fixture(scope="module")
-def gaussian_model():
-    rng = np.random.default_rng(1)
-    n = 3000
-    X = rng.normal(size=(n, 2))
-    y = X @ np.array([0.5, -1.0]) + 0.3 + rng.normal(scale=1.0, size=n)
-    return GaussianRegressionModel(X, y, noise_scale=1.0)
 
 
 def wrap_as_user_model(glm):

@@ -18,7 +18,6 @@ from bayes_subsample import diagnostics as diag
 from bayes_subsample._driver import sample
 from bayes_subsample.models import (
     FunctionModel,
-    GaussianRegressionModel,
     LogisticRegressionModel,
     PoissonRegressionModel,
 )
@@ -26,29 +25,9 @@ from bayes_subsample.samplers import MH
 from bayes_subsample.samplers import _approx_mh_fast as fast
 from bayes_subsample.samplers.austerity import AusterityMH
 from bayes_subsample.samplers.confidence import ConfidenceMH, logistic_residual_range_bound
+from conftest import logistic_data
 
 
-def logistic_data(n, d, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d))
-    beta = np.linspace(1.0, -0.5, d)
-    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-(X @ beta + 0.2)))).astype(np.float64)
-    return X, y
-
-
-@pytest.fixture(scope="module")
-def logistic_model():
-    X, y = logistic_data(5000, 3)
-    return LogisticRegressionModel(X, y)
-
-
-@pytest.fixture(scope="module")
-def gaussian_model():
-    rng = np.random.default_rng(1)
-    n = 3000
-    X = rng.normal(size=(n, 2))
-    y = X @ np.array([0.5, -1.0]) + 0.3 + rng.normal(scale=1.0, size=n)
-    return GaussianRegressionModel(X, y, noise_scale=1.0)
 
 
 def lognormal_toy(n, seed=0, log_sd=2.0):
