@@ -14,4 +14,4 @@ from .linear_model import (BayesianLinearRegression, BayesianLogisticRegression,
 __version__ = "0.1.0"
 
 __all__ = ["BayesianLogisticRegression", "BayesianLinearRegression", "BayesianPoissonRegression",
-           "sample", "Trace", "models", "samplers", "diagnostics"]
+           "sample", "Trace", "datasets", "models", "samplers", "diagnostics"]

@@ -77,7 +77,6 @@ def per_iteration(model, n_iter=3000, m=1000, L=6, G=100, seed=0):
 
 
 def summarise(trace, ref_mean, ref_sd):
-    d = trace.diagnostics()
     total = trace.wall_time["total"]
     n_iter = trace.n_samples
     flat = trace.draws.reshape(-1, trace.draws.shape[-1])

@@ -8,11 +8,11 @@ from scipy.special import expit, log_expit, logsumexp
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import validate_data
 
 from .._driver import seed_sequence
 from ..models import GaussianRegressionModel, LogisticRegressionModel, PoissonRegressionModel
-from ._base import MAX_PREDICT_DRAWS, BayesianGLMBase
+from ._base import BayesianGLMBase
 
 __all__ = ["BayesianLogisticRegression", "BayesianLinearRegression", "BayesianPoissonRegression"]
 

@@ -1,7 +1,7 @@
 """Exact and approximate (austerity) Gibbs sampling for binary MRFs, and the error
 measures of Korattikara, Chen & Welling (2014, §6.3)."""
 
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs

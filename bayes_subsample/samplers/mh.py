@@ -1,7 +1,7 @@
 """Full-data random-walk Metropolis-Hastings with an adaptive proposal."""
 from __future__ import annotations
 
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 from sklearn.utils._param_validation import Interval
