@@ -1,10 +1,14 @@
-"""Small dense linear algebra used by tuning code (mass matrices, Laplace)."""
+"""Small dense linear algebra of tuning code: one factorisation of a posterior
+precision serves the Laplace approximation, every mass matrix (HMC, HMC-ECS,
+SGHMC) and every proposal covariance."""
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 from scipy import linalg
 
-__all__ = ["inv_lower"]
+__all__ = ["inv_lower", "PrecisionFactors", "factor_precision"]
 
 
 def inv_lower(L):
@@ -15,3 +19,46 @@ def inv_lower(L):
     if info != 0:
         raise linalg.LinAlgError(f"singular triangular matrix (trtri info={info})")
     return np.tril(inv)
+
+
+class PrecisionFactors(NamedTuple):
+    """A positive-definite precision ``P`` and what samplers need of it."""
+
+    #: ``P`` (symmetrised; regularised if it was not positive definite)
+    precision: np.ndarray
+    #: lower Cholesky factor ``L`` of ``P = L L^T`` (draws momenta ``p ~ N(0, P)``)
+    chol: np.ndarray
+    #: ``P^-1`` (the covariance, or the inverse mass matrix)
+    cov: np.ndarray
+    #: lower Cholesky factor of ``P^-1`` (draws ``N(0, P^-1)``)
+    chol_cov: np.ndarray
+
+
+def factor_precision(precision, regulariser=None):
+    """Factor a posterior precision (or mass matrix) ``P``.
+
+    Parameters
+    ----------
+    precision : array-like of shape (p, p)
+        Symmetric up to rounding.
+    regulariser : array-like of shape (p,), optional
+        Added to the diagonal (with ``1e-8``) if ``P`` is not numerically
+        positive definite, e.g. the prior precision; without it such a ``P``
+        raises ``numpy.linalg.LinAlgError``.
+
+    Returns
+    -------
+    PrecisionFactors
+    """
+    P = np.asarray(precision, dtype=np.float64)
+    P = 0.5 * (P + P.T)
+    try:
+        L = linalg.cholesky(P, lower=True)
+    except linalg.LinAlgError:
+        if regulariser is None:
+            raise
+        P = P + np.diag(np.asarray(regulariser, dtype=np.float64)) + 1e-8 * np.eye(len(P))
+        L = linalg.cholesky(P, lower=True)
+    inv_L = inv_lower(L)
+    cov = inv_L.T @ inv_L
+    return PrecisionFactors(P, L, cov, linalg.cholesky(cov, lower=True))

@@ -4,9 +4,10 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from scipy import linalg, optimize
+from scipy import optimize
 
-from ._linalg import inv_lower
+from ._linalg import factor_precision
+
 __all__ = ["find_map", "laplace"]
 
 
@@ -31,12 +32,10 @@ def find_map(model, theta0=None, *, method=None, tol=1e-8, max_iter=200):
     info : dict
         ``n_evals`` (per-datum evaluations = n x passes), ``n_iter``, ``success``.
     """
-    from .models._glm import GLM
-
     p = model.n_params
     theta = np.zeros(p) if theta0 is None else model.check_theta(theta0).copy()
     if method is None:
-        method = "newton" if isinstance(model, GLM) else "lbfgs"
+        method = "newton" if model.analytic_hessian else "lbfgs"
     if method not in ("newton", "lbfgs"):
         raise ValueError(f"method must be 'newton' or 'lbfgs', got {method!r}")
     n_passes = [0]
@@ -91,15 +90,7 @@ def laplace(model, theta0=None):
     theta, info = find_map(model, theta0)
     precision = model.neg_hessian_log_posterior(theta)
     n_evals = info["n_evals"] + model.n_data
-    precision = 0.5 * (precision + precision.T)
-    try:
-        chol_prec = linalg.cholesky(precision, lower=True)
-    except linalg.LinAlgError:
-        # not positive definite (flat directions): fall back to the prior precision
-        precision = precision + np.diag(model.prior.precision) * 1e-3 + 1e-8 * np.eye(len(theta))
-        chol_prec = linalg.cholesky(precision, lower=True)
-    inv_chol = inv_lower(chol_prec)
-    cov = inv_chol.T @ inv_chol
-    return {"theta_map": theta, "precision": precision, "cov": cov,
-            "chol_cov": linalg.cholesky(cov, lower=True), "n_evals": n_evals,
-            "map_info": info}
+    # not positive definite (flat directions): regularised by the prior precision
+    f = factor_precision(precision, regulariser=model.prior.precision)
+    return {"theta_map": theta, "precision": f.precision, "cov": f.cov,
+            "chol_cov": f.chol_cov, "n_evals": n_evals, "map_info": info}

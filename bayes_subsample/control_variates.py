@@ -1,22 +1,43 @@
 """Taylor-expansion control variates around a reference point theta*
-(ALGORITHMS.md §1.2-1.3).
+(doc/algorithms/building_blocks.rst).
 
 ``q_k(theta)`` is the order-0/1/2 Taylor expansion of ``l_k`` at ``theta*``.
 One full pass at ``theta*`` precomputes ``L* = sum l_k(theta*)``,
 ``A = sum grad l_k(theta*)`` and ``B = sum Hessian l_k(theta*)`` so that
 ``Q(theta) = sum_k q_k(theta)`` costs O(d^2); a subsample then only needs the
-residuals ``d_k = l_k - q_k``. For GLMs ``d_k`` depends on the scalar
-``eta_k`` alone and is computed directly as a Taylor remainder (accurate for
-``theta -> theta*``); user models use a generic path (orders 0 and 1).
+residuals ``d_k = l_k - q_k``, which the model computes
+(:meth:`~bayes_subsample.models.Model.cv_residual_terms`; the compiled GLMs
+directly as a Taylor remainder, accurate for ``theta -> theta*``).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .models._glm import GLM
-from .models import _glm_fast
+__all__ = ["TaylorControlVariate", "difference_estimate", "perturbed_estimate"]
 
-__all__ = ["TaylorControlVariate"]
+
+def difference_estimate(n, d):
+    """Subsample part of the difference estimator from residuals ``d`` (m,):
+    ``(n mean(d), sigma2_hat = n^2/m^2 sum (d_i - mean d)^2, mean d)``."""
+    mm = d.shape[0]
+    dbar = float(d.mean())
+    sigma2 = (n / mm) ** 2 * float(np.sum((d - dbar) ** 2))
+    return n * dbar, sigma2, dbar
+
+
+def perturbed_estimate(Q, grad_Q, n, d, grad_d):
+    """The perturbed log-likelihood estimate ``lambda_hat = ell_hat - sigma2_hat/2``
+    and its gradient from ``Q(theta)``, ``grad Q(theta)`` and the residuals of a
+    subsample (``d`` (m,), ``grad_d`` (m, p)).
+
+    Returns ``(lambda_hat, grad lambda_hat, ell_hat, sigma2_hat)`` with
+    ``grad = grad Q + sum_i c_i grad d_i``, ``c_i = n/m - n^2/m^2 (d_i - mean d)``.
+    """
+    mm = d.shape[0]
+    nd, sigma2, dbar = difference_estimate(n, d)
+    c = n / mm - (n / mm) ** 2 * (d - dbar)
+    est = Q + nd
+    return est - 0.5 * sigma2, grad_Q + c @ grad_d, est, sigma2
 
 
 class TaylorControlVariate:
@@ -30,7 +51,8 @@ class TaylorControlVariate:
     theta_star : array-like of shape (n_params,)
         Expansion point (ideally near the posterior mode).
     order : {0, 1, 2}, default=2
-        Taylor order. Order 2 needs a GLM (per-datum Hessians are scalars there).
+        Taylor order; at most ``model.max_cv_order`` (2 for the GLMs, whose
+        per-datum Hessians are scalars, 1 for other models).
     sums : tuple ``(loglik, gradient, hessian)``, optional
         Full-data sums at ``theta_star`` already computed by the caller (one
         ``model.full_pass(theta_star, hessian=True)``); skips the pass here.
@@ -39,9 +61,12 @@ class TaylorControlVariate:
     ----------
     L_star, A, B : float, ndarray (p,), ndarray (p, p)
         Full-data sums at ``theta_star`` (``B`` is zero below order 2).
+    cache : ndarray (n,) or None
+        Per-datum values at ``theta_star`` that speed up residuals (the GLMs'
+        linear predictors), after :meth:`build_cache`.
     n_evals : int
-        Per-datum evaluations spent building it (``n`` for its full pass; 0
-        when ``sums`` were given).
+        Per-datum evaluations spent building it (``n`` for its full pass, 0
+        when ``sums`` were given, plus ``n`` for the cache).
 
     Examples
     --------
@@ -57,14 +82,13 @@ class TaylorControlVariate:
     def __init__(self, model, theta_star, order=2, *, sums=None):
         if order not in (0, 1, 2):
             raise ValueError(f"order must be 0, 1 or 2, got {order!r}")
+        if order > model.max_cv_order:
+            raise ValueError(
+                f"order={order} control variates need per-datum Hessians, which "
+                f"{type(model).__name__} does not provide (the compiled GLMs do); use "
+                f"order={model.max_cv_order} for this model")
         self.model = model
         self.order = int(order)
-        self.is_glm = isinstance(model, GLM)
-        if order == 2 and not self.is_glm:
-            raise ValueError(
-                "second-order control variates need per-datum Hessians, available for the "
-                "compiled GLMs only; use order=1 for a user-defined model"
-            )
         self.theta_star = model.check_theta(theta_star).copy()
         self.n_data = model.n_data
         p = model.n_params
@@ -76,10 +100,20 @@ class TaylorControlVariate:
             ll, grad, hess = sums
             self.n_evals = 0
         self.L_star = float(ll)
-        self.A = grad if order >= 1 else np.zeros(p)
-        self.B = hess if order == 2 else np.zeros((p, p))
-        if not (np.isfinite(self.L_star) and np.isfinite(self.A).all() and np.isfinite(self.B).all()):
+        self.A = np.asarray(grad, dtype=np.float64) if order >= 1 else np.zeros(p)
+        self.B = np.ascontiguousarray(hess, dtype=np.float64) if order == 2 else np.zeros((p, p))
+        if not (np.isfinite(self.L_star) and np.isfinite(self.A).all()
+                and np.isfinite(self.B).all()):
             raise FloatingPointError("non-finite log-likelihood sums at theta_star")
+        self.cache = None
+
+    def build_cache(self):
+        """Compute :attr:`cache` (one pass for the GLMs; nothing for other models)."""
+        if self.cache is None:
+            self.cache = self.model.compiled.cv_cache(self.theta_star)
+            if self.cache is not None:
+                self.n_evals += self.n_data
+        return self
 
     # ---- the full-data part -------------------------------------------------------
     def Q(self, theta):
@@ -91,83 +125,52 @@ class TaylorControlVariate:
         delta = np.asarray(theta, dtype=np.float64) - self.theta_star
         return self.A + self.B @ delta
 
+    def delta_Q(self, theta, theta_new):
+        """``Q(theta_new) - Q(theta)`` without cancellation."""
+        h = np.asarray(theta_new, dtype=np.float64) - theta
+        mid = np.asarray(theta_new, dtype=np.float64) + theta - 2.0 * self.theta_star
+        return float(self.A @ h + 0.5 * h @ (self.B @ mid))
+
     # ---- subsample residuals --------------------------------------------------------
     def residuals(self, theta, idx):
         """Residuals ``d_k`` and their gradients ``grad d_k`` for ``k in idx``.
 
         Returns ``(d, grad_d)`` with shapes ``(m,)`` and ``(m, n_params)``.
         """
-        m = self.model
-        theta, idx = m.check_theta(theta), m.check_indices(idx)
-        if self.is_glm:
-            d, dp = self._glm_scalar_residuals(theta, idx)
-            Xu = np.asarray(m.X[idx], dtype=np.float64)
-            if m.fit_intercept:
-                Xu = np.column_stack([Xu, np.ones(len(idx))])
-            return d, dp[:, None] * Xu
-        l = m.loglik_terms(theta, idx)
-        g = m.grad_terms(theta, idx)
-        if self.order == 0:
-            return l - m.loglik_terms(self.theta_star, idx), g
-        g_star = m.grad_terms(self.theta_star, idx)
-        d = l - m.loglik_terms(self.theta_star, idx) - g_star @ (theta - self.theta_star)
-        return d, g - g_star
+        return self.model.cv_residuals_and_grads(theta, self.theta_star, idx, self.order)
 
-    def _glm_scalar_residuals(self, theta, idx):
-        m = self.model
-        d = np.empty(idx.shape[0])
-        dp = np.empty(idx.shape[0])
-        _glm_fast.cv_terms(m._fam, self.order, m.X, m.y, theta, self.theta_star,
-                           m.fit_intercept, m.phi, idx, d, dp)
-        return d, dp
+    def residual_terms(self, theta, idx):
+        """Residuals ``d_k(theta)`` for ``k in idx`` (no gradients)."""
+        return self.model.cv_residual_terms(theta, self.theta_star, idx, self.order)
 
     def residual_derivatives(self, theta, idx):
         """GLMs only: ``(d_k, d'_k = dd_k/deta_k)``, the per-datum scalar form."""
-        if not self.is_glm:
+        cy = self.model.compiled
+        if not hasattr(cy, "cv_derivatives"):
             raise TypeError("the scalar residual form exists for GLMs only")
         m = self.model
-        return self._glm_scalar_residuals(m.check_theta(theta), m.check_indices(idx))
+        return cy.cv_derivatives(self.order, self.theta_star, m.check_theta(theta),
+                                 m.check_indices(idx), self.cache)
 
-    # ---- estimators (§1.3) ----------------------------------------------------------
+    # ---- estimators ------------------------------------------------------------------
     def estimate(self, theta, idx):
         """Difference estimator ``ell_hat = Q + n mean(d)`` and its variance
         estimate ``sigma2_hat = n^2/m^2 sum (d_i - mean d)^2``."""
-        d, _ = self._d_only(theta, idx)
-        n, mm = self.n_data, d.shape[0]
-        dbar = d.mean()
-        sigma2 = (n / mm) ** 2 * float(np.sum((d - dbar) ** 2))
-        return self.Q(theta) + n * dbar, sigma2
-
-    def _d_only(self, theta, idx):
-        if self.is_glm:
-            m = self.model
-            return self._glm_scalar_residuals(m.check_theta(theta), m.check_indices(idx))
-        return self.residuals(theta, idx)
+        nd, sigma2, _ = difference_estimate(self.n_data, self.residual_terms(theta, idx))
+        return self.Q(theta) + nd, sigma2
 
     def perturbed_loglik_and_grad(self, theta, idx):
-        """``lambda_hat = ell_hat - sigma2_hat / 2`` and its gradient.
-
-        ``grad = A + B delta + sum_i c_i grad d_i`` with
-        ``c_i = n/m - n^2/m^2 (d_i - mean d)``.
-        """
+        """``lambda_hat = ell_hat - sigma2_hat / 2`` and its gradient (see
+        :func:`perturbed_estimate`)."""
         d, grad_d = self.residuals(theta, idx)
-        n, mm = self.n_data, d.shape[0]
-        dbar = d.mean()
-        sigma2 = (n / mm) ** 2 * float(np.sum((d - dbar) ** 2))
-        c = n / mm - (n / mm) ** 2 * (d - dbar)
-        lam = self.Q(theta) + n * dbar - 0.5 * sigma2
-        return lam, self.grad_Q(theta) + c @ grad_d
+        lam, grad, _, _ = perturbed_estimate(self.Q(theta), self.grad_Q(theta), self.n_data,
+                                             d, grad_d)
+        return lam, grad
 
     def grad_estimate(self, theta, idx):
         """Unbiased log-likelihood gradient estimate ``grad Q + n/m sum grad d_k``
         (the stochastic gradient of SGLD/SGHMC with control variates)."""
         m = self.model
         theta, idx = m.check_theta(theta), m.check_indices(idx)
-        mm = idx.shape[0]
-        if self.is_glm:
-            g = np.empty(m.n_params)
-            _glm_fast.cv_grad_sum(m._fam, self.order, m.X, m.y, theta, self.theta_star,
-                                  m.fit_intercept, m.phi, idx, g)
-        else:
-            g = self.residuals(theta, idx)[1].sum(axis=0)
-        return self.grad_Q(theta) + (self.n_data / mm) * g
+        g, _ = m.cv_grad_sum(theta, self.theta_star, idx, self.order)
+        return self.grad_Q(theta) + (self.n_data / idx.shape[0]) * g

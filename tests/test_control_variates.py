@@ -1,4 +1,4 @@
-"""Tests for bayes_subsample.control_variates (ALGORITHMS.md sections 1.2-1.3).
+"""Tests for bayes_subsample.control_variates (doc/algorithms/building_blocks.rst).
 
 * Q(theta) and grad Q against brute-force sums of the per-datum expansions q_k.
 * The residual d_k = l_k - q_k: equal to the direct difference for moderate delta,
@@ -18,10 +18,9 @@ import pytest
 from scipy.special import expit, gammaln
 
 from bayes_subsample.control_variates import TaylorControlVariate
-from bayes_subsample.models import GLM, FunctionModel, _glm_fast
+from bayes_subsample.models import GLM, FunctionModel
 
 FAMILIES = ["logistic", "poisson", "gaussian"]
-FAM_CODE = {"logistic": 0, "poisson": 1, "gaussian": 2}
 DTYPES = [np.float64, np.float32]
 ORDERS = [0, 1, 2]
 NOISE_SCALE = 1.3
@@ -139,9 +138,7 @@ def test_residual_equals_l_minus_q(family, dtype, order, rng):
         d2, dp = cv.residual_derivatives(th, idx)
         np.testing.assert_array_equal(d2, d)
         np.testing.assert_allclose(dp[:, None] * X1[idx], grad_d, rtol=1e-15, atol=1e-300)
-        g = np.empty(model.n_params)
-        dsum = _glm_fast.cv_grad_sum(FAM_CODE[family], order, model.X, model.y, th, theta_star,
-                                     model.fit_intercept, model.phi, idx, g)
+        g, dsum = model.compiled.cv_grad_sum_terms(order, theta_star, th, idx)
         np.testing.assert_allclose(dsum, d.sum(), rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(g, grad_d.sum(axis=0), rtol=1e-12, atol=1e-12)
 
@@ -150,13 +147,19 @@ def test_residual_derivatives_match_scalar_kernel(rng):
     model, theta_star, theta = make_model("logistic")
     cv = TaylorControlVariate(model, theta_star, order=2)
     idx = rng.integers(0, model.n_data, 50)
-    eta, eta_s = np.empty(50), np.empty(50)
-    _glm_fast.eta(model.X, theta, True, idx, eta)
-    _glm_fast.eta(model.X, theta_star, True, idx, eta_s)
+    eta, eta_s = model.compiled.eta(theta, idx), model.compiled.eta(theta_star, idx)
     d, dp = cv.residual_derivatives(theta, idx)
     for i in range(50):
-        ds, dps = _glm_fast.cv_residual_scalar(0, 2, model.y[idx[i]], eta[i], eta_s[i], 1.0)
+        ds, dps = scalar_residual("logistic", 2, model.y[idx[i]], eta[i], eta_s[i])
         assert (ds, dps) == (d[i], dp[i])
+
+
+def scalar_residual(family, order, y, eta, eta_star):
+    """``(d, d')`` of one datum from its linear predictors: the family's compiled
+    residual (unit dispersion)."""
+    cy = GLM(np.zeros((1, 1)), np.zeros(1), family).compiled
+    d, dp = cy.cv_terms_array(order, [y], [eta], [eta_star])
+    return d[0], dp[0]
 
 
 def _mp_reference(family, order, eta, eta_star):
@@ -217,7 +220,7 @@ def test_residual_accurate_for_small_delta(family, order):
         for delta in (1e-6, -1e-6, 3e-7, -7.7e-6):
             eta = eta_star + delta
             for y in (0.0, 1.0):  # orders 1-2 do not depend on y
-                d, dp = _glm_fast.cv_residual_scalar(FAM_CODE[family], order, y, eta, eta_star, 1.0)
+                d, dp = scalar_residual(family, order, y, eta, eta_star)
                 rd, rdp = _reference(family, order, eta, eta_star)
                 worst = max(worst, abs(d - rd) / abs(rd), abs(dp - rdp) / abs(rdp))
     assert worst < 1e-8, worst
@@ -240,8 +243,7 @@ def test_residual_accuracy_over_delta_range(family):
             for sgn in (1, -1):
                 eta = eta_star + sgn * delta
                 for order in (1, 2):
-                    d, dp = _glm_fast.cv_residual_scalar(FAM_CODE[family], order, 0.0, eta,
-                                                         eta_star, 1.0)
+                    d, dp = scalar_residual(family, order, 0.0, eta, eta_star)
                     rd, rdp = _mp_reference(family, order, eta, eta_star)
                     b_scale = 1.0 + abs(eta) + np.exp(min(eta, 30.0))
                     assert abs(d - rd) <= 1e-15 * b_scale + 1e-6 * abs(rd)
@@ -344,19 +346,14 @@ def test_grad_estimate_unbiased(family, order):
 # ---------------------------------------------------------------------------
 # generic path, Gaussian exactness, validation
 # ---------------------------------------------------------------------------
-def as_function_model(glm):
-    return FunctionModel(glm.loglik_terms, glm.grad_terms, n_data=glm.n_data,
-                         n_params=glm.n_params, prior_scale=glm.prior.scale)
-
-
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("order", [0, 1])
-def test_generic_path_matches_glm(family, order, rng):
+def test_generic_path_matches_glm(family, order, rng, as_user_model):
     glm, theta_star, theta = make_model(family, n=3000)
-    user = as_function_model(glm)
+    user = as_user_model(glm)
     cv_g = TaylorControlVariate(glm, theta_star, order=order)
     cv_u = TaylorControlVariate(user, theta_star, order=order)
-    assert cv_g.is_glm and not cv_u.is_glm
+    assert glm.max_cv_order == 2 and user.max_cv_order == 1
     np.testing.assert_allclose(cv_u.L_star, cv_g.L_star, rtol=1e-12)
     np.testing.assert_allclose(cv_u.A, cv_g.A, rtol=1e-10, atol=1e-10)
     idx = rng.integers(0, glm.n_data, 80)

@@ -1,7 +1,7 @@
 """Tests for the model layer (bayes_subsample.models).
 
 * Every compiled GLM kernel (eta, loglik_terms, grad_terms, grad_sum, full_pass,
-  row_norm_max) against a plain NumPy reference of ALGORITHMS.md section 1.1, for
+  row_norm_max) against a plain NumPy reference of doc/algorithms/building_blocks.rst, for
   float32 and float64 X, the three families, with and without intercept, on data
   that contains rows with extreme linear predictors (|eta| = 50, 500, 1000; Poisson
   down to -1000 and up to +50) where the naive formulas overflow.
@@ -32,11 +32,9 @@ from bayes_subsample.models import (
     LogisticRegressionModel,
     Model,
     PoissonRegressionModel,
-    _glm_fast,
 )
 
 FAMILIES = ["logistic", "poisson", "gaussian"]
-FAM_CODE = {"logistic": 0, "poisson": 1, "gaussian": 2}
 DTYPES = [np.float64, np.float32]
 # linear predictors where naive formulas overflow (exp(500) is inf in float64 at 710)
 EXTREME_ETA = {
@@ -154,8 +152,7 @@ def test_eta_kernel_and_linear_predictor(family, dtype, fit_intercept, rng):
     model = make_model(family, X, y, fit_intercept)
     idx = random_idx(X.shape[0], rng)
     eta_ref = ref_terms(family, X, y, theta, fit_intercept, model.phi)[0]
-    out = np.empty(idx.shape[0])
-    _glm_fast.eta(model.X, theta, fit_intercept, idx, out)
+    out = model.compiled.eta(theta, idx)
     scale = np.abs(design(X, fit_intercept)[idx]) @ np.abs(theta)
     assert_close(out, eta_ref[idx], scale)
     assert_close(model.linear_predictor(theta), eta_ref, np.abs(design(X, fit_intercept)) @ np.abs(theta))
@@ -171,11 +168,12 @@ def test_loglik_terms(family, dtype, fit_intercept, rng):
     assert got.dtype == np.float64 and got.shape == idx.shape
     assert np.isfinite(got).all()
     assert_close(got, ll[idx], 1.0 + np.abs(y * eta)[idx] + np.abs(eta)[idx])
-    # the kernel directly (the model only validates and allocates)
-    out = np.empty(idx.shape[0])
-    _glm_fast.loglik_terms(FAM_CODE[family], model.X, model.y, theta, fit_intercept,
-                           model.phi, idx, out)
-    np.testing.assert_array_equal(out, got)
+    # the compiled object directly (the model only validates)
+    np.testing.assert_array_equal(model.compiled.loglik_terms(theta, idx), got)
+    # the fused difference of two parameters: one read of each datum
+    theta2 = theta * 0.9
+    np.testing.assert_array_equal(model.loglik_diff_terms(theta, theta2, idx),
+                                  model.loglik_terms(theta2, idx) - got)
 
 
 @all_cases
@@ -201,10 +199,8 @@ def test_grad_sum(family, dtype, fit_intercept, rng):
     terms = r[idx, None] * X1[idx]
     got = model.grad_sum(theta, idx)
     assert_close(got, terms.sum(axis=0), np.abs(terms).sum(axis=0) + 1.0)
-    # kernel with the log-likelihood sum requested
-    g = np.empty(model.n_params)
-    llsum = _glm_fast.grad_sum(FAM_CODE[family], model.X, model.y, theta, fit_intercept,
-                               model.phi, idx, g, True)
+    # the compiled object, with the log-likelihood sum
+    g, llsum = model.compiled.grad_sum_terms(theta, idx)
     np.testing.assert_array_equal(g, got)
     assert_close(llsum, ll[idx].sum(), np.sum(1.0 + np.abs(y * eta)[idx] + np.abs(ll[idx])))
     # empty subsample: zero gradient
@@ -248,14 +244,8 @@ def test_full_pass(family, dtype, fit_intercept):
 def test_full_pass_bit_identical_across_threads(family, dtype):
     X, y, theta = make_data(family, dtype, True, n=4096 * 3 + 1234, d=5, seed=7)
     model = make_model(family, X, y)
-    fam = FAM_CODE[family]
-    results = []
-    for n_threads in (1, 2, 3):
-        g = np.empty(model.n_params)
-        h = np.empty((model.n_params, model.n_params))
-        ll = _glm_fast.full_pass(fam, model.X, model.y, theta, True, model.phi, True, g, h,
-                                 n_threads)
-        results.append((ll, g, h))
+    results = [model.compiled.full_pass(theta, True, True, True, n_threads)
+               for n_threads in (1, 2, 3)]
     for ll, g, h in results[1:]:
         assert ll == results[0][0]
         np.testing.assert_array_equal(g, results[0][1])

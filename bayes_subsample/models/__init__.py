@@ -1,11 +1,16 @@
 """Model layer: per-datum log-likelihood terms, gradients and curvature.
 
 :class:`Model` is the protocol every sampler uses; :class:`FunctionModel`
-builds one from NumPy functions; the GLMs are compiled implementations.
+builds one from NumPy functions; the GLMs are compiled implementations. Every
+model exposes a compiled object (``model.compiled``, a :class:`CyModel`) that
+sampler kernels take as a typed argument: the GLMs' family classes, or a
+:class:`CyCallbackModel` that calls a Python model back.
 """
-from ._base import FunctionModel, GaussianPrior, Model
+from ._base import FunctionModel, GaussianPrior, Model, SubsetModel, WeightedModel
+from ._cymodel import CyCallbackModel, CyGLM, CyModel
 from ._glm import (GLM, GaussianRegressionModel, LogisticRegressionModel,
-                   PoissonRegressionModel)
+                   PoissonRegressionModel, logistic_residual_range_bound)
 
-__all__ = ["Model", "FunctionModel", "GaussianPrior", "GLM", "LogisticRegressionModel",
-           "PoissonRegressionModel", "GaussianRegressionModel"]
+__all__ = ["Model", "FunctionModel", "GaussianPrior", "SubsetModel", "WeightedModel", "GLM",
+           "LogisticRegressionModel", "PoissonRegressionModel", "GaussianRegressionModel",
+           "CyModel", "CyGLM", "CyCallbackModel", "logistic_residual_range_bound"]

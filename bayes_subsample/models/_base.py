@@ -82,8 +82,13 @@ class Model:
     n_data: int
     n_params: int
     prior: GaussianPrior
-    #: name of the family for compiled GLM kernels (None for generic models)
+    #: highest Taylor order of control variates the model supports (order 2
+    #: needs per-datum Hessians: the compiled GLMs)
+    max_cv_order = 1
+    #: name of the GLM family (None for other models)
     family = None
+    #: ``full_pass(hessian=True)`` is analytic and cheap (else numerical)
+    analytic_hessian = False
 
     # ---- to implement -------------------------------------------------------
     def loglik_terms(self, theta, idx):
@@ -94,10 +99,68 @@ class Model:
         """Per-datum gradients ``grad l_k(theta)`` for ``k in idx``, shape (len(idx), n_params)."""
         raise NotImplementedError
 
+    # ---- the compiled object kernels take ---------------------------------------
+    @property
+    def compiled(self):
+        """The compiled model object (:class:`~bayes_subsample.models.CyModel`) that
+        sampler kernels take as a typed argument. For a Python model it is a
+        ``CyCallbackModel`` that calls this model's NumPy methods with the GIL, so
+        every kernel runs on user models too; the GLMs override it with their
+        compiled family objects."""
+        cy = self.__dict__.get("_compiled")
+        if cy is None:
+            from ._cymodel import CyCallbackModel
+            cy = CyCallbackModel(self)
+            self.__dict__["_compiled"] = cy
+        return cy
+
     # ---- generic implementations --------------------------------------------
     def grad_sum(self, theta, idx):
         """``sum_{k in idx} grad l_k(theta)``."""
         return self.grad_terms(theta, idx).sum(axis=0)
+
+    def loglik_diff_terms(self, theta, theta_new, idx):
+        """``l_k(theta_new) - l_k(theta)`` for ``k in idx`` (the terms of an MH decision)."""
+        return self.loglik_terms(theta_new, idx) - self.loglik_terms(theta, idx)
+
+    # ---- Taylor control-variate residuals (orders 0 and 1 for any model) ------
+    def _check_cv_order(self, order):
+        if order not in (0, 1, 2) or order > self.max_cv_order:
+            raise ValueError(
+                f"{type(self).__name__} supports control variates of order 0 to "
+                f"{self.max_cv_order}, got order {order!r} (order 2 needs per-datum "
+                "Hessians, available for the compiled GLMs)")
+
+    def cv_residual_terms(self, theta, theta_star, idx, order):
+        """Residuals ``d_k(theta) = l_k(theta) - q_k(theta)`` of the order-``order``
+        Taylor expansion ``q_k`` of ``l_k`` at ``theta_star``, for ``k in idx``."""
+        self._check_cv_order(order)
+        d = self.loglik_terms(theta, idx) - self.loglik_terms(theta_star, idx)
+        if order >= 1:
+            d = d - self.grad_terms(theta_star, idx) @ (np.asarray(theta) - theta_star)
+        return d
+
+    def cv_residuals_and_grads(self, theta, theta_star, idx, order):
+        """``(d_k(theta), grad d_k(theta))`` for ``k in idx``: shapes (m,), (m, p)."""
+        g = self.grad_terms(theta, idx)
+        if order >= 1:
+            g = g - self.grad_terms(theta_star, idx)
+        return self.cv_residual_terms(theta, theta_star, idx, order), g
+
+    def cv_grad_sum(self, theta, theta_star, idx, order, want_sum=False):
+        """``(sum_k grad d_k(theta), sum_k d_k(theta))`` over ``idx`` (the sum is
+        NaN unless ``want_sum``): the subsample part of a control-variate gradient."""
+        self._check_cv_order(order)
+        g = self.grad_sum(theta, idx)
+        if order >= 1:
+            g = g - self.grad_sum(theta_star, idx)
+        dsum = (float(np.sum(self.cv_residual_terms(theta, theta_star, idx, order)))
+                if want_sum else np.nan)
+        return g, dsum
+
+    def subset(self, idx):
+        """The model of the data ``idx`` alone (same prior)."""
+        return SubsetModel(self, idx)
 
     def full_pass(self, theta, *, gradient=True, hessian=False):
         """Full-data ``(sum_k l_k, sum_k grad l_k, sum_k Hessian l_k)``.
@@ -130,6 +193,11 @@ class Model:
             hess[:, j] = (self.grad_sum(tp, all_idx) - self.grad_sum(tm, all_idx)) / (2 * h)
         return 0.5 * (hess + hess.T)
 
+    def pass_threads(self):
+        """Threads a full pass of this model uses in the calling thread (1 here;
+        the compiled GLMs use the thread budget on large data)."""
+        return 1
+
     def log_likelihood(self, theta):
         return self.full_pass(theta, gradient=False)[0]
 
@@ -152,6 +220,14 @@ class Model:
             f"{type(self).__name__} provides no range bound C(theta, theta'); the confidence "
             "sampler needs one: implement Model.range_bound(theta, theta_new)"
         )
+
+    def cv_range_bound(self, theta, theta_new, theta_star, order):
+        """``C >= max_k |d_k(theta_new) - d_k(theta)|`` for the control-variate
+        residuals of order ``order`` around ``theta_star`` (the confidence
+        sampler with a Taylor proxy)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} provides no range bound for control-variate residual "
+            "differences (cv_range_bound)")
 
     # ---- helpers ---------------------------------------------------------------
     def check_indices(self, idx):
@@ -245,3 +321,53 @@ class FunctionModel(Model):
         if self._range_bound is None:
             return super().range_bound(theta, theta_new)
         return float(self._range_bound(theta, theta_new))
+
+
+class SubsetModel(Model):
+    """The posterior of a subset ``idx`` of another model's data (same prior).
+
+    Parameters
+    ----------
+    model : Model
+    idx : array-like of int
+        Data indices of ``model`` (duplicates allowed).
+    """
+
+    def __init__(self, model, idx):
+        self.parent = model
+        self.idx = model.check_indices(idx)
+        self.n_data = int(self.idx.shape[0])
+        self.n_params = model.n_params
+        self.prior = model.prior
+        self.max_cv_order = model.max_cv_order
+
+    def loglik_terms(self, theta, idx):
+        return self.parent.loglik_terms(theta, self.idx[self.check_indices(idx)])
+
+    def grad_terms(self, theta, idx):
+        return self.parent.grad_terms(theta, self.idx[self.check_indices(idx)])
+
+    def grad_sum(self, theta, idx):
+        return self.parent.grad_sum(theta, self.idx[self.check_indices(idx)])
+
+
+class WeightedModel(Model):
+    """Another model's log-likelihood multiplied by ``weight`` (same prior): a
+    subset of ``n_sub`` of ``n`` data with ``weight = n / n_sub`` approximates the
+    full-data posterior (HMC-ECS starts its expansion point from its mode).
+
+    Only the full-data pass is provided (what the mode search uses).
+    """
+
+    def __init__(self, model, weight):
+        self.base = model
+        self.weight = float(weight)
+        self.analytic_hessian = model.analytic_hessian
+        self.n_data = model.n_data
+        self.n_params = model.n_params
+        self.prior = model.prior
+
+    def full_pass(self, theta, *, gradient=True, hessian=False):
+        ll, g, h = self.base.full_pass(theta, gradient=gradient, hessian=hessian)
+        w = self.weight
+        return ll * w, (g * w if g is not None else None), (h * w if h is not None else None)

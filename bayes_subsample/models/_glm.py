@@ -8,23 +8,20 @@ is copied once, deliberately, to that layout.
 """
 from __future__ import annotations
 
-import os
+import math
 
 import numpy as np
 
-from . import _glm_fast
+from .._threads import available_cores, thread_budget
 from ._base import GaussianPrior, Model
+from ._cymodel import CyGaussian, CyLogistic, CyPoisson
+from ._rows import DenseRows
 
-__all__ = ["GLM", "LogisticRegressionModel", "PoissonRegressionModel", "GaussianRegressionModel"]
+__all__ = ["GLM", "LogisticRegressionModel", "PoissonRegressionModel", "GaussianRegressionModel",
+           "logistic_residual_range_bound"]
 
-_FAMILIES = {"logistic": 0, "poisson": 1, "gaussian": 2}
-
-
-def _default_threads():
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover
-        return max(1, os.cpu_count() or 1)
+#: family name -> its compiled class (one ``CyGLM`` subclass per family)
+_FAMILIES = {"logistic": CyLogistic, "poisson": CyPoisson, "gaussian": CyGaussian}
 
 
 def check_design(X, name="X"):
@@ -49,6 +46,39 @@ def check_design(X, name="X"):
         if not np.isfinite(X[s : s + step]).all():
             raise ValueError(f"{name} contains NaN or infinity")
     return X
+
+
+#: max over eta of |b'''(eta)| for b = softplus: sigma (1 - sigma) (1 - 2 sigma)
+#: peaks at sigma = (3 - sqrt 3) / 6 with value 1 / (6 sqrt 3)
+LOGISTIC_B3_MAX = 1.0 / (6.0 * math.sqrt(3.0))
+
+
+def logistic_residual_range_bound(theta, theta_new, theta_star, row_norm_max):
+    """Bound on ``max_k |d_k(theta') - d_k(theta)|`` for the second-order
+    Taylor residuals of logistic regression.
+
+    With ``delta_k(theta) = x_k^T (theta - theta*)`` the residual is
+    ``d_k = -R(eta_k)``, ``R(eta) = b(eta) - b(eta*) - b'(eta*) delta -
+    b''(eta*) delta^2 / 2``, and ``R'(s) = b'(s) - b'(eta*) - b''(eta*) (s - eta*)
+    = b'''(xi) (s - eta*)^2 / 2`` (Taylor with Lagrange remainder). By the mean
+    value theorem on the segment between ``eta_k`` and ``eta'_k`` (on which
+    ``|s - eta*| <= max(|delta_k|, |delta'_k|)``),
+
+    ``|d_k(theta') - d_k(theta)| <= |eta'_k - eta_k| * max|b'''| / 2 *
+    max(delta_k^2, delta'_k^2)``,
+
+    and Cauchy-Schwarz gives ``|eta'_k - eta_k| <= ||x_k|| ||theta' - theta||``,
+    ``|delta_k| <= ||x_k|| ||theta - theta*||``. With ``max|b'''| = 1/(6 sqrt 3)``
+    and ``R_x = max_k ||x_k||`` (intercept column included):
+
+    ``C = R_x^3 ||theta' - theta|| max(||theta - theta*||, ||theta' - theta*||)^2 / (12 sqrt 3)``.
+    """
+    theta, theta_new, theta_star = (np.asarray(a, dtype=np.float64)
+                                    for a in (theta, theta_new, theta_star))
+    r = max(float(np.linalg.norm(theta - theta_star)),
+            float(np.linalg.norm(theta_new - theta_star)))
+    return (row_norm_max ** 3 * float(np.linalg.norm(theta_new - theta)) * r * r
+            * LOGISTIC_B3_MAX / 2.0)
 
 
 class GLM(Model):
@@ -79,7 +109,6 @@ class GLM(Model):
         if family not in _FAMILIES:
             raise ValueError(f"family must be one of {sorted(_FAMILIES)}, got {family!r}")
         self.family = family
-        self._fam = _FAMILIES[family]
         self.X = check_design(X)
         y = np.asarray(y)
         if y.ndim != 1 or y.shape[0] != self.X.shape[0]:
@@ -111,59 +140,88 @@ class GLM(Model):
         if self.fit_intercept:
             scales[-1] = float(intercept_prior_scale)
         self.prior = GaussianPrior(scales, self.n_params)
-        self.n_threads = _default_threads() if n_threads is None else max(1, int(n_threads))
+        self.n_threads = available_cores() if n_threads is None else max(1, int(n_threads))
+        self._cy = _FAMILIES[family](DenseRows(self.X, self.fit_intercept), self.y, self.phi)
         self._row_norm_max = None
         self._y_absmax = None
+
+    #: per-datum Hessians exist (scalar curvature of eta): second-order control variates
+    max_cv_order = 2
+    analytic_hessian = True
+
+    @property
+    def compiled(self):
+        """The compiled family object (``CyLogistic``, ``CyPoisson`` or ``CyGaussian``)."""
+        return self._cy
 
     # ---- per-datum terms ------------------------------------------------------
     def linear_predictor(self, theta, X=None):
         """``eta = X theta_coef + intercept`` for ``X`` (default: the model's data)."""
         theta = self.check_theta(theta)
         if X is None:
-            X = self.X
+            return self._cy.eta(theta)
         eta = np.asarray(X, dtype=np.float64) @ theta[: self.n_features]
         if self.fit_intercept:
             eta += theta[-1]
         return eta
 
     def loglik_terms(self, theta, idx):
-        theta, idx = self.check_theta(theta), self.check_indices(idx)
-        out = np.empty(idx.shape[0])
-        _glm_fast.loglik_terms(self._fam, self.X, self.y, theta, self.fit_intercept,
-                               self.phi, idx, out)
-        return out
+        return self._cy.loglik_terms(self.check_theta(theta), self.check_indices(idx))
+
+    def loglik_diff_terms(self, theta, theta_new, idx):
+        return self._cy.loglik_diff_terms(self.check_theta(theta), self.check_theta(theta_new),
+                                          self.check_indices(idx))
 
     def grad_terms(self, theta, idx):
-        theta, idx = self.check_theta(theta), self.check_indices(idx)
-        out = np.empty((idx.shape[0], self.n_params))
-        _glm_fast.grad_terms(self._fam, self.X, self.y, theta, self.fit_intercept,
-                             self.phi, idx, out)
-        return out
+        return self._cy.grad_terms(self.check_theta(theta), self.check_indices(idx))
 
     def grad_sum(self, theta, idx):
-        theta, idx = self.check_theta(theta), self.check_indices(idx)
-        out = np.empty(self.n_params)
-        _glm_fast.grad_sum(self._fam, self.X, self.y, theta, self.fit_intercept,
-                           self.phi, idx, out, False)
-        return out
+        return self._cy.grad_sum_terms(self.check_theta(theta), self.check_indices(idx))[0]
+
+    def cv_residual_terms(self, theta, theta_star, idx, order):
+        self._check_cv_order(order)
+        return self._cy.cv_residual_terms(order, self.check_theta(theta_star),
+                                          self.check_theta(theta), self.check_indices(idx))
+
+    def cv_residuals_and_grads(self, theta, theta_star, idx, order):
+        self._check_cv_order(order)
+        idx = self.check_indices(idx)
+        d, dp = self._cy.cv_derivatives(order, self.check_theta(theta_star),
+                                        self.check_theta(theta), idx)
+        return d, dp[:, None] * self._cy.gather(idx)
+
+    def cv_grad_sum(self, theta, theta_star, idx, order, want_sum=False):
+        self._check_cv_order(order)
+        return self._cy.cv_grad_sum_terms(order, self.check_theta(theta_star),
+                                          self.check_theta(theta), self.check_indices(idx))
+
+    def pass_threads(self):
+        """Threads of a full pass in the calling thread: the thread budget
+        (``n_threads``, capped by the driver's per-chain share) on large data,
+        where they pay off, else 1. Results do not depend on it."""
+        if self.n_data * self.n_features >= 1_000_000:
+            return thread_budget(self.n_threads)
+        return 1
 
     def full_pass(self, theta, *, gradient=True, hessian=False, loglik=True):
         """One fused read of X: ``(sum l_k, sum grad l_k, sum Hessian l_k)``."""
-        theta = self.check_theta(theta)
-        grad = np.empty(self.n_params) if gradient else None
-        hess = np.empty((self.n_params, self.n_params)) if hessian else None
-        # threads pay off only on large data (results do not depend on them)
-        threads = self.n_threads if self.n_data * self.n_features >= 1_000_000 else 1
-        ll = _glm_fast.full_pass(self._fam, self.X, self.y, theta, self.fit_intercept,
-                                 self.phi, loglik, grad, hess, threads)
-        return (ll if loglik else None), grad, hess
+        return self._cy.full_pass(self.check_theta(theta), loglik, gradient, hessian,
+                                  self.pass_threads())
 
-    # ---- range bounds for the confidence sampler (ALGORITHMS §1.4) ------------
+    def subset(self, idx):
+        """A GLM of the rows ``idx`` (copied), with the same prior and one thread."""
+        idx = np.sort(self.check_indices(idx))
+        sub = GLM(self.X[idx], self.y[idx], self.family, fit_intercept=self.fit_intercept,
+                  noise_scale=self.noise_scale or 1.0, n_threads=1)
+        sub.prior = self.prior
+        return sub
+
+    # ---- range bounds for the confidence sampler (doc/algorithms/building_blocks.rst) --
     @property
     def row_norm_max(self):
         """``max_k ||x_k||`` including the intercept column (computed once)."""
         if self._row_norm_max is None:
-            self._row_norm_max = float(_glm_fast.row_norm_max(self.X, self.fit_intercept))
+            self._row_norm_max = float(self._cy.rows.row_norm_max())
         return self._row_norm_max
 
     def _max_abs_y_times_norm(self):
@@ -187,6 +245,19 @@ class GLM(Model):
             return dtheta * (2 * self._max_abs_y_times_norm() + R * R * s) / (2 * self.phi)
         big = R * max(np.linalg.norm(theta), np.linalg.norm(theta_new))
         return dtheta * (self._max_abs_y_times_norm() + R * np.exp(min(big, 700.0)))
+
+    def cv_range_bound(self, theta, theta_new, theta_star, order):
+        """``C >= max_k |d_k(theta_new) - d_k(theta)|`` for second-order Taylor
+        residuals (logistic: :func:`logistic_residual_range_bound`; Gaussian: 0,
+        the residuals vanish)."""
+        if order == 2 and self.family == "gaussian":
+            return 0.0
+        if order == 2 and self.family == "logistic":
+            return logistic_residual_range_bound(theta, theta_new, theta_star,
+                                                 self.row_norm_max)
+        raise NotImplementedError(
+            f"a range bound for order-{order} residual differences is derived for the "
+            "logistic and Gaussian families at order 2 only")
 
     def __repr__(self):
         return (f"{type(self).__name__}(n_data={self.n_data}, n_features={self.n_features}, "

@@ -1,15 +1,13 @@
-# Per-datum terms of the canonical GLMs (ALGORITHMS.md §1.1) and the Taylor
-# control-variate residuals d_k, d'_k (§1.2), as inline nogil functions that
-# every kernel (full passes, subsample loops, HMC-ECS, SG samplers) shares.
+# Per-datum terms of the canonical GLMs as functions of the linear predictor
+# eta, and the Taylor control-variate residuals d, d' (doc/algorithms/building_blocks.rst),
+# one set of inline nogil functions per family. The family classes of
+# ``_cymodel.pyx`` loop over chunks of data with them; nothing else computes
+# these terms.
 #
-# family: 0 logistic (y in {0,1}), 1 Poisson (y in N), 2 Gaussian (phi = noise variance)
+# Log-likelihood l(eta) = (y eta - b(eta)) / phi + c(y):
+#   logistic  b = softplus, phi = 1       Poisson  b = exp, phi = 1, c = -log y!
+#   Gaussian  b = eta^2 / 2, phi = noise variance, c = -y^2/(2 phi) - log(2 pi phi) / 2
 from libc.math cimport exp, log, log1p, expm1, fabs, lgamma, M_PI
-
-cdef enum:
-    FAMILY_LOGISTIC = 0
-    FAMILY_POISSON = 1
-    FAMILY_GAUSSIAN = 2
-
 
 
 cdef inline double softplus(double eta) noexcept nogil:
@@ -27,122 +25,67 @@ cdef inline double sigmoid(double eta) noexcept nogil:
     return e / (1.0 + e)
 
 
-cdef inline void glm_terms(int family, double y, double eta, double phi,
-                           bint want_ll, double* ll, double* r, double* w) noexcept nogil:
-    """ll = log-likelihood term, r = d ll / d eta, w = -d^2 ll / d eta^2."""
-    cdef double e, p, mu
-    if family == FAMILY_LOGISTIC:
-        e = exp(-fabs(eta))              # one exp serves softplus and sigmoid
-        if eta >= 0:
-            p = 1.0 / (1.0 + e)
-            w[0] = e / ((1.0 + e) * (1.0 + e))
-        else:
-            p = e / (1.0 + e)
-            w[0] = e / ((1.0 + e) * (1.0 + e))
-        r[0] = y - p
-        if want_ll:
-            ll[0] = y * eta - ((eta if eta > 0 else 0.0) + log1p(e))
-    elif family == FAMILY_POISSON:
-        mu = exp(eta)
-        r[0] = y - mu
-        w[0] = mu
-        if want_ll:
-            ll[0] = y * eta - mu - lgamma(y + 1.0)
+# ---- ll, r = dl/deta, w = -d2l/deta2 ------------------------------------------------------
+cdef inline void logistic_terms(double y, double eta, bint want_ll, double* ll, double* r,
+                                double* w) noexcept nogil:
+    cdef double e = exp(-fabs(eta)), p      # one exp serves softplus and sigmoid
+    if eta >= 0:
+        p = 1.0 / (1.0 + e)
     else:
-        r[0] = (y - eta) / phi
-        w[0] = 1.0 / phi
-        if want_ll:
-            ll[0] = -0.5 * (y - eta) * (y - eta) / phi - 0.5 * log(2.0 * M_PI * phi)
+        p = e / (1.0 + e)
+    w[0] = e / ((1.0 + e) * (1.0 + e))
+    r[0] = y - p
+    if want_ll:
+        ll[0] = y * eta - ((eta if eta > 0 else 0.0) + log1p(e))
 
 
-cdef inline double glm_loglik(int family, double y, double eta, double phi) noexcept nogil:
-    cdef double ll, r, w
-    glm_terms(family, y, eta, phi, True, &ll, &r, &w)
-    return ll
+cdef inline void poisson_terms(double y, double eta, bint want_ll, double* ll, double* r,
+                               double* w) noexcept nogil:
+    cdef double mu = exp(eta)
+    r[0] = y - mu
+    w[0] = mu
+    if want_ll:
+        ll[0] = y * eta - mu - lgamma(y + 1.0)
 
 
-cdef inline void cv_consts(int family, double eta_star, double phi,
-                           double* c0, double* c1, double* c2) noexcept nogil:
-    """Per-datum constants of the expansion at eta*: c0 = b(eta*),
-    c1 = b'(eta*), c2 = b''(eta*) / phi (cached by subsample buffers)."""
-    if family == FAMILY_LOGISTIC:
-        c0[0] = softplus(eta_star)
-        c1[0] = sigmoid(eta_star)
-        c2[0] = sigmoid(eta_star) * sigmoid(-eta_star)   # p(1-p) without cancellation
-    elif family == FAMILY_POISSON:
-        c1[0] = exp(eta_star)
-        c0[0] = c1[0]
-        c2[0] = c1[0]
-    else:
-        c0[0] = 0.5 * eta_star * eta_star
-        c1[0] = eta_star
-        c2[0] = 1.0 / phi
+cdef inline void gaussian_terms(double y, double eta, double phi, bint want_ll, double* ll,
+                                double* r, double* w) noexcept nogil:
+    r[0] = (y - eta) / phi
+    w[0] = 1.0 / phi
+    if want_ll:
+        ll[0] = -0.5 * (y - eta) * (y - eta) / phi - 0.5 * log(2.0 * M_PI * phi)
 
 
-cdef inline void cv_residual_cached(int family, int order, double y, double eta,
-                                    double eta_star, double c0, double c1, double c2,
-                                    double phi, double* d, double* dp) noexcept nogil:
-    """Taylor control-variate residual d = l(eta) - q(eta) and d' = dd/deta,
-    given the constants of cv_consts at eta*.
+# ---- control variates: constants at eta* ---------------------------------------------------
+# c0 = b(eta*), c1 = b'(eta*), c2 = b''(eta*) / phi
+cdef inline void logistic_cv_consts(double eta_star, double* c0, double* c1,
+                                    double* c2) noexcept nogil:
+    c0[0] = softplus(eta_star)
+    c1[0] = sigmoid(eta_star)
+    c2[0] = sigmoid(eta_star) * sigmoid(-eta_star)   # p(1-p) without cancellation
 
-    Orders 1 and 2 are computed as minus the Taylor remainder of b (the y terms
-    cancel), by its order-8 series for |delta| = |eta - eta*| < 0.1 (accurate
-    as theta -> theta*, and free of exp/log) and directly beyond.
-    """
-    cdef double delta = eta - eta_star
-    cdef double d2, d2p, t, e, sp, sg, e1, k3, k4, k5, k6, k7, k8
-    if order == 0:
-        if family == FAMILY_LOGISTIC:
-            d[0] = y * delta - (softplus(eta) - c0)
-            dp[0] = y - sigmoid(eta)
-        elif family == FAMILY_POISSON:
-            d[0] = y * delta - c1 * expm1(delta)
-            dp[0] = y - exp(eta)
-        else:
-            d[0] = (y * delta - 0.5 * delta * (eta + eta_star)) / phi
-            dp[0] = (y - eta) / phi
-        return
-    # second-order residual d2 = -(b(eta) - b(eta*) - b1(eta*) delta - b2(eta*) delta^2 / 2) / phi
-    if family == FAMILY_LOGISTIC:
-        if fabs(delta) < 0.1:
-            # Taylor remainder to order 8 from the derivatives of b = softplus at eta*
-            # (s = sigmoid, w = s(1-s), t = 1-2s): b3 = w t, b4 = w(1-6w),
-            # b5 = w t (1-12w), b6 = w(1-30w+120w^2), b7 = w t (1-60w+360w^2),
-            # b8 = w(1-126w+1680w^2-5040w^3); k_j = b_j / j!. The truncation error
-            # is below 1e-14 in absolute value for |delta| < 0.1, and no exp/log is
-            # evaluated: near theta* (most subsample rows) this is the fast path.
-            t = 1.0 - 2.0 * c1
-            k3 = c2 * t / 6.0
-            k4 = c2 * (1.0 - 6.0 * c2) / 24.0
-            k5 = c2 * t * (1.0 - 12.0 * c2) / 120.0
-            k6 = c2 * (1.0 + c2 * (-30.0 + 120.0 * c2)) / 720.0
-            k7 = c2 * t * (1.0 + c2 * (-60.0 + 360.0 * c2)) / 5040.0
-            k8 = c2 * (1.0 + c2 * (-126.0 + c2 * (1680.0 - 5040.0 * c2))) / 40320.0
-            d2 = -delta * delta * delta * (
-                k3 + delta * (k4 + delta * (k5 + delta * (k6 + delta * (k7 + delta * k8)))))
-            d2p = -delta * delta * (
-                3.0 * k3 + delta * (4.0 * k4 + delta * (5.0 * k5 + delta * (
-                    6.0 * k6 + delta * (7.0 * k7 + delta * 8.0 * k8)))))
-        else:
-            e = exp(-fabs(eta))           # one exp serves softplus and sigmoid
-            sp = (eta if eta > 0 else 0.0) + log1p(e)
-            sg = 1.0 / (1.0 + e) if eta >= 0 else e / (1.0 + e)
-            d2 = -(sp - c0 - c1 * delta - 0.5 * c2 * delta * delta)
-            d2p = -(sg - c1 - c2 * delta)
-    elif family == FAMILY_POISSON:
-        if fabs(delta) < 0.1:
-            # every derivative of b = exp is exp(eta*) = c1; series to order 8
-            d2 = -c1 * delta * delta * delta * (1.0 / 6.0 + delta * (1.0 / 24.0 + delta * (
-                1.0 / 120.0 + delta * (1.0 / 720.0 + delta * (1.0 / 5040.0 + delta / 40320.0)))))
-            d2p = -c1 * delta * delta * (0.5 + delta * (1.0 / 6.0 + delta * (1.0 / 24.0 + delta * (
-                1.0 / 120.0 + delta * (1.0 / 720.0 + delta / 5040.0)))))
-        else:
-            e1 = expm1(delta)
-            d2 = -c1 * (e1 - delta - 0.5 * delta * delta)
-            d2p = -c1 * (e1 - delta)
-    else:
-        d2 = 0.0
-        d2p = 0.0
+
+cdef inline void poisson_cv_consts(double eta_star, double* c0, double* c1,
+                                   double* c2) noexcept nogil:
+    c1[0] = exp(eta_star)
+    c0[0] = c1[0]
+    c2[0] = c1[0]
+
+
+cdef inline void gaussian_cv_consts(double eta_star, double phi, double* c0, double* c1,
+                                    double* c2) noexcept nogil:
+    c0[0] = 0.5 * eta_star * eta_star
+    c1[0] = eta_star
+    c2[0] = 1.0 / phi
+
+
+# ---- control variates: residuals -------------------------------------------------------------
+# Orders 1 and 2 are computed as minus the Taylor remainder of b (the y terms
+# cancel), by its order-8 series for |delta| = |eta - eta*| < 0.1 (accurate as
+# theta -> theta*, and free of exp/log) and directly beyond; ``finish_order``
+# turns the second-order remainder into the order-1 residual.
+cdef inline void finish_order(int order, double delta, double c2, double d2, double d2p,
+                              double* d, double* dp) noexcept nogil:
     if order == 2:
         d[0] = d2
         dp[0] = d2p
@@ -152,9 +95,72 @@ cdef inline void cv_residual_cached(int family, int order, double y, double eta,
         dp[0] = d2p - c2 * delta
 
 
-cdef inline void cv_residual(int family, int order, double y, double eta, double eta_star,
-                             double phi, double* d, double* dp) noexcept nogil:
-    """Residual d and d' from the linear predictors alone (constants recomputed)."""
-    cdef double c0, c1, c2
-    cv_consts(family, eta_star, phi, &c0, &c1, &c2)
-    cv_residual_cached(family, order, y, eta, eta_star, c0, c1, c2, phi, d, dp)
+cdef inline void logistic_cv_residual(int order, double y, double eta, double eta_star,
+                                      double c0, double c1, double c2, double* d,
+                                      double* dp) noexcept nogil:
+    cdef double delta = eta - eta_star
+    cdef double d2, d2p, t, e, sp, sg, k3, k4, k5, k6, k7, k8
+    if order == 0:
+        d[0] = y * delta - (softplus(eta) - c0)
+        dp[0] = y - sigmoid(eta)
+        return
+    if fabs(delta) < 0.1:
+        # Taylor remainder to order 8 from the derivatives of b = softplus at eta*
+        # (s = sigmoid, w = s(1-s), t = 1-2s): b3 = w t, b4 = w(1-6w),
+        # b5 = w t (1-12w), b6 = w(1-30w+120w^2), b7 = w t (1-60w+360w^2),
+        # b8 = w(1-126w+1680w^2-5040w^3); k_j = b_j / j!. The truncation error
+        # is below 1e-14 in absolute value for |delta| < 0.1, and no exp/log is
+        # evaluated: near theta* (most subsample rows) this is the fast path.
+        t = 1.0 - 2.0 * c1
+        k3 = c2 * t / 6.0
+        k4 = c2 * (1.0 - 6.0 * c2) / 24.0
+        k5 = c2 * t * (1.0 - 12.0 * c2) / 120.0
+        k6 = c2 * (1.0 + c2 * (-30.0 + 120.0 * c2)) / 720.0
+        k7 = c2 * t * (1.0 + c2 * (-60.0 + 360.0 * c2)) / 5040.0
+        k8 = c2 * (1.0 + c2 * (-126.0 + c2 * (1680.0 - 5040.0 * c2))) / 40320.0
+        d2 = -delta * delta * delta * (
+            k3 + delta * (k4 + delta * (k5 + delta * (k6 + delta * (k7 + delta * k8)))))
+        d2p = -delta * delta * (
+            3.0 * k3 + delta * (4.0 * k4 + delta * (5.0 * k5 + delta * (
+                6.0 * k6 + delta * (7.0 * k7 + delta * 8.0 * k8)))))
+    else:
+        e = exp(-fabs(eta))           # one exp serves softplus and sigmoid
+        sp = (eta if eta > 0 else 0.0) + log1p(e)
+        sg = 1.0 / (1.0 + e) if eta >= 0 else e / (1.0 + e)
+        d2 = -(sp - c0 - c1 * delta - 0.5 * c2 * delta * delta)
+        d2p = -(sg - c1 - c2 * delta)
+    finish_order(order, delta, c2, d2, d2p, d, dp)
+
+
+cdef inline void poisson_cv_residual(int order, double y, double eta, double eta_star,
+                                     double c0, double c1, double c2, double* d,
+                                     double* dp) noexcept nogil:
+    cdef double delta = eta - eta_star
+    cdef double d2, d2p, e1
+    if order == 0:
+        d[0] = y * delta - c1 * expm1(delta)
+        dp[0] = y - exp(eta)
+        return
+    if fabs(delta) < 0.1:
+        # every derivative of b = exp is exp(eta*) = c1; series to order 8
+        d2 = -c1 * delta * delta * delta * (1.0 / 6.0 + delta * (1.0 / 24.0 + delta * (
+            1.0 / 120.0 + delta * (1.0 / 720.0 + delta * (1.0 / 5040.0 + delta / 40320.0)))))
+        d2p = -c1 * delta * delta * (0.5 + delta * (1.0 / 6.0 + delta * (1.0 / 24.0 + delta * (
+            1.0 / 120.0 + delta * (1.0 / 720.0 + delta / 5040.0)))))
+    else:
+        e1 = expm1(delta)
+        d2 = -c1 * (e1 - delta - 0.5 * delta * delta)
+        d2p = -c1 * (e1 - delta)
+    finish_order(order, delta, c2, d2, d2p, d, dp)
+
+
+cdef inline void gaussian_cv_residual(int order, double y, double eta, double eta_star,
+                                      double c0, double c1, double c2, double phi, double* d,
+                                      double* dp) noexcept nogil:
+    cdef double delta = eta - eta_star
+    if order == 0:
+        d[0] = (y * delta - 0.5 * delta * (eta + eta_star)) / phi
+        dp[0] = (y - eta) / phi
+        return
+    # the second-order expansion of a quadratic is exact
+    finish_order(order, delta, c2, 0.0, 0.0, d, dp)

@@ -1,0 +1,112 @@
+# The compiled model object every kernel takes as a typed argument.
+#
+# ``CyModel`` is the per-datum part of a posterior: log-likelihood terms, their
+# differences, gradient sums and the residuals of Taylor control variates,
+# over a chunk of data indices, as ``noexcept nogil`` methods. Kernels
+# (approximate MH decisions, stochastic gradients, HMC-ECS) call these and
+# never look inside a model. Every method returns 0, or -1 after an error in a
+# user callback (the exception is kept; ``raise_error()`` re-raises it with
+# the GIL held).
+#
+# ``CyGLM`` implements them for canonical GLMs over a ``Rows`` object: the
+# family is a subclass (``CyLogistic``, ``CyPoisson``, ``CyGaussian``) that
+# provides three chunk methods of the scalar linear predictor ``eta``;
+# everything else is shared. ``CyCallbackModel`` runs a Python ``Model``
+# (e.g. ``FunctionModel``) through the same interface, calling back into
+# NumPy with the GIL, so user models go through the very same kernels.
+from libc.stdint cimport int64_t
+from bayes_subsample.models._rows cimport Rows
+
+cdef enum:
+    # indices per chunk inside the methods (stack buffers of this size)
+    MODEL_CHUNK = 256
+
+
+cdef class CyModel:
+    cdef readonly Py_ssize_t n_data
+    cdef readonly Py_ssize_t n_params
+    # per-datum evaluations of one control-variate residual (and its gradient):
+    # 2 in general (the datum at theta and at theta*), 1 for the GLMs (scalar form)
+    cdef readonly int cv_cost
+    cdef object _errors           # thread id -> exception from a callback
+
+    # out[i] = l_{idx[i]}(theta)
+    cdef int loglik(self, const double* theta, const int64_t* idx, Py_ssize_t m,
+                    double* out) noexcept nogil
+    # out[i] = l_{idx[i]}(theta_new) - l_{idx[i]}(theta)  (one read of each datum)
+    cdef int loglik_diff(self, const double* theta, const double* theta_new,
+                         const int64_t* idx, Py_ssize_t m, double* out) noexcept nogil
+    # grad[:p] = sum_i grad l_{idx[i]}(theta); ll[0] = sum_i l_{idx[i]}(theta)
+    cdef int grad_sum(self, const double* theta, const int64_t* idx, Py_ssize_t m,
+                      double* grad, double* ll) noexcept nogil
+    # Taylor control variates of order 0/1/2 around theta_star (eta_star: the
+    # linear predictors at theta_star for all n data, or NULL; GLMs only):
+    # out[i] = d_{idx[i]}(theta_new) - d_{idx[i]}(theta)
+    cdef int cv_residual_diff(self, int order, const double* theta_star,
+                              const double* eta_star, const double* theta,
+                              const double* theta_new, const int64_t* idx, Py_ssize_t m,
+                              double* out) noexcept nogil
+    # grad[:p] = sum_i grad d_{idx[i]}(theta); dsum[0] = sum_i d_{idx[i]}(theta)
+    cdef int cv_grad_sum(self, int order, const double* theta_star, const double* eta_star,
+                         const double* theta, const int64_t* idx, Py_ssize_t m,
+                         double* grad, double* dsum) noexcept nogil
+    # d[i] = d_{idx[i]}(theta)
+    cdef int cv_residuals(self, int order, const double* theta_star, const double* eta_star,
+                          const double* theta, const int64_t* idx, Py_ssize_t m,
+                          double* d) noexcept nogil
+
+    # full-data sums: ll[0] = sum_k l_k, grad[:p] = sum_k grad l_k, hess[:p*p] = sum_k
+    # Hessian l_k (symmetric, row-major); NULL outputs are skipped. Results do not
+    # depend on n_threads.
+    cdef int full_sums(self, const double* theta, double* ll, double* grad, double* hess,
+                       int n_threads) noexcept nogil
+
+    cdef int _fail(self) noexcept    # store the current exception (GIL held)
+
+
+cdef class CyGLM(CyModel):
+    cdef readonly Rows rows
+    cdef const double[::1] y
+    cdef readonly double phi            # dispersion (Gaussian: noise variance)
+    cdef readonly Py_ssize_t n_features
+    cdef readonly bint intercept
+
+    # ---- the family: per-datum scalar terms of eta over a chunk ----------------------
+    # ll = log-likelihood term, r = d ll / d eta, w = -d^2 ll / d eta^2
+    cdef void link_terms(self, Py_ssize_t m, const double* y, const double* eta,
+                         bint want_ll, double* ll, double* r, double* w) noexcept nogil
+    # constants of the Taylor expansion at eta*: c0 = b(eta*), c1 = b'(eta*),
+    # c2 = b''(eta*) / phi (cached by subsample buffers)
+    cdef void cv_consts(self, Py_ssize_t m, const double* eta_star, double* c0, double* c1,
+                        double* c2) noexcept nogil
+    # residual d = l - q of the order-0/1/2 expansion and d' = dd/deta
+    cdef void cv_terms(self, int order, Py_ssize_t m, const double* y, const double* eta,
+                       const double* eta_star, const double* c0, const double* c1,
+                       const double* c2, double* d, double* dp) noexcept nogil
+
+    # ---- shared --------------------------------------------------------------------------
+    # one contiguous range of rows of the fused full pass (log-likelihood sum,
+    # gradient sum, lower triangle of the sum of -Hessians)
+    cdef double pass_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta,
+                           bint want_ll, double* grad, double* neg_hess) noexcept nogil
+    cdef void _eta_star(self, const double* theta_star, const double* eta_star,
+                        const int64_t* idx, Py_ssize_t m, double* out) noexcept nogil
+    cdef void _residuals(self, int order, const double* theta_star, const double* eta_star,
+                         const double* theta, const int64_t* idx, Py_ssize_t m, double* yb,
+                         double* es, double* d, double* dp) noexcept nogil
+
+
+cdef class CyLogistic(CyGLM):
+    pass
+
+
+cdef class CyPoisson(CyGLM):
+    pass
+
+
+cdef class CyGaussian(CyGLM):
+    pass
+
+
+cdef class CyCallbackModel(CyModel):
+    cdef readonly object model       # the Python Model

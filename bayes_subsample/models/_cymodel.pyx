@@ -1,0 +1,799 @@
+# cython: language_level=3
+"""The compiled model object (see ``_cymodel.pxd``): per-datum terms over
+chunks of data indices, the fused full-data pass, control-variate residuals.
+
+Conventions: ``theta`` is float64 of length ``p = n_features + intercept``
+with the intercept last; indices are int64; every accumulation is in double
+and runs over the data in index order, so results do not depend on how a
+caller splits its work into chunks or threads.
+"""
+import threading
+
+import numpy as np
+from cython.parallel cimport prange
+from libc.stdint cimport int64_t
+from libc.string cimport memset
+from libc.stdlib cimport calloc, free
+from bayes_subsample.models._rows cimport Rows, DenseRows
+from bayes_subsample.models._glm_terms cimport (
+    logistic_terms, poisson_terms, gaussian_terms, logistic_cv_consts, poisson_cv_consts,
+    gaussian_cv_consts, logistic_cv_residual, poisson_cv_residual, gaussian_cv_residual)
+
+# rows per task of the threaded full pass: the reduction is over fixed chunks
+# in a fixed order, so the result does not depend on the number of threads
+DEF PASS_CHUNK = 4096
+
+
+cdef inline Py_ssize_t _imin(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
+    return a if a < b else b
+
+
+# ---------------------------------------------------------------------------------------
+# validation helpers of the Python-callable wrappers
+# ---------------------------------------------------------------------------------------
+cdef object _theta(CyModel model, theta, str name="theta"):
+    t = np.ascontiguousarray(theta, dtype=np.float64)
+    if t.shape != (model.n_params,):
+        raise ValueError(f"{name} must have shape ({model.n_params},), got {t.shape}")
+    return t
+
+
+cdef object _indices(CyModel model, idx):
+    if idx is None:
+        return np.arange(model.n_data, dtype=np.int64)
+    i = np.ascontiguousarray(idx, dtype=np.int64)
+    if i.ndim != 1:
+        raise ValueError(f"indices must be 1-D, got shape {i.shape}")
+    if i.shape[0] and (i.min() < 0 or i.max() >= model.n_data):
+        raise IndexError(f"index out of range [0, {model.n_data})")
+    return i
+
+
+cdef const double* _eta_star_ptr(CyModel model, eta_star) except? NULL:
+    if eta_star is None:
+        return NULL
+    cdef const double[::1] e = eta_star
+    if e.shape[0] != model.n_data:
+        raise ValueError(f"eta_star must have length n_data={model.n_data}, got {e.shape[0]}")
+    return &e[0]
+
+
+cdef class CyModel:
+    """Abstract compiled model; see ``CyGLM`` and ``CyCallbackModel``.
+
+    The ``*_terms`` / ``*_sum`` methods are the Python-callable forms of the
+    ``nogil`` methods that kernels call (for tests and the NumPy-level
+    :class:`~bayes_subsample.models.Model` API).
+    """
+
+    def __cinit__(self, *args, **kwargs):
+        self._errors = {}
+        self.cv_cost = 2
+
+    cdef int loglik(self, const double* theta, const int64_t* idx, Py_ssize_t m,
+                    double* out) noexcept nogil:
+        return -1
+
+    cdef int loglik_diff(self, const double* theta, const double* theta_new,
+                         const int64_t* idx, Py_ssize_t m, double* out) noexcept nogil:
+        return -1
+
+    cdef int grad_sum(self, const double* theta, const int64_t* idx, Py_ssize_t m,
+                      double* grad, double* ll) noexcept nogil:
+        return -1
+
+    cdef int cv_residual_diff(self, int order, const double* theta_star,
+                              const double* eta_star, const double* theta,
+                              const double* theta_new, const int64_t* idx, Py_ssize_t m,
+                              double* out) noexcept nogil:
+        return -1
+
+    cdef int cv_grad_sum(self, int order, const double* theta_star, const double* eta_star,
+                         const double* theta, const int64_t* idx, Py_ssize_t m,
+                         double* grad, double* dsum) noexcept nogil:
+        return -1
+
+    cdef int cv_residuals(self, int order, const double* theta_star, const double* eta_star,
+                          const double* theta, const int64_t* idx, Py_ssize_t m,
+                          double* d) noexcept nogil:
+        return -1
+
+    cdef int full_sums(self, const double* theta, double* ll, double* grad, double* hess,
+                       int n_threads) noexcept nogil:
+        return -1
+
+    cdef int _fail(self) noexcept:
+        """Keep the exception being handled for this thread; returns -1."""
+        import sys
+        self._errors[threading.get_ident()] = sys.exc_info()[1]
+        return -1
+
+    def cv_cache(self, theta_star):
+        """Per-datum values at an expansion point that speed up the residual methods
+        when passed back as ``eta_star`` (GLMs: the linear predictors at theta_star,
+        one pass over the data); ``None`` when the model has none."""
+        return None
+
+    def raise_error(self):
+        """Re-raise the exception a callback stored for this thread (if any)."""
+        err = self._errors.pop(threading.get_ident(), None)
+        if err is not None:
+            raise err
+        raise RuntimeError(f"{type(self).__name__}: a kernel method failed")
+
+    # ---- Python-callable forms ---------------------------------------------------------
+    def full_pass(self, theta, bint want_ll=True, bint gradient=True, bint hessian=False,
+                  int n_threads=1):
+        """One read of the data: ``(sum l_k, sum grad l_k, sum Hessian l_k)``.
+
+        Entries not asked for are ``None``; the result does not depend on
+        ``n_threads``.
+        """
+        cdef double[::1] th = _theta(self, theta)
+        cdef Py_ssize_t p = self.n_params
+        cdef double ll = 0.0
+        cdef double[::1] grad = np.zeros(p) if gradient else None
+        cdef double[:, ::1] hess = np.zeros((p, p)) if hessian else None
+        cdef int rc
+        with nogil:
+            rc = self.full_sums(&th[0], &ll if want_ll else NULL,
+                                &grad[0] if gradient else NULL,
+                                &hess[0, 0] if hessian else NULL, n_threads)
+        if rc:
+            self.raise_error()
+        return ((ll if want_ll else None), (np.asarray(grad) if gradient else None),
+                (np.asarray(hess) if hessian else None))
+
+    def loglik_terms(self, theta, idx=None):
+        """``l_k(theta)`` for ``k`` in ``idx`` (all data if None)."""
+        cdef double[::1] th = _theta(self, theta)
+        cdef int64_t[::1] ix = _indices(self, idx)
+        cdef double[::1] out = np.empty(ix.shape[0])
+        cdef int rc = 0
+        if ix.shape[0]:
+            with nogil:
+                rc = self.loglik(&th[0], &ix[0], ix.shape[0], &out[0])
+        if rc:
+            self.raise_error()
+        return np.asarray(out)
+
+    def loglik_diff_terms(self, theta, theta_new, idx=None):
+        """``l_k(theta_new) - l_k(theta)`` for ``k`` in ``idx``."""
+        cdef double[::1] th = _theta(self, theta)
+        cdef double[::1] th2 = _theta(self, theta_new, "theta_new")
+        cdef int64_t[::1] ix = _indices(self, idx)
+        cdef double[::1] out = np.empty(ix.shape[0])
+        cdef int rc = 0
+        if ix.shape[0]:
+            with nogil:
+                rc = self.loglik_diff(&th[0], &th2[0], &ix[0], ix.shape[0], &out[0])
+        if rc:
+            self.raise_error()
+        return np.asarray(out)
+
+    def grad_sum_terms(self, theta, idx=None):
+        """``(sum_k grad l_k(theta), sum_k l_k(theta))`` over ``idx``."""
+        cdef double[::1] th = _theta(self, theta)
+        cdef int64_t[::1] ix = _indices(self, idx)
+        cdef double[::1] g = np.zeros(self.n_params)
+        cdef double ll = 0.0
+        cdef int rc = 0
+        if ix.shape[0]:
+            with nogil:
+                rc = self.grad_sum(&th[0], &ix[0], ix.shape[0], &g[0], &ll)
+        if rc:
+            self.raise_error()
+        return np.asarray(g), ll
+
+    def cv_residual_terms(self, int order, theta_star, theta, idx=None, eta_star=None):
+        """Control-variate residuals ``d_k(theta)`` (Taylor order 0/1/2 at theta_star)."""
+        cdef double[::1] ts = _theta(self, theta_star, "theta_star")
+        cdef double[::1] th = _theta(self, theta)
+        cdef int64_t[::1] ix = _indices(self, idx)
+        cdef const double* es = _eta_star_ptr(self, eta_star)
+        cdef double[::1] out = np.empty(ix.shape[0])
+        cdef int rc = 0
+        if ix.shape[0]:
+            with nogil:
+                rc = self.cv_residuals(order, &ts[0], es, &th[0], &ix[0], ix.shape[0], &out[0])
+        if rc:
+            self.raise_error()
+        return np.asarray(out)
+
+    def cv_residual_diff_terms(self, int order, theta_star, theta, theta_new, idx=None,
+                               eta_star=None):
+        """``d_k(theta_new) - d_k(theta)`` for ``k`` in ``idx``."""
+        cdef double[::1] ts = _theta(self, theta_star, "theta_star")
+        cdef double[::1] th = _theta(self, theta)
+        cdef double[::1] th2 = _theta(self, theta_new, "theta_new")
+        cdef int64_t[::1] ix = _indices(self, idx)
+        cdef const double* es = _eta_star_ptr(self, eta_star)
+        cdef double[::1] out = np.empty(ix.shape[0])
+        cdef int rc = 0
+        if ix.shape[0]:
+            with nogil:
+                rc = self.cv_residual_diff(order, &ts[0], es, &th[0], &th2[0], &ix[0],
+                                           ix.shape[0], &out[0])
+        if rc:
+            self.raise_error()
+        return np.asarray(out)
+
+    def cv_grad_sum_terms(self, int order, theta_star, theta, idx=None, eta_star=None):
+        """``(sum_k grad d_k(theta), sum_k d_k(theta))`` over ``idx``."""
+        cdef double[::1] ts = _theta(self, theta_star, "theta_star")
+        cdef double[::1] th = _theta(self, theta)
+        cdef int64_t[::1] ix = _indices(self, idx)
+        cdef const double* es = _eta_star_ptr(self, eta_star)
+        cdef double[::1] g = np.zeros(self.n_params)
+        cdef double dsum = 0.0
+        cdef int rc = 0
+        if ix.shape[0]:
+            with nogil:
+                rc = self.cv_grad_sum(order, &ts[0], es, &th[0], &ix[0], ix.shape[0], &g[0],
+                                      &dsum)
+        if rc:
+            self.raise_error()
+        return np.asarray(g), dsum
+
+
+# ---------------------------------------------------------------------------------------
+# canonical GLMs
+# ---------------------------------------------------------------------------------------
+cdef class CyGLM(CyModel):
+    """Compiled canonical GLM over a :class:`Rows` object (abstract: the family
+    is a subclass).
+
+    Parameters
+    ----------
+    rows : Rows
+        The design (``DenseRows(X, intercept)``).
+    y : array-like of shape (n,)
+        Targets (float64).
+    phi : float, default=1.0
+        Dispersion (the Gaussian family's noise variance).
+    """
+
+    def __init__(self, Rows rows, y, double phi=1.0):
+        y = np.ascontiguousarray(y, dtype=np.float64)
+        if y.shape != (rows.n_rows,):
+            raise ValueError(f"y must have shape ({rows.n_rows},), got {y.shape}")
+        if not phi > 0:
+            raise ValueError(f"phi must be > 0, got {phi}")
+        self.rows = rows
+        self.y = y
+        self.phi = phi
+        self.n_data = rows.n_rows
+        self.n_params = rows.n_cols
+        self.n_features = rows.n_features
+        self.intercept = rows.intercept
+        self.cv_cost = 1
+
+    # ---- the family (subclasses) ---------------------------------------------------------
+    cdef void link_terms(self, Py_ssize_t m, const double* y, const double* eta,
+                         bint want_ll, double* ll, double* r, double* w) noexcept nogil:
+        pass
+
+    cdef void cv_consts(self, Py_ssize_t m, const double* eta_star, double* c0, double* c1,
+                        double* c2) noexcept nogil:
+        pass
+
+    cdef void cv_terms(self, int order, Py_ssize_t m, const double* y, const double* eta,
+                       const double* eta_star, const double* c0, const double* c1,
+                       const double* c2, double* d, double* dp) noexcept nogil:
+        pass
+
+    # ---- per-datum terms over index chunks -----------------------------------------------
+    cdef int loglik(self, const double* theta, const int64_t* idx, Py_ssize_t m,
+                    double* out) noexcept nogil:
+        cdef double eta[MODEL_CHUNK]
+        cdef double yb[MODEL_CHUNK]
+        cdef double r[MODEL_CHUNK]
+        cdef double w[MODEL_CHUNK]
+        cdef Py_ssize_t s, c, i
+        s = 0
+        while s < m:
+            c = _imin(MODEL_CHUNK, m - s)
+            self.rows.dot(idx + s, c, theta, eta)
+            for i in range(c):
+                yb[i] = self.y[idx[s + i]]
+            self.link_terms(c, yb, eta, True, out + s, r, w)
+            s += c
+        return 0
+
+    cdef int loglik_diff(self, const double* theta, const double* theta_new,
+                         const int64_t* idx, Py_ssize_t m, double* out) noexcept nogil:
+        cdef double e0[MODEL_CHUNK]
+        cdef double e1[MODEL_CHUNK]
+        cdef double yb[MODEL_CHUNK]
+        cdef double l0[MODEL_CHUNK]
+        cdef double r[MODEL_CHUNK]
+        cdef double w[MODEL_CHUNK]
+        cdef Py_ssize_t s, c, i
+        s = 0
+        while s < m:
+            c = _imin(MODEL_CHUNK, m - s)
+            self.rows.dot2(idx + s, c, theta, theta_new, e0, e1)
+            for i in range(c):
+                yb[i] = self.y[idx[s + i]]
+            self.link_terms(c, yb, e0, True, l0, r, w)
+            self.link_terms(c, yb, e1, True, out + s, r, w)
+            for i in range(c):
+                out[s + i] = out[s + i] - l0[i]
+            s += c
+        return 0
+
+    cdef int grad_sum(self, const double* theta, const int64_t* idx, Py_ssize_t m,
+                      double* grad, double* ll) noexcept nogil:
+        cdef double eta[MODEL_CHUNK]
+        cdef double yb[MODEL_CHUNK]
+        cdef double lb[MODEL_CHUNK]
+        cdef double r[MODEL_CHUNK]
+        cdef double w[MODEL_CHUNK]
+        cdef Py_ssize_t s, c, i
+        cdef double llsum = 0.0
+        memset(grad, 0, self.n_params * sizeof(double))
+        s = 0
+        while s < m:
+            c = _imin(MODEL_CHUNK, m - s)
+            self.rows.dot(idx + s, c, theta, eta)
+            for i in range(c):
+                yb[i] = self.y[idx[s + i]]
+            self.link_terms(c, yb, eta, ll != NULL, lb, r, w)
+            if ll != NULL:
+                for i in range(c):
+                    llsum += lb[i]
+            self.rows.add_xt(idx + s, c, r, grad)
+            s += c
+        if ll != NULL:
+            ll[0] = llsum
+        return 0
+
+    cdef double pass_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta,
+                           bint want_ll, double* grad, double* neg_hess) noexcept nogil:
+        cdef double eta[MODEL_CHUNK]
+        cdef double lb[MODEL_CHUNK]
+        cdef double r[MODEL_CHUNK]
+        cdef double w[MODEL_CHUNK]
+        cdef Py_ssize_t s, c, i
+        cdef double llsum = 0.0
+        s = start
+        while s < stop:
+            c = _imin(MODEL_CHUNK, stop - s)
+            self.rows.dot_range(s, s + c, theta, eta)
+            self.link_terms(c, &self.y[s], eta, want_ll, lb, r, w)
+            if want_ll:
+                for i in range(c):
+                    llsum += lb[i]
+            if grad != NULL:
+                self.rows.add_xt_range(s, s + c, r, grad)
+            if neg_hess != NULL:
+                self.rows.add_xwx_range(s, s + c, w, neg_hess)
+            s += c
+        return llsum
+
+    # ---- control variates -----------------------------------------------------------------
+    cdef void _eta_star(self, const double* theta_star, const double* eta_star,
+                        const int64_t* idx, Py_ssize_t m, double* out) noexcept nogil:
+        cdef Py_ssize_t i
+        if eta_star != NULL:
+            for i in range(m):
+                out[i] = eta_star[idx[i]]
+        else:
+            self.rows.dot(idx, m, theta_star, out)
+
+    cdef void _residuals(self, int order, const double* theta_star, const double* eta_star,
+                         const double* theta, const int64_t* idx, Py_ssize_t m, double* yb,
+                         double* es, double* d, double* dp) noexcept nogil:
+        """Residuals of one chunk (m <= MODEL_CHUNK) at theta into d, dp."""
+        cdef double eta[MODEL_CHUNK]
+        cdef double c0[MODEL_CHUNK]
+        cdef double c1[MODEL_CHUNK]
+        cdef double c2[MODEL_CHUNK]
+        cdef Py_ssize_t i
+        self.rows.dot(idx, m, theta, eta)
+        self._eta_star(theta_star, eta_star, idx, m, es)
+        for i in range(m):
+            yb[i] = self.y[idx[i]]
+        self.cv_consts(m, es, c0, c1, c2)
+        self.cv_terms(order, m, yb, eta, es, c0, c1, c2, d, dp)
+
+    cdef int cv_residuals(self, int order, const double* theta_star, const double* eta_star,
+                          const double* theta, const int64_t* idx, Py_ssize_t m,
+                          double* d) noexcept nogil:
+        cdef double yb[MODEL_CHUNK]
+        cdef double es[MODEL_CHUNK]
+        cdef double dp[MODEL_CHUNK]
+        cdef Py_ssize_t s, c
+        s = 0
+        while s < m:
+            c = _imin(MODEL_CHUNK, m - s)
+            self._residuals(order, theta_star, eta_star, theta, idx + s, c, yb, es, d + s, dp)
+            s += c
+        return 0
+
+    cdef int cv_residual_diff(self, int order, const double* theta_star,
+                              const double* eta_star, const double* theta,
+                              const double* theta_new, const int64_t* idx, Py_ssize_t m,
+                              double* out) noexcept nogil:
+        cdef double e0[MODEL_CHUNK]
+        cdef double e1[MODEL_CHUNK]
+        cdef double es[MODEL_CHUNK]
+        cdef double yb[MODEL_CHUNK]
+        cdef double c0[MODEL_CHUNK]
+        cdef double c1[MODEL_CHUNK]
+        cdef double c2[MODEL_CHUNK]
+        cdef double d0[MODEL_CHUNK]
+        cdef double dp[MODEL_CHUNK]
+        cdef Py_ssize_t s, c, i
+        s = 0
+        while s < m:
+            c = _imin(MODEL_CHUNK, m - s)
+            self.rows.dot2(idx + s, c, theta, theta_new, e0, e1)
+            self._eta_star(theta_star, eta_star, idx + s, c, es)
+            for i in range(c):
+                yb[i] = self.y[idx[s + i]]
+            self.cv_consts(c, es, c0, c1, c2)
+            self.cv_terms(order, c, yb, e0, es, c0, c1, c2, d0, dp)
+            self.cv_terms(order, c, yb, e1, es, c0, c1, c2, out + s, dp)
+            for i in range(c):
+                out[s + i] = out[s + i] - d0[i]
+            s += c
+        return 0
+
+    cdef int cv_grad_sum(self, int order, const double* theta_star, const double* eta_star,
+                         const double* theta, const int64_t* idx, Py_ssize_t m,
+                         double* grad, double* dsum) noexcept nogil:
+        cdef double yb[MODEL_CHUNK]
+        cdef double es[MODEL_CHUNK]
+        cdef double d[MODEL_CHUNK]
+        cdef double dp[MODEL_CHUNK]
+        cdef Py_ssize_t s, c, i
+        cdef double tot = 0.0
+        memset(grad, 0, self.n_params * sizeof(double))
+        s = 0
+        while s < m:
+            c = _imin(MODEL_CHUNK, m - s)
+            self._residuals(order, theta_star, eta_star, theta, idx + s, c, yb, es, d, dp)
+            for i in range(c):
+                tot += d[i]
+            self.rows.add_xt(idx + s, c, dp, grad)
+            s += c
+        if dsum != NULL:
+            dsum[0] = tot
+        return 0
+
+    # ---- Python-callable GLM extras -------------------------------------------------------
+    def eta(self, theta, idx=None):
+        """Linear predictors ``x_k . theta`` (intercept included) for ``k`` in ``idx``."""
+        cdef double[::1] th = _theta(self, theta)
+        cdef int64_t[::1] ix = _indices(self, idx)
+        cdef double[::1] out = np.empty(ix.shape[0])
+        if ix.shape[0]:
+            with nogil:
+                self.rows.dot(&ix[0], ix.shape[0], &th[0], &out[0])
+        return np.asarray(out)
+
+    def cv_cache(self, theta_star):
+        """The linear predictors at ``theta_star`` for every datum (8 bytes per
+        datum): the residual methods then skip one row dot product per datum."""
+        return self.eta(theta_star)
+
+    def gather(self, idx):
+        """Rows ``x_k`` for ``k`` in ``idx`` as float64 (intercept column included)."""
+        cdef int64_t[::1] ix = _indices(self, idx)
+        cdef double[:, ::1] out = np.empty((ix.shape[0], self.n_params))
+        if ix.shape[0]:
+            with nogil:
+                self.rows.gather(&ix[0], ix.shape[0], &out[0, 0])
+        return np.asarray(out)
+
+    def targets(self, idx=None):
+        """``y_k`` for ``k`` in ``idx`` (a copy)."""
+        return np.asarray(self.y)[_indices(self, idx)]
+
+    def link_terms_array(self, y, eta, bint want_ll=True):
+        """``(ll, r, w)`` of the family for arrays of targets and linear predictors."""
+        cdef double[::1] yy = np.ascontiguousarray(y, dtype=np.float64)
+        cdef double[::1] ee = np.ascontiguousarray(eta, dtype=np.float64)
+        if yy.shape[0] != ee.shape[0]:
+            raise ValueError("y and eta must have the same length")
+        cdef Py_ssize_t m = yy.shape[0]
+        cdef double[::1] ll = np.zeros(m), r = np.empty(m), w = np.empty(m)
+        if m:
+            with nogil:
+                self.link_terms(m, &yy[0], &ee[0], want_ll, &ll[0], &r[0], &w[0])
+        return np.asarray(ll), np.asarray(r), np.asarray(w)
+
+    def cv_terms_array(self, int order, y, eta, eta_star):
+        """``(d, d')`` of the family for arrays of targets, predictors and predictors at
+        the expansion point."""
+        cdef double[::1] yy = np.ascontiguousarray(y, dtype=np.float64)
+        cdef double[::1] ee = np.ascontiguousarray(eta, dtype=np.float64)
+        cdef double[::1] es = np.ascontiguousarray(eta_star, dtype=np.float64)
+        if not (yy.shape[0] == ee.shape[0] == es.shape[0]):
+            raise ValueError("y, eta and eta_star must have the same length")
+        cdef Py_ssize_t m = yy.shape[0]
+        cdef double[::1] c0 = np.empty(m), c1 = np.empty(m), c2 = np.empty(m)
+        cdef double[::1] d = np.empty(m), dp = np.empty(m)
+        if m:
+            with nogil:
+                self.cv_consts(m, &es[0], &c0[0], &c1[0], &c2[0])
+                self.cv_terms(order, m, &yy[0], &ee[0], &es[0], &c0[0], &c1[0], &c2[0],
+                              &d[0], &dp[0])
+        return np.asarray(d), np.asarray(dp)
+
+    def cv_derivatives(self, int order, theta_star, theta, idx=None, eta_star=None):
+        """``(d_k, d'_k = dd_k / deta_k)``: the scalar form of the residuals."""
+        cdef double[::1] ts = _theta(self, theta_star, "theta_star")
+        cdef double[::1] th = _theta(self, theta)
+        cdef int64_t[::1] ix = _indices(self, idx)
+        cdef const double* es = _eta_star_ptr(self, eta_star)
+        cdef Py_ssize_t m = ix.shape[0], s, c
+        cdef double[::1] d = np.empty(m), dp = np.empty(m)
+        cdef double[::1] yb = np.empty(MODEL_CHUNK), eb = np.empty(MODEL_CHUNK)
+        if m:
+            with nogil:
+                s = 0
+                while s < m:
+                    c = _imin(MODEL_CHUNK, m - s)
+                    self._residuals(order, &ts[0], es, &th[0], &ix[s], c, &yb[0], &eb[0],
+                                    &d[s], &dp[s])
+                    s += c
+        return np.asarray(d), np.asarray(dp)
+
+    def grad_terms(self, theta, idx=None):
+        """Per-datum gradients ``grad l_k(theta)``, shape (len(idx), p)."""
+        ix = _indices(self, idx)
+        _, r, _ = self.link_terms_array(self.targets(ix), self.eta(theta, ix), False)
+        return r[:, None] * self.gather(ix)
+
+    cdef int full_sums(self, const double* theta, double* ll, double* grad, double* hess,
+                       int n_threads) noexcept nogil:
+        """The fused pass over fixed chunks of rows, reduced in a fixed order (so the
+        result is bit-identical for any n_threads)."""
+        cdef Py_ssize_t n = self.n_data, p = self.n_params
+        cdef Py_ssize_t n_chunks = (n + PASS_CHUNK - 1) // PASS_CHUNK, c, j, l
+        cdef bint want_ll = ll != NULL, want_g = grad != NULL, want_h = hess != NULL
+        cdef Py_ssize_t gp = p if want_g else 0, hp = p * p if want_h else 0
+        cdef double* ll_c = <double*> calloc(n_chunks, sizeof(double))
+        cdef double* g_c = <double*> calloc(n_chunks * gp + 1, sizeof(double))
+        cdef double* h_c = <double*> calloc(n_chunks * hp + 1, sizeof(double))
+        cdef double total = 0.0
+        if ll_c == NULL or g_c == NULL or h_c == NULL:
+            free(ll_c)
+            free(g_c)
+            free(h_c)
+            with gil:
+                try:
+                    raise MemoryError("full pass: cannot allocate the per-chunk sums")
+                except MemoryError:
+                    return self._fail()
+        if n_threads > 1 and n_chunks > 1:
+            for c in prange(n_chunks, schedule="static", num_threads=n_threads):
+                ll_c[c] = self.pass_range(c * PASS_CHUNK, _imin((c + 1) * PASS_CHUNK, n),
+                                          theta, want_ll, g_c + c * gp if want_g else NULL,
+                                          h_c + c * hp if want_h else NULL)
+        else:
+            for c in range(n_chunks):
+                ll_c[c] = self.pass_range(c * PASS_CHUNK, _imin((c + 1) * PASS_CHUNK, n),
+                                          theta, want_ll, g_c + c * gp if want_g else NULL,
+                                          h_c + c * hp if want_h else NULL)
+        if want_ll:
+            for c in range(n_chunks):
+                total += ll_c[c]
+            ll[0] = total
+        if want_g:
+            memset(grad, 0, p * sizeof(double))
+            for c in range(n_chunks):
+                for j in range(p):
+                    grad[j] += g_c[c * gp + j]
+        if want_h:
+            memset(hess, 0, p * p * sizeof(double))
+            for c in range(n_chunks):
+                for j in range(p):
+                    for l in range(j + 1):
+                        hess[j * p + l] -= h_c[c * hp + j * p + l]
+            for j in range(p):
+                for l in range(j):
+                    hess[l * p + j] = hess[j * p + l]
+        free(ll_c)
+        free(g_c)
+        free(h_c)
+        return 0
+
+
+cdef class CyLogistic(CyGLM):
+    """Logistic regression, ``y`` in {0, 1}."""
+
+    cdef void link_terms(self, Py_ssize_t m, const double* y, const double* eta,
+                         bint want_ll, double* ll, double* r, double* w) noexcept nogil:
+        cdef Py_ssize_t i
+        for i in range(m):
+            logistic_terms(y[i], eta[i], want_ll, &ll[i], &r[i], &w[i])
+
+    cdef void cv_consts(self, Py_ssize_t m, const double* eta_star, double* c0, double* c1,
+                        double* c2) noexcept nogil:
+        cdef Py_ssize_t i
+        for i in range(m):
+            logistic_cv_consts(eta_star[i], &c0[i], &c1[i], &c2[i])
+
+    cdef void cv_terms(self, int order, Py_ssize_t m, const double* y, const double* eta,
+                       const double* eta_star, const double* c0, const double* c1,
+                       const double* c2, double* d, double* dp) noexcept nogil:
+        cdef Py_ssize_t i
+        for i in range(m):
+            logistic_cv_residual(order, y[i], eta[i], eta_star[i], c0[i], c1[i], c2[i],
+                                 &d[i], &dp[i])
+
+
+cdef class CyPoisson(CyGLM):
+    """Poisson regression with the log link, ``y`` counts."""
+
+    cdef void link_terms(self, Py_ssize_t m, const double* y, const double* eta,
+                         bint want_ll, double* ll, double* r, double* w) noexcept nogil:
+        cdef Py_ssize_t i
+        for i in range(m):
+            poisson_terms(y[i], eta[i], want_ll, &ll[i], &r[i], &w[i])
+
+    cdef void cv_consts(self, Py_ssize_t m, const double* eta_star, double* c0, double* c1,
+                        double* c2) noexcept nogil:
+        cdef Py_ssize_t i
+        for i in range(m):
+            poisson_cv_consts(eta_star[i], &c0[i], &c1[i], &c2[i])
+
+    cdef void cv_terms(self, int order, Py_ssize_t m, const double* y, const double* eta,
+                       const double* eta_star, const double* c0, const double* c1,
+                       const double* c2, double* d, double* dp) noexcept nogil:
+        cdef Py_ssize_t i
+        for i in range(m):
+            poisson_cv_residual(order, y[i], eta[i], eta_star[i], c0[i], c1[i], c2[i],
+                                &d[i], &dp[i])
+
+
+cdef class CyGaussian(CyGLM):
+    """Linear regression with Gaussian noise of known variance ``phi``."""
+
+    cdef void link_terms(self, Py_ssize_t m, const double* y, const double* eta,
+                         bint want_ll, double* ll, double* r, double* w) noexcept nogil:
+        cdef Py_ssize_t i
+        for i in range(m):
+            gaussian_terms(y[i], eta[i], self.phi, want_ll, &ll[i], &r[i], &w[i])
+
+    cdef void cv_consts(self, Py_ssize_t m, const double* eta_star, double* c0, double* c1,
+                        double* c2) noexcept nogil:
+        cdef Py_ssize_t i
+        for i in range(m):
+            gaussian_cv_consts(eta_star[i], self.phi, &c0[i], &c1[i], &c2[i])
+
+    cdef void cv_terms(self, int order, Py_ssize_t m, const double* y, const double* eta,
+                       const double* eta_star, const double* c0, const double* c1,
+                       const double* c2, double* d, double* dp) noexcept nogil:
+        cdef Py_ssize_t i
+        for i in range(m):
+            gaussian_cv_residual(order, y[i], eta[i], eta_star[i], c0[i], c1[i], c2[i],
+                                 self.phi, &d[i], &dp[i])
+
+
+# ---------------------------------------------------------------------------------------
+# user models: the same interface, calling back into Python
+# ---------------------------------------------------------------------------------------
+cdef inline object _vec(const double* x, Py_ssize_t p):
+    return np.asarray(<double[:p]> <double*> x).copy()
+
+
+cdef inline object _ivec(const int64_t* idx, Py_ssize_t m):
+    return np.asarray(<int64_t[:m]> <int64_t*> idx).copy()
+
+
+cdef inline void _put(double* out, Py_ssize_t m, values, str what) except *:
+    cdef double[::1] v = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
+    cdef Py_ssize_t i
+    if v.shape[0] != m:
+        raise ValueError(f"{what} returned {v.shape[0]} values, expected {m}")
+    for i in range(m):
+        out[i] = v[i]
+
+
+cdef class CyCallbackModel(CyModel):
+    """A Python :class:`~bayes_subsample.models.Model` behind the compiled
+    interface: each method takes the GIL and calls the model's NumPy methods
+    (``loglik_terms``, ``loglik_diff_terms``, ``grad_sum``, ``cv_residual_terms``,
+    ``cv_grad_sum``), so user models run through the same kernels as the GLMs."""
+
+    def __init__(self, model):
+        self.model = model
+        self.n_data = int(model.n_data)
+        self.n_params = int(model.n_params)
+
+    cdef int loglik(self, const double* theta, const int64_t* idx, Py_ssize_t m,
+                    double* out) noexcept nogil:
+        with gil:
+            try:
+                _put(out, m, self.model.loglik_terms(_vec(theta, self.n_params),
+                                                     _ivec(idx, m)), "loglik_terms")
+                return 0
+            except BaseException:
+                return self._fail()
+
+    cdef int loglik_diff(self, const double* theta, const double* theta_new,
+                         const int64_t* idx, Py_ssize_t m, double* out) noexcept nogil:
+        with gil:
+            try:
+                _put(out, m, self.model.loglik_diff_terms(
+                    _vec(theta, self.n_params), _vec(theta_new, self.n_params),
+                    _ivec(idx, m)), "loglik_diff_terms")
+                return 0
+            except BaseException:
+                return self._fail()
+
+    cdef int grad_sum(self, const double* theta, const int64_t* idx, Py_ssize_t m,
+                      double* grad, double* ll) noexcept nogil:
+        with gil:
+            try:
+                th, ix = _vec(theta, self.n_params), _ivec(idx, m)
+                _put(grad, self.n_params, self.model.grad_sum(th, ix), "grad_sum")
+                if ll != NULL:
+                    ll[0] = float(np.sum(self.model.loglik_terms(th, ix)))
+                return 0
+            except BaseException:
+                return self._fail()
+
+    cdef int cv_residual_diff(self, int order, const double* theta_star,
+                              const double* eta_star, const double* theta,
+                              const double* theta_new, const int64_t* idx, Py_ssize_t m,
+                              double* out) noexcept nogil:
+        with gil:
+            try:
+                ts, ix = _vec(theta_star, self.n_params), _ivec(idx, m)
+                d1 = self.model.cv_residual_terms(_vec(theta_new, self.n_params), ts, ix,
+                                                  order)
+                d0 = self.model.cv_residual_terms(_vec(theta, self.n_params), ts, ix, order)
+                _put(out, m, np.asarray(d1) - np.asarray(d0), "cv_residual_terms")
+                return 0
+            except BaseException:
+                return self._fail()
+
+    cdef int cv_grad_sum(self, int order, const double* theta_star, const double* eta_star,
+                         const double* theta, const int64_t* idx, Py_ssize_t m,
+                         double* grad, double* dsum) noexcept nogil:
+        with gil:
+            try:
+                g, s = self.model.cv_grad_sum(_vec(theta, self.n_params),
+                                              _vec(theta_star, self.n_params),
+                                              _ivec(idx, m), order, want_sum=dsum != NULL)
+                _put(grad, self.n_params, g, "cv_grad_sum")
+                if dsum != NULL:
+                    dsum[0] = float(s)
+                return 0
+            except BaseException:
+                return self._fail()
+
+    cdef int cv_residuals(self, int order, const double* theta_star, const double* eta_star,
+                          const double* theta, const int64_t* idx, Py_ssize_t m,
+                          double* d) noexcept nogil:
+        with gil:
+            try:
+                _put(d, m, self.model.cv_residual_terms(_vec(theta, self.n_params),
+                                                        _vec(theta_star, self.n_params),
+                                                        _ivec(idx, m), order),
+                     "cv_residual_terms")
+                return 0
+            except BaseException:
+                return self._fail()
+
+    cdef int full_sums(self, const double* theta, double* ll, double* grad, double* hess,
+                       int n_threads) noexcept nogil:
+        cdef Py_ssize_t p = self.n_params
+        with gil:
+            try:
+                l, g, h = self.model.full_pass(_vec(theta, p), gradient=grad != NULL,
+                                               hessian=hess != NULL)
+                if ll != NULL:
+                    ll[0] = float(l)
+                if grad != NULL:
+                    _put(grad, p, g, "full_pass gradient")
+                if hess != NULL:
+                    _put(hess, p * p, h, "full_pass Hessian")
+                return 0
+            except BaseException:
+                return self._fail()

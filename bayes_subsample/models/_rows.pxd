@@ -1,0 +1,69 @@
+# Row access for the compiled models: the design matrix behind one interface.
+#
+# A ``Rows`` object hands out the rows ``x_k`` of a design matrix with the
+# intercept (if any) as a virtual last column of ones, so every caller works
+# with ``p = n_features + intercept`` columns and ``X`` is never copied to add
+# it. All methods work on a chunk of rows (an index array or a contiguous
+# range) in one call, so the virtual dispatch costs one indirect call per
+# chunk, never one per row. ``DenseRows`` stores a C-contiguous float32 or
+# float64 array; a sparse (CSR) subclass plugs in behind the same methods.
+from libc.stdint cimport int64_t
+from bayes_subsample._typedefs cimport floating
+
+
+cdef inline double row_dot(const floating* x, const double* theta, Py_ssize_t d,
+                           bint intercept) noexcept nogil:
+    """``x . theta[:d] (+ theta[d])``: the one row dot product of the package.
+
+    Four independent accumulators let the additions overlap instead of waiting
+    on each other; the order is fixed, so results never depend on threads."""
+    cdef double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0
+    cdef Py_ssize_t j, d4 = d - d % 4
+    for j in range(0, d4, 4):
+        s0 += x[j] * theta[j]
+        s1 += x[j + 1] * theta[j + 1]
+        s2 += x[j + 2] * theta[j + 2]
+        s3 += x[j + 3] * theta[j + 3]
+    for j in range(d4, d):
+        s0 += x[j] * theta[j]
+    s0 = (s0 + s1) + (s2 + s3)
+    if intercept:
+        s0 += theta[d]
+    return s0
+
+
+cdef class Rows:
+    cdef readonly Py_ssize_t n_rows       # n
+    cdef readonly Py_ssize_t n_features   # d (stored columns)
+    cdef readonly Py_ssize_t n_cols       # p = d + intercept
+    cdef readonly bint intercept
+
+    # eta[i] = x_{idx[i]} . theta
+    cdef void dot(self, const int64_t* idx, Py_ssize_t m, const double* theta,
+                  double* out) noexcept nogil
+    # eta[i - start] = x_i . theta for i in [start, stop)
+    cdef void dot_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta,
+                        double* out) noexcept nogil
+    # both linear predictors x . a and x . b in one read of each row
+    cdef void dot2(self, const int64_t* idx, Py_ssize_t m, const double* a, const double* b,
+                   double* out_a, double* out_b) noexcept nogil
+    # out[:p] += sum_i c[i] x_{idx[i]}
+    cdef void add_xt(self, const int64_t* idx, Py_ssize_t m, const double* c,
+                     double* out) noexcept nogil
+    # out[:p] += sum_{i in [start, stop)} c[i - start] x_i
+    cdef void add_xt_range(self, Py_ssize_t start, Py_ssize_t stop, const double* c,
+                           double* out) noexcept nogil
+    # lower triangle of H (p x p, row-major) += sum_i w[i - start] x_i x_i^T
+    cdef void add_xwx_range(self, Py_ssize_t start, Py_ssize_t stop, const double* w,
+                            double* H) noexcept nogil
+    # out[i, :p] = x_{idx[i]} (float64, the intercept column included)
+    cdef void gather(self, const int64_t* idx, Py_ssize_t m, double* out) noexcept nogil
+    # out[:p] = x_k (float64, the intercept column included)
+    cdef void row(self, Py_ssize_t k, double* out) noexcept nogil
+
+
+cdef class DenseRows(Rows):
+    cdef const float[:, ::1] X32
+    cdef const double[:, ::1] X64
+    cdef readonly bint is32
+    cdef readonly object array     # the NumPy array (kept alive, never copied)
