@@ -2,6 +2,7 @@
 """Access to a numpy Generator's bit generator from Cython, and small
 Python-callable wrappers used by tests."""
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
+from libc.math cimport log
 import numpy as np
 
 cdef const char* CAPSULE_NAME = "BitGenerator"
@@ -51,3 +52,39 @@ def standard_normals(generator, Py_ssize_t k):
         for i in range(k):
             out[i] = rng_normal(bg)
     return np.asarray(out)
+
+
+def draw_without_replacement(generator, int64_t[::1] perm, int64_t pos, int64_t count):
+    """Advance a lazy Fisher-Yates shuffle: make ``perm[pos:pos+count]`` the next
+    ``count`` draws without replacement from ``perm[pos:]`` and return a copy.
+
+    The draws are those of the compiled subsampling loops (32-bit Lemire index
+    draws, ``u32_fisher_yates_step``, one stream per call)."""
+    cdef int64_t n = perm.shape[0], j
+    cdef U32Stream rs
+    if pos < 0 or count < 0 or pos + count > n:
+        raise ValueError(f"cannot draw {count} indices at position {pos} from {n}")
+    cdef bitgen_t* bg = get_bitgen(generator)
+    with generator.bit_generator.lock, nogil:
+        u32_init(&rs, bg)
+        for j in range(pos, pos + count):
+            u32_fisher_yates_step(&rs, &perm[0], j, n)
+    return np.asarray(perm[pos:pos + count]).copy()
+
+
+def shuffle(generator, int64_t[::1] perm):
+    """Uniform Fisher-Yates reshuffle of ``perm`` in place (``fisher_yates_step``)."""
+    cdef bitgen_t* bg = get_bitgen(generator)
+    cdef Py_ssize_t n = perm.shape[0], i
+    with generator.bit_generator.lock, nogil:
+        for i in range(n - 1):
+            fisher_yates_step(bg, &perm[0], i, n)
+
+
+def log_uniform(generator):
+    """``log u`` for ``u`` uniform on the open interval (0, 1) (``rng_uniform_open``)."""
+    cdef bitgen_t* bg = get_bitgen(generator)
+    cdef double u
+    with generator.bit_generator.lock, nogil:
+        u = rng_uniform_open(bg)
+    return log(u)

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from bayes_subsample.models import GaussianRegressionModel, LogisticRegressionModel
+from bayes_subsample.models import (FunctionModel, GaussianRegressionModel,
+                                    LogisticRegressionModel)
 
 
 @pytest.fixture
@@ -12,8 +13,8 @@ def rng():
     return np.random.default_rng(20240607)
 
 
-# ---- shared by test_austerity.py and test_confidence.py ----------------------------
-def logistic_data(n, d, seed=0, dtype=np.float64):
+# ---- shared by the sampler tests -------------------------------------------------------
+def _logistic_data(n, d, seed=0, dtype=np.float64):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, d)).astype(dtype)
     beta = np.linspace(1.0, -0.5, d)
@@ -21,9 +22,29 @@ def logistic_data(n, d, seed=0, dtype=np.float64):
     return X, y
 
 
+def _as_user_model(model):
+    return FunctionModel(model.loglik_terms, model.grad_terms, model.n_data, model.n_params,
+                         prior_scale=model.prior.scale, range_bound=model.range_bound)
+
+
+@pytest.fixture
+def logistic_data():
+    """``logistic_data(n, d, seed=0, dtype=float64) -> (X, y)``: logistic-regression data
+    with coefficients ``linspace(1, -0.5, d)`` and intercept 0.2."""
+    return _logistic_data
+
+
+@pytest.fixture
+def as_user_model():
+    """``as_user_model(model)``: the same posterior as a :class:`FunctionModel` calling
+    ``model``'s per-datum terms. Samplers run it through the callback object, the
+    NumPy path, so comparing the two checks the compiled kernels against NumPy."""
+    return _as_user_model
+
+
 @pytest.fixture(scope="module")
 def logistic_model():
-    X, y = logistic_data(5000, 3)
+    X, y = _logistic_data(5000, 3)
     return LogisticRegressionModel(X, y)
 
 

@@ -1,8 +1,8 @@
-"""Tests of AusterityMH (sequential t-test MH, ALGORITHMS.md §2, §2.1).
+"""Tests of AusterityMH (sequential t-test MH, doc/algorithms/austerity.rst).
 
 * exactness: epsilon = 0 is the full-data MH chain draw for draw (same seed);
-* the compiled GLM loop and the Python path for user models draw the same
-  indices and make the same decisions;
+* a compiled GLM and the same posterior as a user model (whose terms the
+  kernels call back) draw the same indices and make the same decisions;
 * statistical: wrong-decision rates against epsilon (binomial bounds, several
   seeds) and the exact Gaussian-regression posterior (MCSE-based tolerances);
 * API: GridSearchCV over epsilon, bad input.
@@ -13,6 +13,7 @@ from bayes_subsample._seqtest import seq_ttest
 from scipy import stats
 from sklearn.model_selection import GridSearchCV
 
+from bayes_subsample import _rng
 from bayes_subsample import diagnostics as diag
 from bayes_subsample._driver import sample
 from bayes_subsample.linear_model import BayesianLogisticRegression
@@ -20,15 +21,8 @@ from bayes_subsample.models import FunctionModel, LogisticRegressionModel
 from bayes_subsample.samplers import MH
 from bayes_subsample.samplers import _approx_mh_fast as fast
 from bayes_subsample.samplers.austerity import AusterityMH
-from conftest import logistic_data
 
 
-
-
-def wrap_as_user_model(glm):
-    """The same posterior as a FunctionModel (Python path of the samplers)."""
-    return FunctionModel(glm.loglik_terms, glm.grad_terms, glm.n_data, glm.n_params,
-                         prior_scale=glm.prior.scale, range_bound=glm.range_bound)
 
 
 RUN = {"n_chains": 2, "random_state": 7, "check_convergence": False}
@@ -38,12 +32,12 @@ def run_kernels_side_by_side(sampler, model_a, model_b, n_warmup=50, n_steps=200
     """Run one chain of ``sampler`` on two models sharing model_a's preparation
     (MAP, Laplace covariance) and the same seed; returns per-step records."""
     sampler = sampler.__class__(**sampler.get_params())
-    shared = sampler.prepare(model_a, np.random.default_rng(0))
+    prepared = sampler.prepare(model_a, np.random.default_rng(0))
     out = []
     for model in (model_a, model_b):
-        kernel = sampler.build(model, shared, n_warmup)
+        kernel = sampler.build(model, prepared, n_warmup)
         rng = np.random.default_rng(seed)
-        state = kernel.init(rng, shared["theta_init"].copy())
+        state = kernel.init(rng, prepared.theta_init.copy())
         rec = {"theta": [], "accepted": [], "data_fraction": [], "n_batches": []}
         for i in range(n_steps):
             if i < n_warmup:
@@ -54,8 +48,8 @@ def run_kernels_side_by_side(sampler, model_a, model_b, n_warmup=50, n_steps=200
                 state, info = kernel.step(rng, state)
             rec["theta"].append(state.theta)
             rec["accepted"].append(info.accepted)
-            rec["data_fraction"].append(info.extra["data_fraction"])
-            rec["n_batches"].append(info.extra["n_batches"])
+            rec["data_fraction"].append(info.data_fraction)
+            rec["n_batches"].append(info.n_batches)
         out.append({k: np.asarray(v) for k, v in rec.items()})
     return out
 
@@ -64,7 +58,7 @@ def run_kernels_side_by_side(sampler, model_a, model_b, n_warmup=50, n_steps=200
 # exactness
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_epsilon_zero_is_mh_draw_for_draw(dtype):
+def test_epsilon_zero_is_mh_draw_for_draw(dtype, logistic_data):
     X, y = logistic_data(2000, 3, seed=3, dtype=dtype)
     model = LogisticRegressionModel(X, y)
     ref = sample(model, MH(), n_samples=300, n_warmup=300, **RUN)
@@ -77,18 +71,18 @@ def test_epsilon_zero_is_mh_draw_for_draw(dtype):
     assert np.all(tr.stats["n_evals"] == 2 * model.n_data)
 
 
-def test_epsilon_zero_is_mh_on_user_model(logistic_model):
-    user = wrap_as_user_model(logistic_model)
+def test_epsilon_zero_is_mh_on_user_model(logistic_model, as_user_model):
+    user = as_user_model(logistic_model)
     ref = sample(user, MH(), n_samples=100, n_warmup=100, **RUN)
     tr = sample(user, AusterityMH(epsilon=0.0), n_samples=100, n_warmup=100, **RUN)
     assert np.allclose(tr.draws, ref.draws, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("proposal", ["rw", "sgld"])
-def test_glm_loop_and_python_path_agree(logistic_model, proposal):
+def test_glm_loop_and_python_path_agree(logistic_model, proposal, as_user_model):
     """Same generator -> same Fisher-Yates indices -> same decisions."""
     s = AusterityMH(epsilon=0.1, batch_size=200, first_batch=50, proposal=proposal)
-    a, b = run_kernels_side_by_side(s, logistic_model, wrap_as_user_model(logistic_model))
+    a, b = run_kernels_side_by_side(s, logistic_model, as_user_model(logistic_model))
     assert np.allclose(a["theta"], b["theta"], rtol=0, atol=1e-10)
     assert np.array_equal(a["data_fraction"], b["data_fraction"])
     assert np.array_equal(a["n_batches"], b["n_batches"])
@@ -123,14 +117,14 @@ def test_draw_without_replacement_is_uniform_and_distinct():
     perm = np.arange(n, dtype=np.int64)
     counts = np.zeros(n)
     for _ in range(reps):  # the permutation persists between draws, as in the kernels
-        idx = fast.draw_without_replacement(g, perm, 0, k)
+        idx = _rng.draw_without_replacement(g, perm, 0, k)
         assert len(set(idx.tolist())) == k
         counts[idx] += 1
     assert np.array_equal(np.sort(perm), np.arange(n))
     chi2 = ((counts - reps * k / n) ** 2 / (reps * k / n)).sum()
     assert chi2 < stats.chi2.ppf(0.9999, n - 1)
     with pytest.raises(ValueError, match="cannot draw"):
-        fast.draw_without_replacement(g, perm, 18, 5)
+        _rng.draw_without_replacement(g, perm, 18, 5)
 
 
 # ---------------------------------------------------------------------------
@@ -142,7 +136,7 @@ def _binomial_upper(n_trials, p, level=1e-4):
 
 
 @pytest.mark.parametrize("seed", [0, 1, pytest.param(2, marks=pytest.mark.slow)])
-def test_wrong_decisions_below_epsilon_with_few_tests(seed):
+def test_wrong_decisions_below_epsilon_with_few_tests(seed, logistic_data):
     """With batches of N/4 (at most three tests before the exact one), the
     rate of decisions differing from full-data MH (same u) stays below
     epsilon; a binomial bound on 2400 decisions makes this meaningful."""
@@ -159,7 +153,7 @@ def test_wrong_decisions_below_epsilon_with_few_tests(seed):
 
 
 @pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow)])
-def test_wrong_decisions_default_batches_union_bound(seed):
+def test_wrong_decisions_default_batches_union_bound(seed, logistic_data):
     """With the default batch of 500 the test looks many times; each look
     errs with probability <= epsilon (t approximation), so the rate is bounded
     by epsilon times the mean number of non-final looks (union bound). The
@@ -229,7 +223,7 @@ def test_sgld_fixed_step_is_used(gaussian_model):
 # API
 # ---------------------------------------------------------------------------
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
-def test_gridsearch_over_epsilon():
+def test_gridsearch_over_epsilon(logistic_data):
     X, y = logistic_data(1200, 2, seed=5)
     clf = BayesianLogisticRegression(sampler=AusterityMH(batch_size=100), n_samples=60,
                                      n_warmup=60, n_chains=1, random_state=0)
@@ -254,7 +248,7 @@ def test_bad_parameters(logistic_model, params, match):
         sample(logistic_model, AusterityMH(**params), n_samples=5, n_warmup=0, n_chains=1)
 
 
-def test_first_batch_larger_than_data(logistic_model):
+def test_first_batch_larger_than_data(logistic_model, logistic_data):
     with pytest.raises(ValueError, match="first_batch=6000 is larger than the number of data"):
         sample(logistic_model, AusterityMH(first_batch=6000), n_samples=5, n_chains=1)
     # the default first batch (= batch_size) is clipped to n instead

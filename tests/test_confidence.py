@@ -1,7 +1,7 @@
-"""Tests of ConfidenceMH (the confidence sampler MHSubLhd, ALGORITHMS.md §3).
+"""Tests of ConfidenceMH (the confidence sampler MHSubLhd, doc/algorithms/confidence.rst).
 
 * exactness: delta = 0 is the full-data MH chain draw for draw;
-* the stopping rule's formulas against a NumPy transcription of §3, the GLM
+* the stopping rule's formulas against a NumPy transcription, the GLM
   range bounds and the derived Taylor-residual range bound against brute force;
 * statistical: the per-step error bound (wrong decisions <= delta) on logistic
   regression and on the heavy-tailed lognormal toy where the t-test of
@@ -24,15 +24,15 @@ from bayes_subsample.models import (
 from bayes_subsample.samplers import MH
 from bayes_subsample.samplers import _approx_mh_fast as fast
 from bayes_subsample.samplers.austerity import AusterityMH
-from bayes_subsample.samplers.confidence import ConfidenceMH, logistic_residual_range_bound
-from conftest import logistic_data
+from bayes_subsample.models import logistic_residual_range_bound
+from bayes_subsample.samplers.confidence import ConfidenceMH
 
 
 
 
 def lognormal_toy(n, seed=0, log_sd=2.0):
     """1-D Gaussian model N(mu, sigma^2), theta = (mu, log sigma), on lognormal
-    data (BDH §4.1), with the range bound of ALGORITHMS.md §1.4: the log-ratio
+    data (BDH §4.1), with the range bound of doc/algorithms/building_blocks.rst: the log-ratio
     is a quadratic in x, so its max modulus over [min x, max x] is attained at
     an end point or at the vertex."""
     x = np.random.default_rng(seed).lognormal(0.0, log_sd, size=n)
@@ -102,7 +102,7 @@ def test_all_data_examined_matches_mh(logistic_model):
 
 
 def ref_bound(kind, t, n, sd, C, dk):
-    """ALGORITHMS.md §3, transcribed."""
+    """The bounds of doc/algorithms/confidence.rst, transcribed."""
     if kind == "hoeffding_serfling":
         return C * math.sqrt(2 * (1 - (t - 1) / n) * math.log(2 / dk) / t)
     if kind == "empirical_bernstein":
@@ -125,7 +125,7 @@ def test_bound_formulas(kind):
 
 
 def python_confidence_test(terms, psi, C, delta, kind, gamma, p, b1):
-    """Independent transcription of the §3 loop on terms in draw order."""
+    """Independent transcription of the stopping loop on terms in draw order."""
     n = len(terms)
     t, k, b = 0, 0, b1
     while True:
@@ -162,43 +162,38 @@ def test_confidence_test_wrapper_matches_reference_loop():
             terms, psi, 1.0, delta, kind, gamma, p, b1)
 
 
-def test_glm_loop_and_python_path_agree(logistic_model):
-    user = FunctionModel(logistic_model.loglik_terms, logistic_model.grad_terms,
-                         logistic_model.n_data, logistic_model.n_params,
-                         prior_scale=logistic_model.prior.scale,
-                         range_bound=logistic_model.range_bound)
+def test_glm_loop_and_python_path_agree(logistic_model, as_user_model):
+    user = as_user_model(logistic_model)
     s = ConfidenceMH(delta=0.1, first_batch=20)
-    shared = s.prepare(logistic_model, np.random.default_rng(0))
+    prepared = s.prepare(logistic_model, np.random.default_rng(0))
     recs = []
     for model in (logistic_model, user):
-        kernel = s.build(model, shared, 0)
+        kernel = s.build(model, prepared, 0)
         rng = np.random.default_rng(5)
-        state = kernel.init(rng, shared["theta_init"].copy())
+        state = kernel.init(rng, prepared.theta_init.copy())
         rec = []
         for _ in range(150):
             state, info = kernel.step(rng, state)
-            rec.append((info.accepted, info.extra["data_fraction"], info.extra["n_batches"]))
+            rec.append((info.accepted, info.data_fraction, info.n_batches))
         recs.append((state.theta, rec))
     assert recs[0][1] == recs[1][1]
     assert np.allclose(recs[0][0], recs[1][0], rtol=0, atol=1e-12)
 
 
-def test_range_bounds_hold():
+def test_range_bounds_hold(logistic_data):
     rng = np.random.default_rng(2)
     X, y = logistic_data(3000, 4, seed=2)
     model = LogisticRegressionModel(X, y)
     idx = np.arange(model.n_data)
-    eta_star = np.empty(model.n_data)
     for _ in range(30):
         th_star = rng.normal(size=5)
         th = th_star + rng.normal(scale=rng.choice([0.01, 0.3, 2.0]), size=5)
         th_new = th + rng.normal(scale=rng.choice([0.001, 0.1, 1.0]), size=5)
         diff = np.abs(model.loglik_terms(th_new, idx) - model.loglik_terms(th, idx)).max()
         assert diff <= model.range_bound(th, th_new) * (1 + 1e-12)
-        from bayes_subsample.models import _glm_fast
-        _glm_fast.eta(model.X, th_star, True, idx.astype(np.int64), eta_star)
-        rdiff = fast.residual_diff_max(0, model.X, model.y, th, th_new, True, 1.0, eta_star)
+        rdiff = fast.term_abs_max(model.compiled, th, th_new, cv_order=2, theta_star=th_star)
         bound = logistic_residual_range_bound(th, th_new, th_star, model.row_norm_max)
+        assert bound == model.cv_range_bound(th, th_new, th_star, 2)
         assert rdiff <= bound * (1 + 1e-9) + 1e-300
     # the lognormal toy's bound
     toy, _x = lognormal_toy(2000)
@@ -217,7 +212,7 @@ def test_range_bounds_hold():
     (0, 0.05, None), (1, 0.01, None), (0, 0.05, "taylor"),
     pytest.param(1, 0.01, "taylor", marks=pytest.mark.slow),
 ])
-def test_wrong_decisions_below_delta(seed, delta, proxy):
+def test_wrong_decisions_below_delta(seed, delta, proxy, logistic_data):
     X, y = logistic_data(10000, 3, seed=30 + seed)
     model = LogisticRegressionModel(X, y)
     tr = sample(model, ConfidenceMH(delta=delta, proxy=proxy, check_exact=True),
@@ -314,8 +309,8 @@ def test_proxy_needs_logistic_or_gaussian_glm():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(200, 2))
     pois = PoissonRegressionModel(X, rng.poisson(1.0, size=200).astype(float))
-    with pytest.raises(ValueError, match="logistic or Gaussian GLM"):
+    with pytest.raises(ValueError, match="logistic and Gaussian families"):
         ConfidenceMH(proxy="taylor").prepare(pois, rng)
     toy, _ = lognormal_toy(100)
-    with pytest.raises(ValueError, match="logistic or Gaussian GLM"):
+    with pytest.raises(ValueError, match="provides no range bound for control-variate"):
         ConfidenceMH(proxy="taylor").prepare(toy, rng)

@@ -438,9 +438,9 @@ class InterruptingMH(MH):
         super().__init__(step_size=step_size, adapt=adapt, target_accept=target_accept)
         self.after = after
 
-    def build(self, model, shared, n_warmup):
-        kernel = super().build(model, shared, n_warmup)
-        counter = shared.setdefault("_steps", [0])
+    def build(self, model, prepared, n_warmup):
+        kernel = super().build(model, prepared, n_warmup)
+        counter = self.__dict__.setdefault("_steps", [0])   # shared by the chains
         after = self.after
 
         class Kernel(MHKernel):

@@ -17,7 +17,9 @@ from bayes_subsample.models import (FunctionModel, GaussianRegressionModel,
                                     LogisticRegressionModel)
 from bayes_subsample.samplers import HMC, HMCECS
 from bayes_subsample.samplers._hmc_ecs_fast import ECSCore
-from bayes_subsample.samplers.hmc_ecs import choose_n_products, signed_tau
+from bayes_subsample.samplers._ecs_numpy import NumpyECSPotential
+from bayes_subsample.samplers._ecs_tuning import choose_n_products, signed_tau
+from bayes_subsample.samplers.hmc import metric_from_precision
 
 
 def _gaussian_problem(seed=0, n=3000, d=3):
@@ -50,14 +52,13 @@ def test_core_potential_matches_reference(dtype, order):
     rng = np.random.default_rng(1)
     theta_star = rng.normal(size=model.n_params) * 0.3
     cv = TaylorControlVariate(model, theta_star, order=order)
-    core = ECSCore(model.X, model.y, model._fam, order, True, model.phi,
-                   model.prior.precision, 0)
+    core = ECSCore(model.compiled, order, model.prior.precision, "perturbed")
     idx = rng.integers(0, model.n_data, size=300)
     core.set_rows(idx, 30)
     core.set_reference(theta_star, cv.L_star, cv.A, cv.B)
     for _ in range(3):
         theta = theta_star + 0.05 * rng.normal(size=model.n_params)
-        U, g = core.potential(theta)
+        U, g = core.value_and_grad(theta)
         lam, glam = cv.perturbed_loglik_and_grad(theta, idx)
         U_ref = -(lam + model.prior.log_prob(theta))
         g_ref = -(glam + model.prior.grad_log_prob(theta))
@@ -70,16 +71,16 @@ def test_core_gradient_matches_finite_differences():
     rng = np.random.default_rng(2)
     theta_star = rng.normal(size=model.n_params) * 0.3
     cv = TaylorControlVariate(model, theta_star, order=2)
-    core = ECSCore(model.X, model.y, 0, 2, True, 1.0, model.prior.precision, 0)
+    core = ECSCore(model.compiled, 2, model.prior.precision, "perturbed")
     core.set_rows(rng.integers(0, model.n_data, size=200), 20)
     core.set_reference(theta_star, cv.L_star, cv.A, cv.B)
     theta = theta_star + 0.2 * rng.normal(size=model.n_params)
-    _, g = core.potential(theta)
+    _, g = core.value_and_grad(theta)
     h = 1e-6
     for j in range(model.n_params):
         e = np.zeros(model.n_params)
         e[j] = h
-        fd = (core.potential(theta + e)[0] - core.potential(theta - e)[0]) / (2 * h)
+        fd = (core.value_and_grad(theta + e)[0] - core.value_and_grad(theta - e)[0]) / (2 * h)
         assert abs(fd - g[j]) <= 1e-5 * max(1.0, abs(g[j]))
 
 
@@ -88,14 +89,14 @@ def test_signed_core_matches_block_poisson_formula():
     rng = np.random.default_rng(3)
     theta_star = rng.normal(size=model.n_params) * 0.3
     cv = TaylorControlVariate(model, theta_star, order=2)
-    core = ECSCore(model.X, model.y, 0, 2, True, 1.0, model.prior.precision, 1)
+    core = ECSCore(model.compiled, 2, model.prior.precision, "signed")
     m, lam = 25, 4.0
     idx = rng.integers(0, model.n_data, size=m * 6)
     core.set_rows(idx, m)
     core.set_reference(theta_star, cv.L_star, cv.A, cv.B)
     core.set_signed(-lam, lam)
     theta = theta_star + 0.1 * rng.normal(size=model.n_params)
-    U, g = core.potential(theta)
+    U, g = core.value_and_grad(theta)
     d, gd = cv.residuals(theta, idx)
     dhat = model.n_data / m * d.reshape(6, m).sum(axis=1)
     a = -lam
@@ -113,11 +114,11 @@ def test_u_update_leaves_uniform_subsample_invariant():
     depend on u, so the u-update must accept always and keep indices uniform."""
     model = _gaussian_problem(n=50)
     cv = TaylorControlVariate(model, np.zeros(model.n_params), order=2)
-    core = ECSCore(model.X, model.y, model._fam, 2, True, model.phi, model.prior.precision, 0)
+    core = ECSCore(model.compiled, 2, model.prior.precision, "perturbed")
     rng = np.random.default_rng(4)
     core.set_rows(rng.integers(0, 50, size=20), 2)
     core.set_reference(cv.theta_star, cv.L_star, cv.A, cv.B)
-    core.evaluate_state(np.full(model.n_params, 0.3))
+    core.set_position(np.full(model.n_params, 0.3))
     accepted = [core.u_step(rng)[0] for _ in range(1000)]
     assert all(accepted)
     # multinomial chi-square on snapshots 100 updates apart: every block has
@@ -139,15 +140,46 @@ def test_u_update_state_consistency():
     rng = np.random.default_rng(5)
     theta_star = rng.normal(size=model.n_params) * 0.3
     cv = TaylorControlVariate(model, theta_star, order=2)
-    core = ECSCore(model.X, model.y, 0, 2, True, 1.0, model.prior.precision, 0)
+    core = ECSCore(model.compiled, 2, model.prior.precision, "perturbed")
     core.set_rows(rng.integers(0, 3000, size=100), 10)
     core.set_reference(theta_star, cv.L_star, cv.A, cv.B)
-    core.evaluate_state(theta_star + 0.05)
+    core.set_position(theta_star + 0.05)
     n_acc = sum(core.u_step(rng)[0] for _ in range(50))
     assert n_acc > 0
-    U, g = core.potential(core.theta_state)
+    U, g = core.value_and_grad(core.position)
     np.testing.assert_allclose(core.U, U, rtol=1e-10)
-    np.testing.assert_allclose(core.grad_state, g, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(core.gradient, g, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("order", [0, 1])
+def test_compiled_core_matches_numpy_potential(dtype, order, as_user_model):
+    """The compiled GLM potential and the NumPy potential of the same posterior as
+    a user model draw the same subsample updates and make the same HMC moves
+    (the shared compiled transition) from the same generator."""
+    model = _logistic_problem(dtype=dtype, n=3000)
+    rng = np.random.default_rng(6)
+    theta_star = rng.normal(size=model.n_params) * 0.3
+    cv = TaylorControlVariate(model, theta_star, order=order)
+    metric, _ = metric_from_precision(model.neg_hessian_log_posterior(theta_star))
+    rows = rng.integers(0, model.n_data, size=200)
+    runs = []
+    for core in (ECSCore(model.compiled, order, model.prior.precision, "perturbed"),
+                 NumpyECSPotential(as_user_model(model), order, model.prior.precision)):
+        core.set_reference(theta_star, cv.L_star, cv.A, cv.B)
+        core.set_rows(rows, 20)
+        core.set_position(theta_star + 0.02)
+        g = np.random.default_rng(8)
+        rec = []
+        for _ in range(30):
+            acc_u, alpha_u, _ = core.u_step(g)
+            acc, alpha, dE, n_grad = core.hmc_step(metric, g, 0.3, 4)
+            rec.append((acc_u, acc, n_grad, alpha_u, alpha, core.U, *core.position))
+        runs.append((np.array(rec, dtype=float), core.indices))
+    np.testing.assert_allclose(runs[0][0], runs[1][0], rtol=1e-8, atol=1e-8)
+    np.testing.assert_array_equal(runs[0][1], runs[1][1])
+    # both kinds of move were accepted and rejected: the comparison covers both branches
+    assert 0 < runs[0][0][:, 0].mean() < 1 and 0 < runs[0][0][:, 1].mean() < 1
 
 
 # ---- exact posteriors -----------------------------------------------------------------------
@@ -284,7 +316,7 @@ def test_low_tau_warns():
     model = _logistic_problem(n=4000)
     taus, traces = [], []
     for seed in range(1, 4):
-        tr = _quiet_sample(model, HMCECS(variant="signed", cv_order=0, subsample_size=2,
+        tr = _quiet_sample(model, HMCECS(variant="signed", cv_order=0, batch_size=2,
                                          n_products=3),
                            n_samples=60, n_warmup=60, n_chains=2, random_state=seed)
         tau = float((tr.signs > 0).mean())
@@ -300,7 +332,7 @@ def test_low_tau_warns():
 def test_sign_correction_uses_signs():
     """Trace.posterior_mean is the sign-weighted mean."""
     model = _logistic_problem(n=3000)
-    tr = _quiet_sample(model, HMCECS(variant="signed", cv_order=0, subsample_size=3,
+    tr = _quiet_sample(model, HMCECS(variant="signed", cv_order=0, batch_size=3,
                                      n_products=4), n_samples=100, n_warmup=50, n_chains=1,
                        random_state=1)
     s = tr.signs.reshape(-1).astype(float)
@@ -325,7 +357,7 @@ def test_invalid_hyperparameters(kwargs, match):
 def test_order2_needs_glm():
     model = FunctionModel(lambda t, i: np.zeros(len(i)), lambda t, i: np.zeros((len(i), 1)),
                           n_data=100, n_params=1)
-    with pytest.raises(ValueError, match="GLM"):
+    with pytest.raises(ValueError, match="per-datum Hessians"):
         sample(model, HMCECS(cv_order=2), n_samples=10, n_warmup=10, n_chains=1)
 
 

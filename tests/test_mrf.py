@@ -7,6 +7,7 @@ import pytest
 from scipy import stats
 from scipy.special import expit, stdtr
 
+from bayes_subsample import _rng
 from bayes_subsample.mrf import (
     BinaryMRF,
     GibbsSampler,
@@ -515,7 +516,7 @@ def test_calibration_curve():
 
 # ------------------------------------------------- the kernel's draws (Lemire indices)
 def test_kernel_draws_without_replacement_uniformly():
-    """``_gibbs_fast.draw_without_replacement`` (the index draws of the approximate
+    """``_rng.draw_without_replacement`` (the index draws of the approximate
     decisions) gives uniform permutations: all 24 orders of 4 items equally likely,
     and each item of 40 equally likely to be among the first 12 (as in test_rng)."""
     from bayes_subsample.mrf import _gibbs_fast
@@ -523,7 +524,7 @@ def test_kernel_draws_without_replacement_uniformly():
     g = np.random.default_rng(10)
     codes = np.zeros(256)
     for _ in range(24_000):
-        s = _gibbs_fast.draw_without_replacement(g, np.arange(4, dtype=np.int64), 0, 4)
+        s = _rng.draw_without_replacement(g, np.arange(4, dtype=np.int64), 0, 4)
         codes[s[0] * 64 + s[1] * 16 + s[2] * 4 + s[3]] += 1
     observed = codes[codes > 0]
     assert observed.size == 24
@@ -532,14 +533,14 @@ def test_kernel_draws_without_replacement_uniformly():
     counts = np.zeros(n)
     perm = np.arange(n, dtype=np.int64)   # persistent, as in the sampler
     for _ in range(R):
-        s = _gibbs_fast.draw_without_replacement(g, perm, 0, k)
+        s = _rng.draw_without_replacement(g, perm, 0, k)
         assert len(np.unique(s)) == k
         counts[s] += 1
     p = k / n
     pearson = np.sum((counts - R * p) ** 2 / (R * p)) / ((1 - p) * n / (n - 1))
     assert stats.chi2.sf(pearson, n - 1) > 1e-4
     with pytest.raises(ValueError, match="cannot draw"):
-        _gibbs_fast.draw_without_replacement(g, perm, 30, 11)
+        _rng.draw_without_replacement(g, perm, 30, 11)
 
 
 def test_kernel_decision_matches_numpy_replay():
@@ -566,7 +567,7 @@ def test_kernel_decision_matches_numpy_replay():
             u = g.random()
         mu0 = (np.log(u) - np.log1p(-u)) / N
         ref_perm = perm.copy()
-        order = _gibbs_fast.draw_without_replacement(g, ref_perm[a:b], 0, N)
+        order = _rng.draw_without_replacement(g, ref_perm[a:b], 0, N)
         o = m.incidence_other[order]
         l = m.incidence_log_ratio[order, 2 * x[o[:, 0]] + x[o[:, 1]]]
         n = 0

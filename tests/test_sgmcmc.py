@@ -1,4 +1,4 @@
-"""SGLD and SGHMC (ALGORITHMS.md §4.4), the step-size helper and budgets.
+"""SGLD and SGHMC (doc/algorithms/sgmcmc.rst), the step-size helper and budgets.
 
 Statistical checks use targets where the stationary law of the *discretised*
 stochastic dynamics is known in closed form: on a Gaussian target with
@@ -7,6 +7,8 @@ linear, so the stationary covariance solves a discrete Lyapunov equation.
 Empirical moments are compared with those predictions (and with the exact
 posterior) within a few Monte Carlo standard errors, over several seeds.
 """
+import dataclasses
+
 import numpy as np
 import pytest
 from scipy import linalg
@@ -17,7 +19,8 @@ from bayes_subsample.control_variates import TaylorControlVariate
 from bayes_subsample.diagnostics import mcse_mean
 from bayes_subsample.models import (FunctionModel, GaussianRegressionModel,
                                     LogisticRegressionModel)
-from bayes_subsample.samplers.sgmcmc import (SGHMC, SGLD, _Gradient, iterations_for_passes,
+from bayes_subsample.samplers._sgmcmc_fast import GradientEstimator
+from bayes_subsample.samplers.sgmcmc import (SGHMC, SGLD, iterations_for_passes,
                                              suggest_step_size)
 
 N_GAUSS = 20
@@ -50,7 +53,7 @@ def sgld_stationary_cov(eps, lam, Vg):
 
 
 def sghmc_stationary_cov(eps, lam, Vg, C, L, refresh):
-    """SGHMC of §4.4 (identity mass) on the Gaussian: state (theta, p) in R^4."""
+    """SGHMC (identity mass) on the Gaussian: state (theta, p) in R^4."""
     d = 2
     eye, zero = np.eye(d), np.zeros((d, d))
     A = np.block([[eye, eps * eye], [-eps * lam * eye, (1 - eps ** 2 * lam - eps * C) * eye]])
@@ -172,14 +175,12 @@ def test_linear_regression_close_to_exact(regression, sampler, seed):
 
 
 # --------------------------------------------------------------------------------------
-# compiled loops against the NumPy path (same random numbers)
+# the compiled GLM against the same posterior as a user model (NumPy terms called back)
 # --------------------------------------------------------------------------------------
-def _run_kernel(sampler, model, fast, n_iter=30, seed=5):
-    shared = sampler.prepare(model, np.random.default_rng(1))
-    kernel = sampler.build(model, shared, 0)
-    kernel.fast = fast
+def _run_kernel(sampler, model, prepared, n_iter=30, seed=5):
+    kernel = sampler.build(model, prepared, 0)
     rng = np.random.default_rng(seed)
-    state = kernel.init(rng, shared["theta_init"].copy())
+    state = kernel.init(rng, prepared.theta_init.copy())
     out = []
     for _ in range(n_iter):
         state, info = kernel.step(rng, state)
@@ -194,7 +195,7 @@ def _run_kernel(sampler, model, fast, n_iter=30, seed=5):
     SGHMC(batch_size=17, n_steps=4), SGHMC(batch_size=9, n_steps=3, control_variates=False,
                                           mass="laplace", refresh_momentum=False),
 ], ids=["sgld-cv", "sgld", "sghmc-cv", "sghmc-laplace"])
-def test_compiled_matches_numpy_path(dtype, family, sampler):
+def test_glm_matches_user_model(dtype, family, sampler, as_user_model):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(500, 3)).astype(dtype)
     eta = X.astype(float) @ [0.5, -0.5, 0.25]
@@ -203,11 +204,18 @@ def test_compiled_matches_numpy_path(dtype, family, sampler):
     else:
         from bayes_subsample.models import PoissonRegressionModel
         model = PoissonRegressionModel(X, rng.poisson(np.exp(eta)).astype(float))
-    a, info_a, u_a = _run_kernel(sampler, model, True)
-    b, info_b, u_b = _run_kernel(sampler, model, False)
+    prepared = sampler.prepare(model, np.random.default_rng(1))
+    if prepared.cv is not None:
+        # first-order control variates: what a user model supports
+        prepared = dataclasses.replace(
+            prepared, cv=TaylorControlVariate(model, prepared.theta_init, order=1))
+    a, info_a, u_a = _run_kernel(sampler, model, prepared)
+    b, info_b, u_b = _run_kernel(sampler, as_user_model(model), prepared)
     assert np.allclose(a, b, rtol=1e-9, atol=1e-9)
     assert u_a == u_b                      # same number of draws from the generator
-    assert info_a.n_evals == info_b.n_evals == sampler.batch_size * sampler.n_steps
+    per_datum = 1 if prepared.cv is None else 2   # the user model evaluates theta and theta*
+    assert info_a.n_evals == sampler.batch_size * sampler.n_steps
+    assert info_b.n_evals == per_datum * sampler.batch_size * sampler.n_steps
 
 
 def test_user_model_cv_gradient_matches_control_variate():
@@ -227,7 +235,7 @@ def test_user_model_cv_gradient_matches_control_variate():
     user = FunctionModel(loglik, grad, n_data=50, n_params=2)
     theta_star = np.array([0.1, -0.2])
     cv = TaylorControlVariate(user, theta_star, order=1)
-    g = _Gradient(user, {"cv": cv})
+    g = GradientEstimator(user.compiled, user.prior.precision, cv)
     theta, idx = np.array([0.3, 0.1]), rng.integers(0, 50, 7)
     expected = user.prior.grad_log_prob(theta) + cv.grad_estimate(theta, idx)
     assert np.allclose(g(theta, idx), expected)
@@ -300,9 +308,9 @@ def test_suggest_step_size_rule(regression):
 
 def test_default_step_size_is_the_suggestion(regression):
     model = regression[0]
-    shared = SGLD(batch_size=40).prepare(model, np.random.default_rng(0))
-    assert np.isclose(shared["step_size"],
-                      suggest_step_size(model, "sgld", precision=shared["precision"]))
+    prepared = SGLD(batch_size=40).prepare(model, np.random.default_rng(0))
+    assert np.isclose(prepared.step_size,
+                      suggest_step_size(model, "sgld", precision=prepared.precision))
 
 
 def test_estimator_accepts_sampler_objects(regression):

@@ -258,22 +258,6 @@ def decide_repeated(const floating[:, ::1] diff, const int32_t[:, ::1] other,
     return n_ones, n_ex_tot
 
 
-def draw_without_replacement(generator, int64_t[::1] perm, int64_t pos, int64_t count):
-    """Advance the lazy Fisher-Yates shuffle exactly as one approximate decision does
-    (the same index draws, see ``u32_index``): make ``perm[pos:pos+count]`` the
-    next ``count`` draws without replacement from ``perm[pos:]`` and return a copy."""
-    cdef int64_t n = perm.shape[0], j
-    cdef U32Stream rs
-    if pos < 0 or count < 0 or pos + count > n:
-        raise ValueError(f"cannot draw {count} indices at position {pos} from {n}")
-    cdef bitgen_t* bg = get_bitgen(generator)
-    with generator.bit_generator.lock, nogil:
-        u32_init(&rs, bg)
-        for j in range(pos, pos + count):
-            u32_fisher_yates_step(&rs, &perm[0], j, n)
-    return np.asarray(perm[pos:pos + count]).copy()
-
-
 def conditional_log_odds(const floating[:, ::1] diff, const int32_t[:, ::1] other,
                          const int64_t[::1] ptr, const uint8_t[:, ::1] states,
                          const int64_t[::1] variables, double[:, ::1] out):

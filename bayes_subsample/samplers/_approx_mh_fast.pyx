@@ -1,37 +1,36 @@
 # cython: language_level=3
-"""Compiled decision loops of the approximate MH samplers (ALGORITHMS.md §2, §3).
+"""Compiled decision loops of the approximate MH samplers
+(doc/algorithms/austerity.rst, doc/algorithms/confidence.rst).
 
-Both samplers decide an MH step ``accept iff mean_k l_k > mu0`` with
-``l_k = l_k(theta') - l_k(theta)`` from data drawn *without replacement*, by
-lazy Fisher-Yates on a persistent permutation array ``perm`` (any permutation
-state is a valid starting point, so ``perm`` is never reset). The cost of a
-decision is proportional to the data examined, not to ``n``.
+Both samplers decide an MH step ``accept iff mean_k t_k > threshold`` over all
+``n`` data, with ``t_k = l_k(theta') - l_k(theta)`` or, with a Taylor proxy,
+the differences of the control-variate residuals ``d_k(theta') - d_k(theta)``,
+from data drawn *without replacement*: a lazy Fisher-Yates shuffle of a
+persistent permutation ``perm`` (any permutation state is a valid start, so
+``perm`` is never reset) with 32-bit Lemire index draws, the same primitive as
+approximate Gibbs. The terms of each chunk of indices come from the compiled
+model object (``CyModel.loglik_diff`` / ``cv_residual_diff``: one read of each
+datum for both linear predictors), the same code for GLMs and user models.
+The cost of a decision is proportional to the data examined, not to ``n``.
 
-* :func:`austerity_glm` - the sequential Student-t test of Korattikara, Chen &
-  Welling through the shared ``_seqtest.pxd`` (one implementation for §2-2.2).
-* :func:`confidence_glm` - the concentration-bound stopping rule of Bardenet,
-  Doucet & Holmes (``ConfTest`` below), optionally on the differences of the
-  second-order Taylor control-variate residuals ``d_k(theta') - d_k(theta)``.
-* :class:`SequentialTest` / :class:`ConfidenceTest` - Python-callable wrappers
-  around the same structs, used by the samplers on user (non-GLM) models, and
-  :func:`draw_without_replacement` which advances the permutation exactly as
-  the compiled loops do (same indices for the same generator state).
-
-GLM conventions as in ``models/_glm_fast.pyx``: X C-contiguous float32/float64
-(n, d), y float64, theta float64 (p,) with the intercept last (virtual column).
+* :func:`austerity_decide` - the sequential Student-t test of Korattikara,
+  Chen & Welling through the shared ``_seqtest.pxd``.
+* :func:`confidence_decide` - the concentration-bound stopping rule of
+  Bardenet, Doucet & Holmes (``ConfTest`` below).
+* :class:`SequentialTest` / :class:`ConfidenceTest` - the two stopping rules
+  driven from Python, for unit tests of the structs.
 """
 import numpy as np
 from libc.math cimport sqrt, log, fabs, ceil, pow, NAN
 from libc.stdint cimport int64_t
 from numpy.random cimport bitgen_t
-from bayes_subsample._typedefs cimport floating
-from bayes_subsample._rng cimport get_bitgen, fisher_yates_step
+from bayes_subsample._rng cimport get_bitgen, U32Stream, u32_init, u32_fisher_yates_step
 from bayes_subsample._seqtest cimport (
     SeqTest, SEQTEST_CHUNK, seqtest_init, seqtest_next_batch, seqtest_push_batch,
     seqtest_check, welford_merge_batch)
-from bayes_subsample.models._glm_terms cimport glm_terms, cv_residual
+from bayes_subsample.models._cymodel cimport CyModel
 
-# concentration bounds (ALGORITHMS.md §3)
+# concentration bounds (doc/algorithms/confidence.rst)
 cdef enum:
     BOUND_BERNSTEIN_SERFLING = 0
     BOUND_EMPIRICAL_BERNSTEIN = 1
@@ -40,12 +39,6 @@ cdef enum:
 BOUNDS = {"bernstein_serfling": BOUND_BERNSTEIN_SERFLING,
           "empirical_bernstein": BOUND_EMPIRICAL_BERNSTEIN,
           "hoeffding_serfling": BOUND_HOEFFDING_SERFLING}
-
-# per-datum statistic of the confidence loop
-cdef enum:
-    TERM_LOGLIK = 0        # l_k(theta') - l_k(theta)
-    TERM_CV_RESIDUAL = 1   # d_k(theta') - d_k(theta), second-order Taylor residuals
-
 
 # ---------------------------------------------------------------------------
 # The confidence stopping rule (struct + inline nogil functions, as SeqTest)
@@ -154,42 +147,51 @@ cdef inline bint conftest_check(ConfTest* c) noexcept nogil:
 
 
 # ---------------------------------------------------------------------------
-# per-datum differences for GLMs
+# the terms of a decision: l_k(theta') - l_k(theta), or the differences of the
+# Taylor control-variate residuals d_k(theta') - d_k(theta) (with a proxy)
 # ---------------------------------------------------------------------------
-cdef inline void row_dot2(const floating* x, const double* a, const double* b, Py_ssize_t d,
-                          bint intercept, double* ea, double* eb) noexcept nogil:
-    """Both linear predictors x.a and x.b in one read of the row."""
-    cdef double sa = 0.0, sb = 0.0, xj
-    cdef Py_ssize_t j
-    for j in range(d):
-        xj = x[j]
-        sa += xj * a[j]
-        sb += xj * b[j]
-    if intercept:
-        sa += a[d]
-        sb += b[d]
-    ea[0] = sa
-    eb[0] = sb
+cdef struct TermSource:
+    int cv_order            # -1: log-likelihood differences
+    const double* theta_star
+    const double* eta_star  # the model's per-datum cache at theta_star, or NULL
+    const double* theta
+    const double* theta_new
 
 
-cdef inline double loglik_diff(int family, const floating* x, double y, const double* th,
-                               const double* th_new, Py_ssize_t d, bint intercept,
-                               double phi) noexcept nogil:
-    cdef double e0, e1, l0, l1, r, w
-    row_dot2(x, th, th_new, d, intercept, &e0, &e1)
-    glm_terms(family, y, e0, phi, True, &l0, &r, &w)
-    glm_terms(family, y, e1, phi, True, &l1, &r, &w)
-    return l1 - l0
+cdef inline int _terms(CyModel model, TermSource* src, const int64_t* idx, Py_ssize_t c,
+                       double* out) noexcept nogil:
+    if src.cv_order < 0:
+        return model.loglik_diff(src.theta, src.theta_new, idx, c, out)
+    return model.cv_residual_diff(src.cv_order, src.theta_star, src.eta_star, src.theta,
+                                  src.theta_new, idx, c, out)
 
 
-cdef inline double residual_diff(int family, const floating* x, double y, const double* th,
-                                 const double* th_new, double eta_star, Py_ssize_t d,
-                                 bint intercept, double phi) noexcept nogil:
-    cdef double e0, e1, d0, d1, dp
-    row_dot2(x, th, th_new, d, intercept, &e0, &e1)
-    cv_residual(family, 2, y, e0, eta_star, phi, &d0, &dp)
-    cv_residual(family, 2, y, e1, eta_star, phi, &d1, &dp)
-    return d1 - d0
+cdef object _source(CyModel model, TermSource* src, const double[::1] theta,
+                    const double[::1] theta_new, int cv_order, theta_star, eta_star):
+    """Fill ``src``; returns the arrays it points into (keep them alive)."""
+    cdef const double[::1] ts
+    cdef const double[::1] es
+    if theta.shape[0] != model.n_params or theta_new.shape[0] != model.n_params:
+        raise ValueError(f"theta and theta_new must have length {model.n_params}")
+    src.cv_order = cv_order
+    src.theta = &theta[0]
+    src.theta_new = &theta_new[0]
+    src.theta_star = NULL
+    src.eta_star = NULL
+    keep = []
+    if cv_order >= 0:
+        ts = np.ascontiguousarray(theta_star, dtype=np.float64)
+        if ts.shape[0] != model.n_params:
+            raise ValueError(f"theta_star must have length {model.n_params}")
+        src.theta_star = &ts[0]
+        keep.append(ts)
+        if eta_star is not None:
+            es = eta_star
+            if es.shape[0] != model.n_data:
+                raise ValueError(f"eta_star must have length {model.n_data}")
+            src.eta_star = &es[0]
+            keep.append(es)
+    return keep
 
 
 def _check_perm(int64_t[::1] perm, Py_ssize_t n):
@@ -197,14 +199,17 @@ def _check_perm(int64_t[::1] perm, Py_ssize_t n):
         raise ValueError(f"perm must have length n_data={n}, got {perm.shape[0]}")
 
 
-def austerity_glm(generator, int family, const floating[:, ::1] X, const double[::1] y,
-                  const double[::1] theta, const double[::1] theta_new, bint intercept,
-                  double phi, int64_t[::1] perm, double mu0, double eps,
-                  int64_t first_batch, int64_t batch_size):
-    """Sequential t-test MH decision for a GLM (ALGORITHMS.md §2).
+def austerity_decide(generator, CyModel model, const double[::1] theta,
+                     const double[::1] theta_new, int64_t[::1] perm, double mu0, double eps,
+                     int64_t first_batch, int64_t batch_size, int cv_order=-1,
+                     theta_star=None, eta_star=None):
+    """Sequential t-test MH decision (doc/algorithms/austerity.rst).
 
-    Draws data without replacement from ``generator`` by lazy Fisher-Yates on
-    ``perm`` (modified in place) and tests ``mean l_k > mu0``.
+    Draws data without replacement from ``generator`` (lazy Fisher-Yates on
+    ``perm``, modified in place, 32-bit Lemire index draws) and tests
+    ``mean_k t_k > mu0`` over all ``n`` terms ``t_k = l_k(theta') - l_k(theta)``
+    (or, with ``cv_order >= 0``, the differences of the control-variate
+    residuals around ``theta_star``).
 
     Returns
     -------
@@ -213,42 +218,48 @@ def austerity_glm(generator, int family, const floating[:, ::1] X, const double[
     n_batches : int
         Number of tests (checks) made.
     mean : float
-        Running mean of the examined ``l_k``.
+        Running mean of the examined terms.
     """
-    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], i
-    cdef int64_t pos = 0, b, c, k
+    cdef Py_ssize_t n = model.n_data
+    cdef int64_t pos = 0, b, c, j
     cdef SeqTest t
+    cdef U32Stream rs
+    cdef TermSource src
     cdef double buf[SEQTEST_CHUNK]
+    cdef bint failed = False
     _check_perm(perm, n)
+    keep = _source(model, &src, theta, theta_new, cv_order, theta_star, eta_star)
     cdef bitgen_t* bg = get_bitgen(generator)
     with generator.bit_generator.lock, nogil:
         seqtest_init(&t, n, mu0, eps)
-        while not t.done:
+        u32_init(&rs, bg)
+        while not t.done and not failed:
             b = seqtest_next_batch(&t, first_batch, batch_size)
             while b > 0:
                 c = b if b < SEQTEST_CHUNK else SEQTEST_CHUNK
-                for i in range(c):
-                    fisher_yates_step(bg, &perm[0], pos, n)
-                    k = perm[pos]
-                    pos += 1
-                    buf[i] = loglik_diff(family, &X[k, 0], y[k], &theta[0],
-                                         &theta_new[0], d, intercept, phi)
+                for j in range(pos, pos + c):
+                    u32_fisher_yates_step(&rs, &perm[0], j, n)
+                if _terms(model, &src, &perm[pos], c, buf) != 0:
+                    failed = True
+                    break
                 seqtest_push_batch(&t, buf, c)
+                pos += c
                 b -= c
-            seqtest_check(&t)
+            if not failed:
+                seqtest_check(&t)
+    if failed:
+        model.raise_error()
     return bool(t.accept), int(t.n), int(t.n_batches), float(t.mean)
 
 
-def confidence_glm(generator, int family, const floating[:, ::1] X, const double[::1] y,
-                   const double[::1] theta, const double[::1] theta_new, bint intercept,
-                   double phi, int64_t[::1] perm, double psi, double C, double delta,
-                   int bound, double gamma, double p, int64_t first_batch,
-                   const double[::1] eta_star=None):
-    """Concentration-bound MH decision for a GLM (ALGORITHMS.md §3).
+def confidence_decide(generator, CyModel model, const double[::1] theta,
+                      const double[::1] theta_new, int64_t[::1] perm, double psi, double C,
+                      double delta, int bound, double gamma, double p, int64_t first_batch,
+                      int cv_order=-1, theta_star=None, eta_star=None):
+    """Concentration-bound MH decision (doc/algorithms/confidence.rst).
 
-    With ``eta_star`` (the linear predictors at the Taylor centre) the terms
-    are the differences of second-order control-variate residuals
-    ``d_k(theta') - d_k(theta)`` and ``psi``/``C`` must refer to them.
+    The terms are drawn as in :func:`austerity_decide`; ``psi`` and the range
+    ``C`` must refer to them (with ``cv_order >= 0``: the residual differences).
 
     Returns
     -------
@@ -260,86 +271,97 @@ def confidence_glm(generator, int family, const floating[:, ::1] X, const double
     bound : float
         The half-width ``c_t`` at the last check (nan if none was computed).
     """
-    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], i
-    cdef int64_t pos = 0, b, m, k
-    cdef bint use_cv = eta_star is not None
-    cdef ConfTest c
+    cdef Py_ssize_t n = model.n_data
+    cdef int64_t pos = 0, b, m, j
+    cdef ConfTest ct
+    cdef U32Stream rs
+    cdef TermSource src
     cdef double buf[SEQTEST_CHUNK]
+    cdef bint failed = False
     _check_perm(perm, n)
-    if use_cv and eta_star.shape[0] != n:
-        raise ValueError(f"eta_star must have length {n}, got {eta_star.shape[0]}")
     if bound not in (0, 1, 2):
         raise ValueError(f"unknown bound code {bound}")
+    keep = _source(model, &src, theta, theta_new, cv_order, theta_star, eta_star)
     cdef bitgen_t* bg = get_bitgen(generator)
     with generator.bit_generator.lock, nogil:
-        conftest_init(&c, n, psi, C, delta, gamma, p, bound)
-        while not c.done:
-            b = conftest_next_batch(&c, first_batch)
+        conftest_init(&ct, n, psi, C, delta, gamma, p, bound)
+        u32_init(&rs, bg)
+        while not ct.done and not failed:
+            b = conftest_next_batch(&ct, first_batch)
             while b > 0:
                 m = b if b < SEQTEST_CHUNK else SEQTEST_CHUNK
-                for i in range(m):
-                    fisher_yates_step(bg, &perm[0], pos, n)
-                    k = perm[pos]
-                    pos += 1
-                    if use_cv:
-                        buf[i] = residual_diff(family, &X[k, 0], y[k], &theta[0],
-                                               &theta_new[0], eta_star[k], d, intercept, phi)
-                    else:
-                        buf[i] = loglik_diff(family, &X[k, 0], y[k], &theta[0],
-                                             &theta_new[0], d, intercept, phi)
-                conftest_push_batch(&c, buf, m)
+                for j in range(pos, pos + m):
+                    u32_fisher_yates_step(&rs, &perm[0], j, n)
+                if _terms(model, &src, &perm[pos], m, buf) != 0:
+                    failed = True
+                    break
+                conftest_push_batch(&ct, buf, m)
+                pos += m
                 b -= m
-            conftest_check(&c)
-    return bool(c.accept), int(c.t), int(c.k), float(c.mean), float(c.last_bound)
+            if not failed:
+                conftest_check(&ct)
+    if failed:
+        model.raise_error()
+    return bool(ct.accept), int(ct.t), int(ct.k), float(ct.mean), float(ct.last_bound)
 
 
-def loglik_diff_sum(int family, const floating[:, ::1] X, const double[::1] y,
-                    const double[::1] theta, const double[::1] theta_new, bint intercept,
-                    double phi):
-    """``sum_k l_k(theta') - l_k(theta)`` over all data (the exact decision's
-    statistic, for ``check_exact``)."""
-    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], k
-    cdef double s = 0.0
+def term_sum(CyModel model, const double[::1] theta, const double[::1] theta_new,
+             int cv_order=-1, theta_star=None, eta_star=None):
+    """``sum_k t_k`` over all data in storage order (the exact decision's statistic,
+    for epsilon = 0 / delta = 0 and ``check_exact``)."""
+    cdef Py_ssize_t n = model.n_data, s = 0, c, i
+    cdef int64_t ib[SEQTEST_CHUNK]
+    cdef double buf[SEQTEST_CHUNK]
+    cdef double tot = 0.0
+    cdef TermSource src
+    cdef bint failed = False
+    keep = _source(model, &src, theta, theta_new, cv_order, theta_star, eta_star)
     with nogil:
-        for k in range(n):
-            s += loglik_diff(family, &X[k, 0], y[k], &theta[0], &theta_new[0], d,
-                             intercept, phi)
-    return s
+        while s < n:
+            c = SEQTEST_CHUNK if n - s > SEQTEST_CHUNK else n - s
+            for i in range(c):
+                ib[i] = s + i
+            if _terms(model, &src, ib, c, buf) != 0:
+                failed = True
+                break
+            for i in range(c):
+                tot += buf[i]
+            s += c
+    if failed:
+        model.raise_error()
+    return tot
 
 
-def residual_diff_max(int family, const floating[:, ::1] X, const double[::1] y,
-                      const double[::1] theta, const double[::1] theta_new, bint intercept,
-                      double phi, const double[::1] eta_star):
-    """``max_k |d_k(theta') - d_k(theta)|`` over all data (test helper for the
-    residual range bound)."""
-    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], k
-    cdef double m = 0.0, v
+def term_abs_max(CyModel model, const double[::1] theta, const double[::1] theta_new,
+                 int cv_order=-1, theta_star=None, eta_star=None):
+    """``max_k |t_k|`` over all data (checks range bounds by brute force)."""
+    cdef Py_ssize_t n = model.n_data, s = 0, c, i
+    cdef int64_t ib[SEQTEST_CHUNK]
+    cdef double buf[SEQTEST_CHUNK]
+    cdef double mx = 0.0
+    cdef TermSource src
+    cdef bint failed = False
+    keep = _source(model, &src, theta, theta_new, cv_order, theta_star, eta_star)
     with nogil:
-        for k in range(n):
-            v = fabs(residual_diff(family, &X[k, 0], y[k], &theta[0], &theta_new[0],
-                                   eta_star[k], d, intercept, phi))
-            if v > m:
-                m = v
-    return m
+        while s < n:
+            c = SEQTEST_CHUNK if n - s > SEQTEST_CHUNK else n - s
+            for i in range(c):
+                ib[i] = s + i
+            if _terms(model, &src, ib, c, buf) != 0:
+                failed = True
+                break
+            for i in range(c):
+                if fabs(buf[i]) > mx:
+                    mx = fabs(buf[i])
+            s += c
+    if failed:
+        model.raise_error()
+    return mx
 
 
 # ---------------------------------------------------------------------------
-# Python-callable pieces for user (non-GLM) models
+# Python-callable stopping rules (unit tests of the structs)
 # ---------------------------------------------------------------------------
-def draw_without_replacement(generator, int64_t[::1] perm, int64_t pos, int64_t count):
-    """Advance the lazy Fisher-Yates shuffle: make ``perm[pos:pos+count]`` the
-    next ``count`` draws without replacement and return a copy of them (the
-    same indices the compiled loops would use for the same generator state)."""
-    cdef int64_t n = perm.shape[0], i
-    if pos < 0 or count < 0 or pos + count > n:
-        raise ValueError(f"cannot draw {count} indices at position {pos} from {n}")
-    cdef bitgen_t* bg = get_bitgen(generator)
-    with generator.bit_generator.lock, nogil:
-        for i in range(count):
-            fisher_yates_step(bg, &perm[0], pos + i, n)
-    return np.asarray(perm[pos:pos + count]).copy()
-
-
 cdef class SequentialTest:
     """The shared sequential t-test (``_seqtest.pxd``) driven from Python.
 

@@ -1,79 +1,102 @@
-"""The sampler kernel shape shared by every algorithm.
+"""The contract between sampler objects, kernels and the driver.
 
 A *sampler object* (subclass of :class:`BaseSampler`) is what users pass to
 estimators: it only stores hyperparameters (scikit-learn ``get_params`` /
 ``set_params``, so ``GridSearchCV(clf, {"sampler__step_size": [...]})`` and
 ``clone`` work). The driver (:func:`bayes_subsample.sample`) uses it as::
 
-    shared = sampler.prepare(model, seed)          # once for all chains (e.g. MAP, theta*)
-    kernel = sampler.build(model, shared, n_warmup) # one per chain
+    prepared = sampler.prepare(model, rng)         # once for all chains: a Prepared
+    kernel = sampler.build(model, prepared, n_warmup)   # one per chain
     state = kernel.init(rng, theta0)
     for i in range(n_warmup):  state, info = kernel.warmup_step(rng, state, i)
     state = kernel.end_warmup(state)
-    for i in range(n_samples): state, info = kernel.step(rng, state)
+    state, draws, stats = kernel.sample(rng, state, n)   # n calls of step
 
-``State`` holds only what the next step needs (``state.theta`` is the draw);
-:class:`Info` holds the step's diagnostics. Per-datum evaluations are counted
-in ``Info.n_evals`` (steps) and ``Kernel.n_evals_setup`` / ``shared["n_evals"]``
-(tuning and full-data passes), as ALGORITHMS.md §6 defines cost.
+Kernels follow BlackJAX's shape: ``State`` is a ``NamedTuple`` holding the
+whole state of a chain (``state.theta`` is the draw; subsampling kernels keep
+their subsample in it), ``Info`` a ``NamedTuple`` of the step's diagnostics,
+recorded by the driver field by field. Every ``Info`` has the fields
+
+* ``accept_prob`` (float): MH acceptance probability ``min(1, ratio)`` (1.0
+  without a correction; the 0/1 decision for decision-based samplers);
+* ``accepted`` (bool);
+* ``n_evals`` (int): per-datum likelihood (+ gradient) evaluations of the
+  step, the cost measure of doc/algorithms/diagnostics.rst;
+
+and may have ``diverging`` (bool), ``energy_error`` (float) and, for
+samplers whose draws carry a sign, ``sign`` (+1/-1). Evaluations outside
+steps are counted in ``Prepared.n_evals`` (shared preparation) and
+``Kernel.n_evals_setup`` (per-chain tuning passes).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 from sklearn.base import BaseEstimator
 
-__all__ = ["BaseSampler", "Kernel", "Info", "State"]
+__all__ = ["BaseSampler", "Kernel", "Prepared", "LaplacePrepared", "prepare_laplace"]
 
 
-class State:
-    """Minimal kernel state: the current parameter vector (subclasses add fields)."""
-
-    __slots__ = ("theta",)
-
-    def __init__(self, theta):
-        self.theta = theta
-
-
-class Info:
-    """Diagnostics of one step.
+@dataclass
+class Prepared:
+    """What ``BaseSampler.prepare`` computes once for all chains.
 
     Attributes
     ----------
-    accept_prob : float
-        MH acceptance probability ``min(1, ratio)`` (1.0 for samplers without
-        a correction; for decision-based samplers the 0/1 decision).
-    accepted : bool
-    diverging : bool
-        Energy error above the divergence threshold (HMC family).
-    energy_error : float
-        ``H(end) - H(start)`` (nan where not applicable).
+    theta_init : ndarray (p,)
+        Centre of the default chain starts.
+    init_chol : ndarray (p, p) or None
+        Chains start at ``theta_init + init_chol @ z``, ``z ~ N(0, I)`` (None:
+        at ``theta_init``).
     n_evals : int
-        Per-datum likelihood (+gradient) evaluations spent by this step.
-    extra : dict or None
-        Sampler-specific scalars (e.g. ``sigma2``, ``alpha_u``, ``sign``,
-        ``data_fraction``); the driver stores each as a per-iteration array.
+        Per-datum evaluations spent preparing.
     """
 
-    __slots__ = ("accept_prob", "accepted", "diverging", "energy_error", "n_evals", "extra")
+    theta_init: np.ndarray
+    init_chol: Optional[np.ndarray]
+    n_evals: int
 
-    def __init__(self, accept_prob=1.0, accepted=True, diverging=False,
-                 energy_error=np.nan, n_evals=0, extra=None):
-        self.accept_prob = accept_prob
-        self.accepted = accepted
-        self.diverging = diverging
-        self.energy_error = energy_error
-        self.n_evals = n_evals
-        self.extra = extra
+
+@dataclass
+class LaplacePrepared(Prepared):
+    """A :class:`Prepared` with the Laplace approximation ``N(theta_map, cov)``
+    (``precision = cov^-1``; ``init_chol`` is the Cholesky factor of ``cov``)."""
+
+    precision: np.ndarray = None
+    cov: np.ndarray = None
+
+
+def prepare_laplace(model):
+    """MAP and Laplace approximation (one Newton / L-BFGS run plus one Hessian
+    pass): the preparation of most samplers."""
+    from .._optimize import laplace
+
+    lap = laplace(model)
+    return LaplacePrepared(theta_init=lap["theta_map"], init_chol=lap["chol_cov"],
+                           n_evals=lap["n_evals"], precision=lap["precision"],
+                           cov=lap["cov"])
+
+
+def stack_infos(infos):
+    """A list of Info NamedTuples as a dict of arrays (one per field)."""
+    if not infos:
+        return {}
+    return {name: np.asarray([getattr(i, name) for i in infos])
+            for name in infos[0]._fields}
 
 
 class Kernel:
     """One chain's transition kernel. Subclasses implement ``init`` and ``step``;
-    ``warmup_step`` defaults to ``step`` (no adaptation)."""
+    ``warmup_step`` defaults to ``step`` (no adaptation) and ``sample`` to
+    ``n`` calls of ``step`` (compiled kernels may run many iterations per call)."""
 
     #: per-datum evaluations spent outside steps (tuning passes) by this chain
     n_evals_setup = 0
-    #: True when draws carry a sign (signed HMC-ECS): Info.extra["sign"]
-    signed = False
+    #: ``sample`` runs many iterations in one compiled call: the driver uses it
+    #: (in blocks) instead of calling ``step`` per iteration
+    batched = False
 
     def init(self, rng, theta0):
         raise NotImplementedError
@@ -87,6 +110,16 @@ class Kernel:
     def end_warmup(self, state):
         return state
 
+    def sample(self, rng, state, n):
+        """``n`` steps: ``(state, draws (n, p), stats dict of arrays (n,))``."""
+        draws = np.empty((n, len(state.theta)))
+        infos = []
+        for i in range(n):
+            state, info = self.step(rng, state)
+            draws[i] = state.theta
+            infos.append(info)
+        return state, draws, stack_infos(infos)
+
     def tuning(self):
         """Tuned quantities to report (step size, L, theta*, m, ...)."""
         return {}
@@ -96,31 +129,18 @@ class BaseSampler(BaseEstimator):
     """Base class of sampler objects (hyperparameters only).
 
     Subclasses define ``name`` (the registered string), ``exact`` (True when
-    the stationary distribution is the exact posterior), ``prepare`` and
-    ``build``.
+    the stationary distribution is the exact posterior), ``signed`` (True when
+    draws carry a sign), ``prepare`` and ``build``.
     """
 
     name = None
     exact = True
-    #: needs a GLM (compiled kernels) rather than any Model
-    requires_glm = False
+    signed = False
 
-    def prepare(self, model, random_state):
-        """Work shared by all chains (deterministic given ``random_state``).
-
-        Returns a dict; key ``"n_evals"`` counts its per-datum evaluations and
-        ``"theta_init"`` / ``"init_cov"`` give the default chain starts.
-        """
+    def prepare(self, model, rng) -> Prepared:
+        """Work shared by all chains (deterministic given ``rng``)."""
         raise NotImplementedError
 
-    def build(self, model, shared, n_warmup):
+    def build(self, model, prepared, n_warmup) -> Kernel:
         """A fresh :class:`Kernel` for one chain."""
         raise NotImplementedError
-
-    def _check_model(self, model):
-        from ..models._glm import GLM
-        if self.requires_glm and not isinstance(model, GLM):
-            raise TypeError(
-                f"{type(self).__name__} needs a compiled GLM model (logistic, Poisson, Gaussian); "
-                f"got {type(model).__name__}"
-            )

@@ -1,85 +1,135 @@
 # cython: language_level=3
-"""Compiled loops of the stochastic-gradient samplers (ALGORITHMS.md §4.4, §5).
+"""Compiled loops of the stochastic-gradient samplers (doc/algorithms/sgmcmc.rst,
+doc/algorithms/sgmcmc.rst).
 
-Each ``*_steps`` function runs ``n_steps`` steps of one sampler for a GLM in a
-single ``nogil`` block, drawing every random number from the chain's numpy
-Generator through its ``bitgen_t`` (so the Generator's state reflects all
-draws and runs can be resumed). The NumPy fallback in ``sgmcmc.py`` /
-``ewsg.py`` (user models) draws the same numbers in the same order through
-the small ``draw_*`` / ``shuffle_inplace`` helpers below, so both paths give
-the same chain for a seed (up to floating-point summation order).
-
-Conventions as in ``models/_glm_fast.pyx``: X C-contiguous (n, d) float32 or
-float64, y float64, theta float64 (p,) with the intercept last (a virtual
-column of ones). ``order`` is the Taylor control-variate order (0, 1, 2) or
--1 for plain minibatch gradients. Returned step counts smaller than
-``n_steps`` mean the state became non-finite at that step (the caller raises).
+One stochastic-gradient estimator (:class:`GradientEstimator`, with or
+without Taylor control variates) serves SGLD, SGHMC, EWSG and the SGLD
+proposal of austerity MH. Each ``*_steps`` function runs ``n_steps`` steps of
+one sampler in a single ``nogil`` block on any compiled model object (GLMs,
+or user models through their callback object), drawing every random number
+from the chain's numpy Generator through its ``bitgen_t`` (so the
+Generator's state reflects all draws and runs can be resumed). A returned
+step count smaller than ``n_steps`` means the state became non-finite at that
+step (the caller raises).
 """
 import numpy as np
 from libc.math cimport sqrt, log, isfinite
 from libc.stdint cimport int64_t
 from numpy.random cimport bitgen_t
-from bayes_subsample._typedefs cimport floating
 from bayes_subsample._rng cimport (get_bitgen, rng_index, rng_normal, rng_uniform_open,
                                    fisher_yates_step)
-from bayes_subsample.models._glm_terms cimport glm_terms, cv_residual
+from bayes_subsample.models._cymodel cimport CyModel
+from bayes_subsample.samplers._hamiltonian cimport Metric
 
 
-cdef inline double _row_dot(const floating* x, const double* theta, Py_ssize_t d,
-                            bint intercept) noexcept nogil:
-    cdef double s = 0.0
-    cdef Py_ssize_t j
-    for j in range(d):
-        s += x[j] * theta[j]
-    if intercept:
-        s += theta[d]
-    return s
+cdef class GradientEstimator:
+    """Unbiased stochastic gradient of the log posterior on a minibatch ``u``:
 
+    ``g(theta; u) = s_p grad log p(theta) + s_l sum_{i in u} grad l_i(theta)``
 
-cdef void _lik_grad(int family, int order, const floating[:, ::1] X, const double[::1] y,
-                    bint intercept, double phi, const double[::1] eta_star,
-                    const double* theta, const int64_t* idx, Py_ssize_t m,
-                    double* out, Py_ssize_t p) noexcept nogil:
-    """out = sum_i c_i x_{idx[i]} with c = dl/deta (order < 0) or the CV residual
-    derivative d' (order >= 0)."""
-    cdef Py_ssize_t d = X.shape[1], i, j, k
-    cdef double e, ll, c, w, dk
-    cdef const floating* x
-    for j in range(p):
-        out[j] = 0.0
-    for i in range(m):
-        k = idx[i]
-        x = &X[k, 0]
-        e = _row_dot(x, theta, d, intercept)
-        if order < 0:
-            glm_terms(family, y[k], e, phi, False, &ll, &c, &w)
+    or, with Taylor control variates ``q`` around ``theta*`` (``cv``),
+
+    ``g(theta; u) = s_p grad log p(theta) + grad Q(theta) + s_l sum_{i in u} grad d_i(theta)``
+
+    with ``d_i = l_i - q_i`` and ``Q = sum_k q_k`` (exact, from the full-data sums
+    at ``theta*``). The scales are ``s_l = n / |u|``, ``s_p = 1`` for SGLD/SGHMC;
+    EWSG passes its own.
+
+    Parameters
+    ----------
+    model : CyModel
+        The compiled model object (``model.compiled``).
+    prior_precision : array-like of shape (p,)
+        Precision of the Gaussian prior.
+    cv : TaylorControlVariate, optional
+        Control variates (``order``, ``theta_star``, ``A``, ``B``, ``cache``).
+    """
+
+    cdef CyModel model
+    cdef double[::1] prior_prec
+    cdef readonly int cv_order
+    cdef double[::1] theta_star, A
+    cdef double[:, ::1] B
+    cdef object cache
+    cdef const double* eta_star
+    cdef double[::1] tmp
+    cdef readonly Py_ssize_t dim, n_data
+    #: per-datum evaluations of one minibatch term (2 for user models with control
+    #: variates, which evaluate gradients at theta and theta*)
+    cdef readonly int evals_per_datum
+
+    def __init__(self, CyModel model, prior_precision, cv=None):
+        cdef const double[::1] es
+        self.model = model
+        self.dim = model.n_params
+        self.n_data = model.n_data
+        self.prior_prec = np.ascontiguousarray(prior_precision, dtype=np.float64).copy()
+        if self.prior_prec.shape[0] != self.dim:
+            raise ValueError("prior_precision must have one entry per parameter")
+        self.tmp = np.zeros(self.dim)
+        self.eta_star = NULL
+        if cv is None:
+            self.cv_order = -1
+            self.evals_per_datum = 1
+            return
+        self.cv_order = int(cv.order)
+        self.theta_star = np.ascontiguousarray(cv.theta_star, dtype=np.float64).copy()
+        self.A = np.ascontiguousarray(cv.A, dtype=np.float64).copy()
+        self.B = np.ascontiguousarray(cv.B, dtype=np.float64).copy()
+        self.cache = cv.cache
+        if self.cache is not None:
+            es = self.cache
+            if es.shape[0] != self.n_data:
+                raise ValueError("the control variates' cache does not match the model")
+            self.eta_star = &es[0]
+        self.evals_per_datum = model.cv_cost
+
+    cdef int estimate(self, const double* theta, const int64_t* idx, Py_ssize_t m,
+                      double lik_scale, double prior_scale, double* g) noexcept nogil:
+        """Write ``g(theta; idx)`` to ``g``; returns 0, or -1 if the model failed."""
+        cdef Py_ssize_t j, l, p = self.dim
+        cdef double s
+        cdef int rc
+        if self.cv_order < 0:
+            rc = self.model.grad_sum(theta, idx, m, &self.tmp[0], NULL)
         else:
-            cv_residual(family, order, y[k], e, eta_star[k], phi, &dk, &c)
-        for j in range(d):
-            out[j] += c * x[j]
-        if intercept:
-            out[d] += c
-
-
-cdef void _sg_gradient(int family, int order, const floating[:, ::1] X, const double[::1] y,
-                       bint intercept, double phi, const double[::1] prior_prec,
-                       const double[::1] eta_star, const double[::1] theta_star,
-                       const double[::1] A, const double[:, ::1] B,
-                       const double* theta, const int64_t* idx, Py_ssize_t m, double scale,
-                       double* g, double* tmp, Py_ssize_t p) noexcept nogil:
-    """g = grad log prior + [A + B (theta - theta*)] + scale * sum_i c_i x_{idx[i]}
-    (the bracket only with control variates, order >= 0)."""
-    cdef Py_ssize_t j, l
-    cdef double s
-    _lik_grad(family, order, X, y, intercept, phi, eta_star, theta, idx, m, tmp, p)
-    for j in range(p):
-        g[j] = -prior_prec[j] * theta[j] + scale * tmp[j]
-    if order >= 0:
+            rc = self.model.cv_grad_sum(self.cv_order, &self.theta_star[0], self.eta_star,
+                                        theta, idx, m, &self.tmp[0], NULL)
+        if rc != 0:
+            return rc
         for j in range(p):
-            s = A[j]
-            for l in range(p):
-                s += B[j, l] * (theta[l] - theta_star[l])
-            g[j] += s
+            g[j] = -prior_scale * self.prior_prec[j] * theta[j] + lik_scale * self.tmp[j]
+        if self.cv_order >= 0:
+            for j in range(p):
+                s = self.A[j]
+                for l in range(p):
+                    s += self.B[j, l] * (theta[l] - self.theta_star[l])
+                g[j] += s
+        return 0
+
+    def __call__(self, theta, idx, lik_scale=None, double prior_scale=1.0):
+        """The estimate at ``theta`` on the minibatch ``idx`` (``lik_scale``
+        defaults to ``n / len(idx)``)."""
+        cdef double[::1] th = np.ascontiguousarray(theta, dtype=np.float64)
+        cdef int64_t[::1] ix = np.ascontiguousarray(idx, dtype=np.int64)
+        cdef double[::1] g = np.empty(self.dim)
+        cdef double ls
+        cdef int rc
+        if th.shape[0] != self.dim:
+            raise ValueError(f"theta must have length {self.dim}")
+        if ix.shape[0] < 1:
+            raise ValueError("the minibatch must not be empty")
+        if np.min(ix) < 0 or np.max(ix) >= self.n_data:
+            raise IndexError(f"minibatch index out of range [0, {self.n_data})")
+        ls = <double> self.n_data / ix.shape[0] if lik_scale is None else float(lik_scale)
+        with nogil:
+            rc = self.estimate(&th[0], &ix[0], ix.shape[0], ls, prior_scale, &g[0])
+        if rc:
+            self.model.raise_error()
+        return np.asarray(g)
+
+    cdef void raise_error(self) except *:
+        self.model.raise_error()
 
 
 cdef inline bint _all_finite(const double* a, Py_ssize_t p) noexcept nogil:
@@ -90,111 +140,85 @@ cdef inline bint _all_finite(const double* a, Py_ssize_t p) noexcept nogil:
     return True
 
 
-def sgld_steps(int family, int order, const floating[:, ::1] X, const double[::1] y,
-               bint intercept, double phi, const double[::1] prior_prec,
-               const double[::1] eta_star, const double[::1] theta_star,
-               const double[::1] A, const double[:, ::1] B, double[::1] theta,
-               double step_size, Py_ssize_t batch_size, Py_ssize_t n_steps, generator,
-               int64_t[::1] idx, double[::1] g, double[::1] tmp):
-    """``n_steps`` SGLD steps ``theta += eps/2 g_hat(theta) + N(0, eps I)`` in place
+def sgld_steps(GradientEstimator est, double[::1] theta, double step_size,
+               Py_ssize_t batch_size, Py_ssize_t n_steps, generator, int64_t[::1] idx,
+               double[::1] g):
+    """``n_steps`` SGLD steps ``theta += eps/2 g(theta) + N(0, eps I)`` in place
     (each with ``batch_size`` fresh iid indices). Returns the steps completed."""
     cdef bitgen_t* bg = get_bitgen(generator)
-    cdef Py_ssize_t n = X.shape[0], p = theta.shape[0], s, i, j
+    cdef Py_ssize_t n = est.n_data, p = est.dim, s, i, j
     cdef double scale = <double> n / <double> batch_size
     cdef double half = 0.5 * step_size, noise = sqrt(step_size)
     cdef Py_ssize_t done = n_steps
+    cdef int rc = 0
     with generator.bit_generator.lock, nogil:
         for s in range(n_steps):
             for i in range(batch_size):
                 idx[i] = rng_index(bg, n)
-            _sg_gradient(family, order, X, y, intercept, phi, prior_prec, eta_star,
-                         theta_star, A, B, &theta[0], &idx[0], batch_size, scale,
-                         &g[0], &tmp[0], p)
+            rc = est.estimate(&theta[0], &idx[0], batch_size, scale, 1.0, &g[0])
+            if rc != 0:
+                break
             for j in range(p):
                 theta[j] += half * g[j] + noise * rng_normal(bg)
             if not _all_finite(&theta[0], p):
                 done = s
                 break
+    if rc != 0:
+        est.raise_error()
     return done
 
 
-def sghmc_steps(int family, int order, const floating[:, ::1] X, const double[::1] y,
-                bint intercept, double phi, const double[::1] prior_prec,
-                const double[::1] eta_star, const double[::1] theta_star,
-                const double[::1] A, const double[:, ::1] B, double[::1] theta,
-                double[::1] mom, bint refresh, bint identity_mass,
-                const double[:, ::1] chol_mass, const double[:, ::1] inv_mass,
-                double step_size, double friction, Py_ssize_t batch_size, Py_ssize_t n_steps,
-                generator, int64_t[::1] idx, double[::1] g, double[::1] tmp, double[::1] v):
-    """One SGHMC iteration (ALGORITHMS.md §4.4) in place: optionally refresh
-    ``mom ~ N(0, M)``, then ``n_steps`` steps
-    ``theta += eps M^-1 p; p += eps g_hat(theta) - eps C M^-1 p_old + N(0, 2 C eps)``
-    with ``C = friction * M`` (so ``C M^-1 p = friction p``, noise ``chol(M) N(0, 2 friction eps)``).
-    Returns the steps completed."""
+def sghmc_steps(GradientEstimator est, double[::1] theta, double[::1] mom, bint refresh,
+                Metric metric, double step_size, double friction, Py_ssize_t batch_size,
+                Py_ssize_t n_steps, generator, int64_t[::1] idx, double[::1] g,
+                double[::1] v, double[::1] z, double[::1] xi):
+    """One SGHMC iteration in place: optionally refresh ``mom ~ N(0, M)``, then
+    ``n_steps`` steps
+    ``theta += eps M^-1 p; p += eps g(theta) - eps C M^-1 p_old + N(0, 2 C eps)``
+    with ``C = friction * M`` (so ``C M^-1 p = friction p``, noise
+    ``chol(M) N(0, 2 friction eps)``). Returns the steps completed."""
     cdef bitgen_t* bg = get_bitgen(generator)
-    cdef Py_ssize_t n = X.shape[0], p = theta.shape[0], s, i, j, l
+    cdef Py_ssize_t n = est.n_data, p = est.dim, s, i, j
     cdef double scale = <double> n / <double> batch_size
-    cdef double noise = sqrt(2.0 * friction * step_size), acc
+    cdef double noise = sqrt(2.0 * friction * step_size)
     cdef Py_ssize_t done = n_steps
+    cdef int rc = 0
     with generator.bit_generator.lock, nogil:
         if refresh:
-            for j in range(p):
-                tmp[j] = rng_normal(bg)
-            for j in range(p):
-                if identity_mass:
-                    mom[j] = tmp[j]
-                else:
-                    acc = 0.0
-                    for l in range(j + 1):
-                        acc += chol_mass[j, l] * tmp[l]
-                    mom[j] = acc
+            metric.sample_momentum(bg, &z[0], &mom[0])
         for s in range(n_steps):
-            for j in range(p):
-                if identity_mass:
-                    v[j] = mom[j]
-                else:
-                    acc = 0.0
-                    for l in range(p):
-                        acc += inv_mass[j, l] * mom[l]
-                    v[j] = acc
+            metric.kinetic(&mom[0], &v[0])
             for j in range(p):
                 theta[j] += step_size * v[j]
             for i in range(batch_size):
                 idx[i] = rng_index(bg, n)
-            _sg_gradient(family, order, X, y, intercept, phi, prior_prec, eta_star,
-                         theta_star, A, B, &theta[0], &idx[0], batch_size, scale,
-                         &g[0], &tmp[0], p)
+            rc = est.estimate(&theta[0], &idx[0], batch_size, scale, 1.0, &g[0])
+            if rc != 0:
+                break
+            metric.sample_momentum(bg, &z[0], &xi[0])
             for j in range(p):
-                tmp[j] = rng_normal(bg)
-            for j in range(p):
-                if identity_mass:
-                    acc = tmp[j]
-                else:
-                    acc = 0.0
-                    for l in range(j + 1):
-                        acc += chol_mass[j, l] * tmp[l]
                 # C M^-1 p_old with C = friction * M is friction * p_old
-                mom[j] += step_size * (g[j] - friction * mom[j]) + noise * acc
+                mom[j] += step_size * (g[j] - friction * mom[j]) + noise * xi[j]
             if not (_all_finite(&theta[0], p) and _all_finite(&mom[0], p)):
                 done = s
                 break
+    if rc != 0:
+        est.raise_error()
     return done
 
 
-cdef inline Py_ssize_t _block_grad(int family, const floating[:, ::1] X, const double[::1] y,
-                               bint intercept, double phi, const double[::1] prior_prec,
-                               const double[::1] dummy, const double* theta,
-                               const int64_t* perm, Py_ssize_t n, Py_ssize_t n_blocks,
-                               Py_ssize_t batch_size, Py_ssize_t J, double* out,
-                               double* tmp, Py_ssize_t p) noexcept nogil:
-    """out = n_b grad V_J(theta), V_J = sum_{i in B_J} (-l_i - log p / n);
-    returns |B_J| (the data points evaluated)."""
-    cdef Py_ssize_t start = J * batch_size, size, j
-    size = batch_size if start + batch_size <= n else n - start
-    _lik_grad(family, -1, X, y, intercept, phi, dummy, theta, perm + start, size, tmp, p)
-    for j in range(p):
-        out[j] = n_blocks * (-tmp[j] + (<double> size / <double> n) * prior_prec[j] * theta[j])
-    return size
+cdef inline int _block_grad(GradientEstimator est, const double* theta, const int64_t* perm,
+                            Py_ssize_t n, Py_ssize_t n_blocks, Py_ssize_t batch_size,
+                            Py_ssize_t J, double* out, Py_ssize_t* size) noexcept nogil:
+    """out = n_b grad V_J(theta), V_J = sum_{i in B_J} (-l_i - log p / n); size = |B_J|."""
+    cdef Py_ssize_t start = J * batch_size, j
+    cdef int rc
+    size[0] = batch_size if start + batch_size <= n else n - start
+    rc = est.estimate(theta, perm + start, size[0], <double> n_blocks,
+                      <double> n_blocks * size[0] / <double> n, out)
+    for j in range(est.dim):
+        out[j] = -out[j]
+    return rc
 
 
 cdef inline double _ewsg_energy(const double* g, const double* r, double gamma, double coef,
@@ -208,13 +232,11 @@ cdef inline double _ewsg_energy(const double* g, const double* r, double gamma, 
     return coef * s
 
 
-def ewsg_steps(int family, const floating[:, ::1] X, const double[::1] y, bint intercept,
-               double phi, const double[::1] prior_prec, double[::1] theta, double[::1] r,
-               int64_t[::1] perm, int64_t[::1] chain, Py_ssize_t batch_size,
-               Py_ssize_t index_chain_length, bint persistent, double step_size, double gamma,
-               Py_ssize_t n_steps, generator, double[::1] g_cur, double[::1] g_prop,
-               double[::1] tmp):
-    """``n_steps`` EWSG steps (ALGORITHMS.md §5) in place.
+def ewsg_steps(GradientEstimator est, double[::1] theta, double[::1] r, int64_t[::1] perm,
+               int64_t[::1] chain, Py_ssize_t batch_size, Py_ssize_t index_chain_length,
+               bint persistent, double step_size, double gamma, Py_ssize_t n_steps, generator,
+               double[::1] g_cur, double[::1] g_prop):
+    """``n_steps`` EWSG steps in place.
 
     ``perm`` holds the current random partition (block J = perm[J b : (J+1) b]);
     ``chain = [J, blocks evaluated since the last reshuffle]`` (J = -1: none).
@@ -223,14 +245,16 @@ def ewsg_steps(int family, const floating[:, ::1] X, const double[::1] y, bint i
     proposals accepted, data points evaluated)``.
     """
     cdef bitgen_t* bg = get_bitgen(generator)
-    cdef Py_ssize_t n = X.shape[0], p = theta.shape[0], s, i, j
+    cdef Py_ssize_t n = est.n_data, p = est.dim, s, i, j, size = 0
     cdef Py_ssize_t n_blocks = (n + batch_size - 1) // batch_size
     cdef Py_ssize_t J = chain[0], Jp
     cdef int64_t since = chain[1]
     cdef double sigma = sqrt(2.0 * gamma), coef = step_size / (2.0 * sigma * sigma)
     cdef double noise = sigma * sqrt(step_size), e_cur, e_prop, th
-    cdef double[::1] dummy = np.zeros(1)
     cdef Py_ssize_t done = n_steps, n_acc = 0, n_data = 0
+    cdef int rc = 0
+    if perm.shape[0] != n:
+        raise ValueError(f"perm must have length {n}")
     with generator.bit_generator.lock, nogil:
         for s in range(n_steps):
             if since >= n_blocks:
@@ -239,16 +263,20 @@ def ewsg_steps(int family, const floating[:, ::1] X, const double[::1] y, bint i
                 since = 0
             if not persistent or J < 0:
                 J = rng_index(bg, n_blocks)
-            n_data += _block_grad(family, X, y, intercept, phi, prior_prec, dummy,
-                                              &theta[0], &perm[0], n, n_blocks, batch_size, J,
-                                              &g_cur[0], &tmp[0], p)
+            rc = _block_grad(est, &theta[0], &perm[0], n, n_blocks, batch_size, J,
+                             &g_cur[0], &size)
+            if rc != 0:
+                break
+            n_data += size
             since += 1
             e_cur = _ewsg_energy(&g_cur[0], &r[0], gamma, coef, p)
             for i in range(index_chain_length):
                 Jp = rng_index(bg, n_blocks)
-                n_data += _block_grad(family, X, y, intercept, phi, prior_prec,
-                                      dummy, &theta[0], &perm[0], n, n_blocks,
-                                                  batch_size, Jp, &g_prop[0], &tmp[0], p)
+                rc = _block_grad(est, &theta[0], &perm[0], n, n_blocks, batch_size, Jp,
+                                 &g_prop[0], &size)
+                if rc != 0:
+                    break
+                n_data += size
                 since += 1
                 e_prop = _ewsg_energy(&g_prop[0], &r[0], gamma, coef, p)
                 if log(rng_uniform_open(bg)) < e_prop - e_cur:
@@ -257,6 +285,8 @@ def ewsg_steps(int family, const floating[:, ::1] X, const double[::1] y, bint i
                     for j in range(p):
                         g_cur[j] = g_prop[j]
                     n_acc += 1
+            if rc != 0:
+                break
             # Euler-Maruyama: theta uses r_k, r uses grad at theta_k
             for j in range(p):
                 th = theta[j] + step_size * r[j]
@@ -265,55 +295,8 @@ def ewsg_steps(int family, const floating[:, ::1] X, const double[::1] y, bint i
             if not (_all_finite(&theta[0], p) and _all_finite(&r[0], p)):
                 done = s
                 break
+    if rc != 0:
+        est.raise_error()
     chain[0] = J
     chain[1] = since
     return done, n_acc, n_data
-
-
-# ---- helpers shared with the NumPy path (same draws, same order) --------------------
-def eta_all(const floating[:, ::1] X, const double[::1] theta, bint intercept,
-            double[::1] out):
-    """out[k] = x_k . theta (+ intercept) for every row (the eta*_k of §1.2)."""
-    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], k
-    with nogil:
-        for k in range(n):
-            out[k] = _row_dot(&X[k, 0], &theta[0], d, intercept)
-    return np.asarray(out)
-
-
-def draw_index(generator, int64_t n):
-    """One uniform index in [0, n)."""
-    cdef bitgen_t* bg = get_bitgen(generator)
-    cdef int64_t out
-    with generator.bit_generator.lock, nogil:
-        out = rng_index(bg, n)
-    return out
-
-
-def draw_normals(generator, Py_ssize_t k):
-    """k standard normals (the kernels' ``rng_normal`` stream)."""
-    cdef bitgen_t* bg = get_bitgen(generator)
-    cdef double[::1] out = np.empty(k)
-    cdef Py_ssize_t i
-    with generator.bit_generator.lock, nogil:
-        for i in range(k):
-            out[i] = rng_normal(bg)
-    return np.asarray(out)
-
-
-def draw_log_uniform(generator):
-    """log u, u uniform on the open interval (0, 1)."""
-    cdef bitgen_t* bg = get_bitgen(generator)
-    cdef double u
-    with generator.bit_generator.lock, nogil:
-        u = rng_uniform_open(bg)
-    return log(u)
-
-
-def shuffle_inplace(generator, int64_t[::1] perm):
-    """Uniform Fisher-Yates reshuffle of ``perm`` in place."""
-    cdef bitgen_t* bg = get_bitgen(generator)
-    cdef Py_ssize_t n = perm.shape[0], i
-    with generator.bit_generator.lock, nogil:
-        for i in range(n - 1):
-            fisher_yates_step(bg, &perm[0], i, n)

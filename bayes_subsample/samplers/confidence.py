@@ -1,77 +1,51 @@
 """The confidence sampler MHSubLhd (Bardenet, Doucet & Holmes 2014;
-ALGORITHMS.md §3): approximate MH whose subsampled decision is stopped by a
-concentration inequality valid for sampling without replacement, so each
-decision agrees with the exact MH decision with probability at least
-``1 - delta``.
+doc/algorithms/confidence.rst): approximate MH whose subsampled decision is
+stopped by a concentration inequality valid for sampling without
+replacement, so each decision agrees with the exact MH decision with
+probability at least ``1 - delta``.
 
 Optionally (``proxy="taylor"``, Bardenet, Doucet & Holmes 2017) the bound is
 applied to the differences of second-order Taylor control-variate residuals
 ``d_k = l_k - q_k`` while the proxies' full sum ``Q(theta') - Q(theta)`` is
 computed exactly in O(d^2); near the mode these differences are tiny, so far
-fewer data are needed.
+fewer data are needed. The range of those differences comes from the model
+(:meth:`~bayes_subsample.models.GLM.cv_range_bound`).
 """
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..control_variates import TaylorControlVariate
-from ..models import _glm_fast
-from ..models._glm import GLM
 from . import _approx_mh_fast as _fast
-from ._base import BaseSampler
-from ._common import laplace_shared
-from .austerity import ApproxMHKernel, build_proposal, resolve_first_batch
+from ._approx_mh import ApproxMHKernel, DecisionRule, build_proposal, resolve_first_batch
+from ._base import BaseSampler, LaplacePrepared, prepare_laplace
 
-__all__ = ["ConfidenceMH", "logistic_residual_range_bound"]
-
-#: max over eta of |b'''(eta)| for b = softplus: sigma (1 - sigma) (1 - 2 sigma)
-#: peaks at sigma = (3 - sqrt 3) / 6 with value 1 / (6 sqrt 3)
-LOGISTIC_B3_MAX = 1.0 / (6.0 * math.sqrt(3.0))
+__all__ = ["ConfidenceMH"]
 
 
-def logistic_residual_range_bound(theta, theta_new, theta_star, row_norm_max):
-    """Bound on ``max_k |d_k(theta') - d_k(theta)|`` for the second-order
-    Taylor residuals of logistic regression.
+@dataclass
+class ProxyPrepared(LaplacePrepared):
+    """The Laplace preparation plus the control variates at the mode (proxy)."""
 
-    With ``delta_k(theta) = x_k^T (theta - theta*)`` the residual is
-    ``d_k = -R(eta_k)``, ``R(eta) = b(eta) - b(eta*) - b'(eta*) delta -
-    b''(eta*) delta^2 / 2``, and ``R'(s) = b'(s) - b'(eta*) - b''(eta*) (s - eta*)
-    = b'''(xi) (s - eta*)^2 / 2`` (Taylor with Lagrange remainder). By the mean
-    value theorem on the segment between ``eta_k`` and ``eta'_k`` (on which
-    ``|s - eta*| <= max(|delta_k|, |delta'_k|)``),
-
-    ``|d_k(theta') - d_k(theta)| <= |eta'_k - eta_k| * max|b'''| / 2 *
-    max(delta_k^2, delta'_k^2)``,
-
-    and Cauchy-Schwarz gives ``|eta'_k - eta_k| <= ||x_k|| ||theta' - theta||``,
-    ``|delta_k| <= ||x_k|| ||theta - theta*||``. With ``max|b'''| = 1/(6 sqrt 3)``
-    and ``R_x = max_k ||x_k||`` (intercept column included):
-
-    ``C = R_x^3 ||theta' - theta|| max(||theta - theta*||, ||theta' - theta*||)^2 / (12 sqrt 3)``.
-    """
-    theta, theta_new, theta_star = (np.asarray(a, dtype=np.float64)
-                                    for a in (theta, theta_new, theta_star))
-    r = max(float(np.linalg.norm(theta - theta_star)), float(np.linalg.norm(theta_new - theta_star)))
-    return (row_norm_max ** 3 * float(np.linalg.norm(theta_new - theta)) * r * r
-            * LOGISTIC_B3_MAX / 2.0)
+    cv: TaylorControlVariate = None
 
 
-class ConfidenceKernel(ApproxMHKernel):
-    def __init__(self, model, proposal, check_exact, sampler, first_batch, cv=None,
-                 eta_star=None):
-        super().__init__(model, proposal, check_exact)
+class ConfidenceRule(DecisionRule):
+    """The concentration-bound decision (``delta = 0``: every datum, in storage
+    order, one check), optionally on control-variate residual differences."""
+
+    def __init__(self, model, sampler, first_batch, cv=None):
+        super().__init__(model)
         self.delta = float(sampler.delta)
-        self.bound = sampler.bound
         self.bound_code = _fast.BOUNDS[sampler.bound]
         self.gamma = float(sampler.gamma)
         self.p = float(sampler.p)
         self.first_batch = int(first_batch)
         self.cv = cv
-        self.eta_star = eta_star
 
     def _range(self, theta, theta_new):
         C = float(self.model.range_bound(theta, theta_new))
@@ -79,45 +53,22 @@ class ConfidenceKernel(ApproxMHKernel):
             raise ValueError(f"model.range_bound returned {C!r}; it must be a float >= 0")
         return C
 
-    def decide(self, theta, theta_new, threshold_sum):
-        m, n = self.model, self.n
+    def decide(self, state, theta_new, threshold):
+        theta, n = state.theta, self.model.n_data
         if self.delta == 0.0:
-            # exact MH: every datum, in storage order (one check)
-            return self.exact_sum(theta, theta_new) > threshold_sum, n, 1
-        psi = threshold_sum / n
-        if self.cv is not None:
+            return self.exact_sum(theta, theta_new) > threshold, n, 1
+        cv = self.cv
+        if cv is None:
+            psi, C, extra = threshold / n, self._range(theta, theta_new), {}
+        else:
             # sum_k l_k = [Q(theta') - Q(theta)] + sum_k [d_k(theta') - d_k(theta)]
-            h = theta_new - theta
-            cv = self.cv
-            dq = float(cv.A @ h + 0.5 * h @ (cv.B @ (theta + theta_new - 2.0 * cv.theta_star)))
-            psi = psi - dq / n
-            if m.family == "gaussian":
-                C = 0.0  # second-order residuals vanish identically
-            else:
-                C = logistic_residual_range_bound(theta, theta_new, cv.theta_star,
-                                                  m.row_norm_max)
-            acc, t, k, _, _ = _fast.confidence_glm(
-                self.sub_rng, m._fam, m.X, m.y, theta, theta_new, m.fit_intercept, m.phi,
-                self.perm, psi, C, self.delta, self.bound_code, self.gamma, self.p,
-                self.first_batch, self.eta_star)
-            return acc, t, k
-        C = self._range(theta, theta_new)
-        if self.is_glm:
-            acc, t, k, _, _ = _fast.confidence_glm(
-                self.sub_rng, m._fam, m.X, m.y, theta, theta_new, m.fit_intercept, m.phi,
-                self.perm, psi, C, self.delta, self.bound_code, self.gamma, self.p,
-                self.first_batch)
-            return acc, t, k
-        test = _fast.ConfidenceTest(n, psi, C, self.delta, self.bound, self.gamma, self.p)
-        pos = 0
-        while not test.done:
-            b = test.next_batch(self.first_batch)
-            idx = _fast.draw_without_replacement(self.sub_rng, self.perm, pos, b)
-            pos += b
-            terms = m.loglik_terms(theta_new, idx) - m.loglik_terms(theta, idx)
-            test.push(np.ascontiguousarray(terms, dtype=np.float64))
-            test.check()
-        return test.accept, test.n_examined, test.n_checks
+            psi = (threshold - cv.delta_Q(theta, theta_new)) / n
+            C = float(self.model.cv_range_bound(theta, theta_new, cv.theta_star, cv.order))
+            extra = {"cv_order": cv.order, "theta_star": cv.theta_star, "eta_star": cv.cache}
+        acc, t, k, _, _ = _fast.confidence_decide(
+            state.sub_rng, self.cy, theta, theta_new, state.perm, psi, C, self.delta,
+            self.bound_code, self.gamma, self.p, self.first_batch, **extra)
+        return acc, t, k
 
 
 class ConfidenceMH(BaseSampler):
@@ -134,7 +85,7 @@ class ConfidenceMH(BaseSampler):
     concentration bound for sampling without replacement using the range
     ``C(theta, theta') >= max_k |l_k(theta') - l_k(theta)|`` from
     ``model.range_bound`` (the GLMs implement it; user models must provide
-    one). See ALGORITHMS.md §3 and Bardenet, Doucet & Holmes (2014).
+    one). See doc/algorithms/confidence.rst and Bardenet, Doucet & Holmes (2014).
 
     Parameters
     ----------
@@ -154,9 +105,9 @@ default="bernstein_serfling"
     proxy : {None, "taylor"}, default=None
         ``"taylor"``: test the differences of second-order Taylor
         control-variate residuals around the posterior mode (Bardenet,
-        Doucet & Holmes 2017), with the proxies' sum exact. Needs a logistic
-        (range bound: :func:`logistic_residual_range_bound`) or Gaussian
-        (residuals vanish) GLM.
+        Doucet & Holmes 2017), with the proxies' sum exact. Needs a model
+        with a range bound for those differences (``cv_range_bound``: the
+        logistic GLM, and the Gaussian one, whose residuals vanish).
     step_size : float, optional
         Initial random-walk scale (default ``2.38/sqrt(d)``).
     adapt : bool, default=True
@@ -212,46 +163,39 @@ default="bernstein_serfling"
         self.target_accept = target_accept
         self.check_exact = check_exact
 
-    def prepare(self, model, random_state):
+    def prepare(self, model, rng):
         self._validate_params()
         name = type(self).__name__
-        first = resolve_first_batch(self.first_batch, 1, model.n_data, name)
-        if self.proxy == "taylor":
-            if not isinstance(model, GLM) or model.family not in ("logistic", "gaussian"):
+        resolve_first_batch(self.first_batch, 1, model.n_data, name)
+        z = np.zeros(model.n_params)
+        # surface a missing range bound now, not at the first step
+        try:
+            C = (model.cv_range_bound(z, z, z, 2) if self.proxy == "taylor"
+                 else model.range_bound(z, z))
+        except NotImplementedError as e:
+            if self.proxy == "taylor":
                 raise ValueError(
-                    f"{name}(proxy='taylor') needs a logistic or Gaussian GLM (a range bound "
-                    f"for the Taylor residual differences is derived for those); got "
-                    f"{type(model).__name__}{'' if not isinstance(model, GLM) else ' (' + model.family + ')'}"
-                    ". Use proxy=None."
-                )
-        else:
-            # surface a missing range bound now, not at the first step
-            z = np.zeros(model.n_params)
-            try:
-                C = model.range_bound(z, z)
-            except NotImplementedError as e:
-                raise NotImplementedError(
-                    f"{name} needs the range constant C(theta, theta') >= max_k "
-                    f"|l_k(theta') - l_k(theta)| of the model: implement "
-                    f"{type(model).__name__}.range_bound(theta, theta_new) (for FunctionModel "
-                    "pass range_bound=callable). Original message: " + str(e)
-                ) from e
-            if not (np.isscalar(C) and float(C) >= 0.0):
-                raise ValueError(f"model.range_bound must return a float >= 0, got {C!r}")
-        shared = laplace_shared(model)
-        shared["first_batch"] = first
-        if self.proxy == "taylor":
-            cv = TaylorControlVariate(model, shared["theta_init"], order=2)
-            eta_star = np.empty(model.n_data)
-            _glm_fast.eta(model.X, cv.theta_star, model.fit_intercept,
-                          np.arange(model.n_data, dtype=np.int64), eta_star)
-            _ = model.row_norm_max  # computed once, before chains run in threads
-            shared["cv"] = cv
-            shared["eta_star"] = eta_star
-            shared["n_evals"] = shared["n_evals"] + cv.n_evals
-        return shared
+                    f"{name}(proxy='taylor') needs a range bound for the differences of "
+                    f"second-order Taylor residuals, which {model!r} does not provide: "
+                    f"{e} Use proxy=None.") from e
+            raise NotImplementedError(
+                f"{name} needs the range constant C(theta, theta') >= max_k "
+                f"|l_k(theta') - l_k(theta)| of the model: implement "
+                f"{type(model).__name__}.range_bound(theta, theta_new) (for FunctionModel "
+                "pass range_bound=callable). Original message: " + str(e)
+            ) from e
+        if not (np.isscalar(C) and float(C) >= 0.0):
+            raise ValueError(f"model.range_bound must return a float >= 0, got {C!r}")
+        prepared = prepare_laplace(model)
+        if self.proxy != "taylor":
+            return prepared
+        cv = TaylorControlVariate(model, prepared.theta_init, order=2).build_cache()
+        return ProxyPrepared(**{**vars(prepared), "n_evals": prepared.n_evals + cv.n_evals},
+                             cv=cv)
 
-    def build(self, model, shared, n_warmup):
-        return ConfidenceKernel(model, build_proposal(self, shared, model), self.check_exact,
-                                self, shared["first_batch"], cv=shared.get("cv"),
-                                eta_star=shared.get("eta_star"))
+    def build(self, model, prepared, n_warmup):
+        first = resolve_first_batch(self.first_batch, 1, model.n_data, type(self).__name__)
+        rule = ConfidenceRule(model, self, first,
+                              cv=prepared.cv if isinstance(prepared, ProxyPrepared) else None)
+        return ApproxMHKernel(model, build_proposal(self, prepared, model), rule,
+                              self.check_exact)

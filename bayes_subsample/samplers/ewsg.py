@@ -1,145 +1,100 @@
 """Exponentially weighted stochastic gradients (EWSG) for stochastic-gradient
-underdamped Langevin dynamics (ALGORITHMS.md §5).
+underdamped Langevin dynamics (doc/algorithms/sgmcmc.rst).
 
 The minibatch used at each Euler-Maruyama step is chosen non-uniformly, by a
 short Metropolis chain over minibatch indices whose target weights
 ``p_J ~ exp(h / (2 sigma^2) ||gamma r + n_b grad V_J(theta)||^2)`` make the
-stochastic step's transition kernel match the full-gradient one. GLMs run the
-whole step (block gradients, index chain, integrator) in the ``nogil`` loop of
-``_sgmcmc_fast.pyx``; user models use a NumPy path with the same random draws.
+stochastic step's transition kernel match the full-gradient one. The whole
+step (block gradients by the shared ``GradientEstimator``, index chain,
+integrator) runs in the ``nogil`` loop of ``_sgmcmc_fast.pyx`` on the model's
+compiled object.
 """
 from __future__ import annotations
 
-import math
 from numbers import Integral, Real
+from typing import NamedTuple
 
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from .. import _rng
 from . import _sgmcmc_fast as _fast
-from ._base import BaseSampler, Info, Kernel, State
-from .sgmcmc import _BIAS_NOTE, _diverged, _is_fast, _prepare_sg
+from ._base import BaseSampler, Kernel
+from ._sgmcmc_fast import GradientEstimator
+from .sgmcmc import _BIAS_NOTE, _diverged, prepare_sg
 
 __all__ = ["EWSG"]
 
 
-class EWSGState(State):
-    __slots__ = ("momentum", "index")
+class EWSGState(NamedTuple):
+    theta: np.ndarray
+    momentum: np.ndarray
+    #: the current minibatch J (persistent index chain; -1: none)
+    index: int
+    #: the random partition of the data into minibatches (reshuffled in place)
+    partition: np.ndarray
+    #: minibatches evaluated since the last reshuffle
+    blocks_since_shuffle: int
 
-    def __init__(self, theta, momentum, index=-1):
-        self.theta = theta
-        self.momentum = momentum
-        self.index = index          # current minibatch J (persistent index chain)
+
+class EWSGInfo(NamedTuple):
+    accept_prob: float
+    accepted: bool
+    n_evals: int
+    index_accept: float       # fraction of index proposals accepted (nan when M = 0)
+    data_passes: float
 
 
 class EWSGKernel(Kernel):
-    def __init__(self, model, shared, sampler):
+    def __init__(self, model, prepared, sampler):
         self.model = model
         self.n = model.n_data
         self.p = model.n_params
-        self.fast = _is_fast(model)
-        self.step_size = float(shared["step_size"])
-        self.gamma = float(sampler.friction)
+        self.gradient = GradientEstimator(model.compiled, model.prior.precision)
+        self.step_size = float(prepared.step_size)
+        self.friction = float(sampler.friction)
         self.batch_size = int(min(sampler.batch_size, self.n))
         self.n_blocks = -(-self.n // self.batch_size)
-        self.M = int(sampler.index_chain_length)
+        self.index_chain_length = int(sampler.index_chain_length)
         self.persistent = sampler.index_chain == "persistent"
         self.n_steps = int(sampler.n_steps)
-        self._perm = None
-        self._since = 0               # blocks evaluated since the last reshuffle
         self._evals = 0
         self._g_cur = np.empty(self.p)
         self._g_prop = np.empty(self.p)
-        self._tmp = np.empty(self.p)
-        if self.fast:
-            self.glm_args = (model._fam, model.X, model.y, model.fit_intercept, model.phi,
-                             np.ascontiguousarray(model.prior.precision, dtype=np.float64))
 
     def init(self, rng, theta0):
         theta = self.model.check_theta(theta0).copy()
-        r = _fast.draw_normals(rng, self.p)             # r ~ N(0, I): its stationary law
-        self._perm = np.arange(self.n, dtype=np.int64)
-        _fast.shuffle_inplace(rng, self._perm)          # the first random partition
-        self._since = 0
-        return EWSGState(theta, r, -1)
+        r = rng.standard_normal(self.p)               # r ~ N(0, I): its stationary law
+        perm = np.arange(self.n, dtype=np.int64)
+        _rng.shuffle(rng, perm)                       # the first random partition
+        return EWSGState(theta, r, -1, perm, 0)
 
-    # ---- NumPy path --------------------------------------------------------------------
-    def _block_grad(self, theta, J):
-        """``n_b grad V_J(theta)`` and ``|B_J|``, ``V_J = sum_{i in B_J} (-l_i - log p / n)``."""
-        b = self.batch_size
-        idx = self._perm[J * b: min((J + 1) * b, self.n)]
-        size = idx.shape[0]
-        g = -self.model.grad_sum(theta, idx) - (size / self.n) * \
-            self.model.prior.grad_log_prob(theta)
-        return self.n_blocks * g, size
-
-    def _energy(self, g, r):
-        # h / (2 sigma^2) ||gamma r + g||^2 with sigma^2 = 2 gamma
-        t = self.gamma * r + g
-        return self.step_size / (4.0 * self.gamma) * float(t @ t)
-
-    def _python_steps(self, rng, theta, r, J):
-        h, gamma = self.step_size, self.gamma
-        noise = math.sqrt(2.0 * gamma * h)
-        n_acc = n_data = 0
-        for s in range(self.n_steps):
-            if self._since >= self.n_blocks:
-                _fast.shuffle_inplace(rng, self._perm)
-                self._since = 0
-            if not self.persistent or J < 0:
-                J = _fast.draw_index(rng, self.n_blocks)
-            g_cur, size = self._block_grad(theta, J)
-            n_data += size
-            self._since += 1
-            e_cur = self._energy(g_cur, r)
-            for _ in range(self.M):
-                Jp = _fast.draw_index(rng, self.n_blocks)
-                g_prop, size = self._block_grad(theta, Jp)
-                n_data += size
-                self._since += 1
-                e_prop = self._energy(g_prop, r)
-                if _fast.draw_log_uniform(rng) < e_prop - e_cur:
-                    J, g_cur, e_cur = Jp, g_prop, e_prop
-                    n_acc += 1
-            xi = _fast.draw_normals(rng, self.p)
-            theta, r = theta + h * r, r - h * (g_cur + gamma * r) + noise * xi
-            if not (np.all(np.isfinite(theta)) and np.all(np.isfinite(r))):
-                raise _diverged("EWSG", h, f"step {s + 1} of an iteration")
-        return theta, r, J, n_acc, n_data
-
-    # ---- kernel ------------------------------------------------------------------------
     def step(self, rng, state):
-        theta = state.theta.copy()
-        r = state.momentum.copy()
-        J = int(state.index)
-        if self.fast:
-            chain = np.array([J, self._since], dtype=np.int64)
-            done, n_acc, n_data = _fast.ewsg_steps(
-                *self.glm_args, theta, r, self._perm, chain, self.batch_size, self.M,
-                self.persistent, self.step_size, self.gamma, self.n_steps, rng,
-                self._g_cur, self._g_prop, self._tmp)
-            J, self._since = int(chain[0]), int(chain[1])
-            if done < self.n_steps:
-                raise _diverged("EWSG", self.step_size, f"step {done + 1} of an iteration")
-        else:
-            theta, r, J, n_acc, n_data = self._python_steps(rng, theta, r, J)
+        theta, r = state.theta.copy(), state.momentum.copy()
+        chain = np.array([state.index, state.blocks_since_shuffle], dtype=np.int64)
+        done, n_acc, n_data = _fast.ewsg_steps(
+            self.gradient, theta, r, state.partition, chain, self.batch_size,
+            self.index_chain_length, self.persistent, self.step_size, self.friction,
+            self.n_steps, rng, self._g_cur, self._g_prop)
+        if done < self.n_steps:
+            raise _diverged("EWSG", self.step_size, f"step {done + 1} of an iteration")
         self._evals += n_data
-        n_prop = self.M * self.n_steps
-        info = Info(accept_prob=1.0, accepted=True, n_evals=int(n_data),
-                    extra={"index_accept": n_acc / n_prop if n_prop else np.nan,
-                           "data_passes": self._evals / self.n})
-        return EWSGState(theta, r, J if self.persistent else -1), info
+        n_prop = self.index_chain_length * self.n_steps
+        info = EWSGInfo(1.0, True, int(n_data), n_acc / n_prop if n_prop else np.nan,
+                        self._evals / self.n)
+        J = int(chain[0]) if self.persistent else -1
+        return EWSGState(theta, r, J, state.partition, int(chain[1])), info
 
     def tuning(self):
-        return {"step_size": self.step_size, "friction": self.gamma,
+        return {"step_size": self.step_size, "friction": self.friction,
                 "batch_size": self.batch_size, "n_blocks": self.n_blocks,
-                "index_chain_length": self.M, "n_steps": self.n_steps,
+                "index_chain_length": self.index_chain_length, "n_steps": self.n_steps,
                 "data_passes": self._evals / self.n}
 
 
 class EWSG(BaseSampler):
     """Exponentially weighted stochastic gradients for underdamped Langevin
-    dynamics (ALGORITHMS.md §5, the EWSG paper's Algorithm 1).
+    dynamics (the EWSG paper's Algorithm 1; doc/algorithms/sgmcmc.rst).
 
     Euler-Maruyama steps of ``d theta = r dt``,
     ``dr = -(grad V(theta) + gamma r) dt + sigma dW`` with ``sigma = sqrt(2 gamma)``
@@ -221,14 +176,14 @@ class EWSG(BaseSampler):
         self.index_chain = index_chain
         self.n_steps = n_steps
 
-    def prepare(self, model, random_state):
+    def prepare(self, model, rng):
         self._validate_params()
-        return _prepare_sg(self, model, control_variates=False,
-                           batch_size=min(self.batch_size, model.n_data),
-                           friction=self.friction)
+        return prepare_sg(self, model, control_variates=False,
+                          batch_size=min(self.batch_size, model.n_data),
+                          friction=self.friction)
 
-    def build(self, model, shared, n_warmup):
-        return EWSGKernel(model, shared, self)
+    def build(self, model, prepared, n_warmup):
+        return EWSGKernel(model, prepared, self)
 
 
 EWSG.__doc__ = EWSG.__doc__.replace("{bias}", _BIAS_NOTE)

@@ -1,33 +1,64 @@
-"""Full-data Hamiltonian Monte Carlo with a dense mass matrix and dual averaging."""
+"""Full-data Hamiltonian Monte Carlo with a dense mass matrix and dual
+averaging (doc/algorithms/full_data.rst). The potential is one fused full pass per
+gradient (``FullPotential`` on the compiled model object); the leapfrog
+transition is the compiled one HMC-ECS shares."""
 from __future__ import annotations
 
 from numbers import Integral, Real
+from typing import NamedTuple
 
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
-from ._adapt import DenseMetric, TrajectoryTuner
-from ._base import BaseSampler, Info, Kernel, State
-from ._common import (DIVERGENCE_THRESHOLD, accept_prob_from_log_ratio, laplace_shared,
-                      leapfrog, log_uniform_open)
+from .._linalg import factor_precision
+from ._adapt import TrajectoryTuner
+from ._base import BaseSampler, Kernel, prepare_laplace
+from ._hamiltonian import FullPotential, Metric
 
-__all__ = ["HMC"]
+__all__ = ["HMC", "metric_from_precision", "DIVERGENCE_THRESHOLD"]
+
+#: |energy error| above which a transition is flagged as divergent
+DIVERGENCE_THRESHOLD = 1000.0
 
 
-class HMCState(State):
-    __slots__ = ("logp", "grad")
+def metric_from_precision(precision, regulariser=None):
+    """The Euclidean :class:`Metric` whose mass matrix is a posterior precision
+    (dynamics in the whitened posterior), and its factors."""
+    f = factor_precision(precision, regulariser)
+    return Metric(f.chol, f.cov), f
 
-    def __init__(self, theta, logp, grad):
-        self.theta = theta
-        self.logp = logp
-        self.grad = grad
+
+class HMCState(NamedTuple):
+    theta: np.ndarray
+    potential_energy: float
+    #: the potential holding the position (theta, U, grad U)
+    potential: FullPotential
+
+
+class HMCInfo(NamedTuple):
+    accept_prob: float
+    accepted: bool
+    n_evals: int
+    diverging: bool
+    energy_error: float
+    step_size: float
+    n_leapfrog: int
+
+
+def hamiltonian_info(transition, cost, tuner, info_type=HMCInfo, **extra):
+    """The Info of one HMC transition ``(accepted, accept_prob, dE, n_grad)``."""
+    accepted, alpha, dE, n_grad = transition
+    diverging = bool(not np.isfinite(dE) or abs(dE) > DIVERGENCE_THRESHOLD)
+    return info_type(accept_prob=alpha, accepted=accepted, n_evals=int(n_grad * cost),
+                     diverging=diverging, energy_error=dE, step_size=tuner.step_size,
+                     n_leapfrog=tuner.n_steps, **extra)
 
 
 class HMCKernel(Kernel):
     def __init__(self, model, sampler, precision, n_warmup):
         self.model = model
         self.n = model.n_data
-        self.metric = DenseMetric(precision)
+        self.metric, self.factors = metric_from_precision(precision)
         self.tuner = TrajectoryTuner(sampler.step_size, sampler.trajectory_length,
                                      sampler.target_accept, sampler.n_leapfrog,
                                      sampler.max_leapfrog)
@@ -38,31 +69,18 @@ class HMCKernel(Kernel):
         self._window_n = 0
 
     def init(self, rng, theta0):
+        pot = FullPotential(self.model.compiled, self.model.prior.precision,
+                            self.model.pass_threads())
+        U = pot.set_position(theta0)
         self.n_evals_setup += self.n
-        logp, grad = self.model.log_posterior_and_grad(theta0)
-        if not np.isfinite(logp):
+        if not np.isfinite(U):
             raise ValueError("the log posterior is not finite at the initial point")
-        return HMCState(theta0, logp, grad)
+        return HMCState(pot.position, U, pot)
 
     def step(self, rng, state):
-        metric = self.metric
-        p0 = metric.sample_momentum(rng)
-        h0 = -state.logp + metric.kinetic(p0)
-        theta, p, logp, grad, n_grad = leapfrog(
-            state.theta, p0, state.grad, self.tuner.step_size, self.tuner.n_steps, metric.velocity,
-            self.model.log_posterior_and_grad)
-        h1 = -logp + metric.kinetic(p) if np.isfinite(logp) else np.inf
-        energy_error = h1 - h0
-        log_u = log_uniform_open(rng)
-        accept_prob = accept_prob_from_log_ratio(-energy_error)
-        diverging = not np.isfinite(energy_error) or abs(energy_error) > DIVERGENCE_THRESHOLD
-        accepted = bool(np.isfinite(energy_error) and log_u < -energy_error)
-        info = Info(accept_prob=accept_prob, accepted=accepted, diverging=diverging,
-                    energy_error=energy_error, n_evals=n_grad * self.n,
-                    extra={"step_size": self.tuner.step_size, "n_leapfrog": self.tuner.n_steps})
-        if accepted:
-            return HMCState(theta, logp, grad), info
-        return state, info
+        pot = state.potential
+        t = pot.hmc_step(self.metric, rng, self.tuner.step_size, self.tuner.n_steps)
+        return HMCState(pot.position, pot.U, pot), hamiltonian_info(t, self.n, self.tuner)
 
     def warmup_step(self, rng, state, iteration):
         state, info = self.step(rng, state)
@@ -77,7 +95,8 @@ class HMCKernel(Kernel):
                 # mass matrix = posterior precision at the mean of the window's draws
                 centre = self._window_sum / self._window_n
                 try:
-                    self.metric = DenseMetric(self.model.neg_hessian_log_posterior(centre))
+                    self.metric, self.factors = metric_from_precision(
+                        self.model.neg_hessian_log_posterior(centre))
                     self.n_evals_setup += self.n
                 except np.linalg.LinAlgError:
                     pass
@@ -90,7 +109,7 @@ class HMCKernel(Kernel):
 
     def tuning(self):
         return {"step_size": self.tuner.step_size, "n_leapfrog": self.tuner.n_steps,
-                "mass_matrix": self.metric.mass.copy()}
+                "mass_matrix": self.factors.precision.copy()}
 
 
 class HMC(BaseSampler):
@@ -139,9 +158,9 @@ class HMC(BaseSampler):
         self.max_leapfrog = max_leapfrog
         self.adapt_mass = adapt_mass
 
-    def prepare(self, model, random_state):
+    def prepare(self, model, rng):
         self._validate_params()
-        return laplace_shared(model)
+        return prepare_laplace(model)
 
-    def build(self, model, shared, n_warmup):
-        return HMCKernel(model, self, shared["precision"], n_warmup)
+    def build(self, model, prepared, n_warmup):
+        return HMCKernel(model, self, prepared.precision, n_warmup)

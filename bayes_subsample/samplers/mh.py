@@ -1,29 +1,42 @@
-"""Full-data random-walk Metropolis-Hastings with an adaptive proposal."""
+"""Full-data random-walk Metropolis-Hastings with an adaptive proposal
+(doc/algorithms/full_data.rst), and the kernel base of the MH family."""
 from __future__ import annotations
 
 from numbers import Real
+from typing import NamedTuple
 
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
-from ._adapt import AdaptiveRWProposal
-from ._base import BaseSampler, Info, Kernel, State
-from ._common import accept_prob_from_log_ratio, laplace_shared, log_uniform_open
+from .. import _rng
+from ._base import BaseSampler, Kernel, prepare_laplace
+from ._proposals import RandomWalkProposal
 
 __all__ = ["MH"]
 
 
-class MHState(State):
-    __slots__ = ("logp",)
+def accept_prob_from_log_ratio(log_ratio):
+    """``min(1, exp(log_ratio))`` (0 for NaN, limits for infinities)."""
+    if not np.isfinite(log_ratio):
+        return 0.0 if (np.isnan(log_ratio) or log_ratio < 0) else 1.0
+    return 1.0 if log_ratio >= 0 else float(np.exp(log_ratio))
 
-    def __init__(self, theta, logp):
-        self.theta = theta
-        self.logp = logp
+
+class MHState(NamedTuple):
+    theta: np.ndarray
+    logp: float            # log posterior at theta (up to a constant)
+
+
+class MHInfo(NamedTuple):
+    accept_prob: float
+    accepted: bool
+    n_evals: int
 
 
 class ProposalKernel(Kernel):
-    """A kernel with an adaptive proposal ``self.proposal``: adapted on each
-    warmup decision, frozen at the end of warmup (MH, austerity, confidence)."""
+    """A kernel with a proposal ``self.proposal`` (the protocol of
+    ``_proposals``): adapted on each warmup decision, frozen at the end of warmup
+    (MH, austerity, confidence)."""
 
     def warmup_step(self, rng, state, iteration):
         state, info = self.step(rng, state)
@@ -33,6 +46,9 @@ class ProposalKernel(Kernel):
     def end_warmup(self, state):
         self.proposal.freeze()
         return state
+
+    def tuning(self):
+        return self.proposal.tuning()
 
 
 class MHKernel(ProposalKernel):
@@ -46,20 +62,15 @@ class MHKernel(ProposalKernel):
         return MHState(theta0, self.model.log_posterior(theta0))
 
     def step(self, rng, state):
-        theta_new = self.proposal.propose(rng, state.theta)
-        log_u = log_uniform_open(rng)
+        theta_new, log_q_ratio, n_prop = self.proposal.propose(rng, state.theta)
+        log_u = _rng.log_uniform(rng)
         logp_new = self.model.log_posterior(theta_new)
-        log_ratio = logp_new - state.logp + self.proposal.log_ratio(state.theta, theta_new)
+        log_ratio = logp_new - state.logp + log_q_ratio
         accepted = bool(np.isfinite(logp_new) and log_u < log_ratio)
-        info = Info(accept_prob=accept_prob_from_log_ratio(log_ratio), accepted=accepted,
-                    n_evals=self.n)
+        info = MHInfo(accept_prob_from_log_ratio(log_ratio), accepted, self.n + n_prop)
         if accepted:
             return MHState(theta_new, logp_new), info
         return state, info
-
-    def tuning(self):
-        return {"proposal_scale": self.proposal.scale,
-                "proposal_chol": self.proposal.chol.copy()}
 
 
 class MH(BaseSampler):
@@ -70,6 +81,7 @@ class MH(BaseSampler):
     empirical covariance (Haario et al.), and the scale ``s`` adapted by
     Robbins-Monro to acceptance 0.25 (d > 2; 0.5 otherwise). Proposal frozen
     after warmup. Every step evaluates the log-likelihood on all ``n`` data.
+    See doc/algorithms/full_data.rst.
 
     Parameters
     ----------
@@ -100,13 +112,11 @@ class MH(BaseSampler):
         self.adapt = adapt
         self.target_accept = target_accept
 
-    def prepare(self, model, random_state):
+    def prepare(self, model, rng):
         self._validate_params()
-        return laplace_shared(model)
+        return prepare_laplace(model)
 
-    def build(self, model, shared, n_warmup):
-        prop = AdaptiveRWProposal(shared["init_cov"], scale0=self.step_size,
-                                  target=self.target_accept)
-        if not self.adapt:
-            prop.freeze()
-        return MHKernel(model, prop)
+    def build(self, model, prepared, n_warmup):
+        return MHKernel(model, RandomWalkProposal(prepared.cov, scale0=self.step_size,
+                                                  target=self.target_accept,
+                                                  adapt=self.adapt))

@@ -1,6 +1,6 @@
 """Stochastic-gradient Langevin (SGLD) and Hamiltonian (SGHMC) samplers with
-optional Taylor control variates (ALGORITHMS.md §4.4), the step-size helper
-shared with EWSG (§5), and budgets in data passes.
+optional Taylor control variates (doc/algorithms/sgmcmc.rst), the step-size
+helper shared with EWSG, and budgets in data passes.
 
 These samplers have **no Metropolis-Hastings correction**: their stationary
 distribution is not the posterior, and its error grows with the step size
@@ -8,28 +8,26 @@ distribution is not the posterior, and its error grows with the step size
 :func:`suggest_step_size` for a conservative start and check results against a
 smaller step size.
 
-The per-step minibatch gradient of a compiled GLM runs in the ``nogil`` loops
-of ``_sgmcmc_fast.pyx``; user models (any :class:`~bayes_subsample.models.Model`)
-use a NumPy path that draws the same random numbers in the same order.
+Every step runs in the ``nogil`` loops of ``_sgmcmc_fast.pyx`` with the one
+stochastic-gradient estimator (``GradientEstimator``) on the model's compiled
+object (user models through their callback object).
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from numbers import Integral, Real
+from typing import NamedTuple, Optional
 
 import numpy as np
-from scipy import linalg
-
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._linalg import inv_lower
-from .._rng import uniform_indices
-
-from ..models._base import GaussianPrior
-from ..models._glm import GLM
+from ..control_variates import TaylorControlVariate
 from . import _sgmcmc_fast as _fast
-from ._base import BaseSampler, Info, Kernel, State
-from ._common import laplace_shared
+from ._base import BaseSampler, Kernel, LaplacePrepared, prepare_laplace
+from ._hamiltonian import Metric
+from ._sgmcmc_fast import GradientEstimator
+from .hmc import metric_from_precision
 
 __all__ = ["SGLD", "SGHMC", "suggest_step_size", "iterations_for_passes"]
 
@@ -54,7 +52,7 @@ def iterations_for_passes(n_passes, n_data, batch_size, index_chain_length=0, n_
     One iteration evaluates ``n_steps * (index_chain_length + 1) * batch_size``
     per-datum gradients (SGLD, SGHMC: ``index_chain_length=0``; EWSG:
     ``index_chain_length=M``), so ``K`` passes are
-    ``ceil(K n / ((M + 1) b n_steps))`` iterations (ALGORITHMS.md §5). Use it
+    ``ceil(K n / ((M + 1) b n_steps))`` iterations. Use it
     for ``n_warmup + n_samples`` when budgets are stated in data passes.
 
     Parameters
@@ -199,75 +197,32 @@ def suggest_step_size(model, sampler="sgld", *, batch_size=None, control_variate
 # --------------------------------------------------------------------------------------
 # shared machinery
 # --------------------------------------------------------------------------------------
-def _is_fast(model):
-    return isinstance(model, GLM) and type(model.prior) is GaussianPrior
+@dataclass
+class SGPrepared(LaplacePrepared):
+    """The Laplace preparation (MAP: theta* and chain starts), the control
+    variates at the MAP (or None) and the step size."""
+
+    cv: Optional[TaylorControlVariate] = None
+    step_size: float = 0.0
 
 
-def _prepare_sg(sampler, model, *, control_variates, batch_size, friction=None,
-                mass="identity"):
-    """MAP / Laplace (theta* and init), control variates at theta*, step size."""
-    shared = laplace_shared(model)
-    theta_star = np.asarray(shared["theta_init"], dtype=np.float64)
-    shared["theta_star"] = theta_star
-    shared["cv"] = None
-    shared["eta_star"] = None
+def prepare_sg(sampler, model, *, control_variates, batch_size, friction=None,
+               mass="identity"):
+    """MAP / Laplace, control variates at the MAP (order 2 for GLMs, 1 otherwise;
+    their cache built), and the step size."""
+    lap = prepare_laplace(model)
+    n_evals, cv = lap.n_evals, None
     if control_variates:
-        from ..control_variates import TaylorControlVariate
-        order = 2 if isinstance(model, GLM) else 1
-        cv = TaylorControlVariate(model, theta_star, order=order)
-        shared["cv"] = cv
-        shared["n_evals"] += cv.n_evals
-        if _is_fast(model):
-            eta_star = np.empty(model.n_data)
-            _fast.eta_all(model.X, theta_star, model.fit_intercept, eta_star)
-            shared["eta_star"] = eta_star
-            shared["n_evals"] += model.n_data
+        cv = TaylorControlVariate(model, lap.theta_init, order=min(2, model.max_cv_order))
+        cv.build_cache()
+        n_evals += cv.n_evals
     if sampler.step_size is None:
-        shared["step_size"] = suggest_step_size(
-            model, sampler.name, batch_size=batch_size, control_variates=control_variates,
-            friction=friction, mass=mass, precision=shared["precision"])
+        step = suggest_step_size(model, sampler.name, batch_size=batch_size,
+                                 control_variates=control_variates, friction=friction,
+                                 mass=mass, precision=lap.precision)
     else:
-        shared["step_size"] = float(sampler.step_size)
-    return shared
-
-
-class _Gradient:
-    """Stochastic gradient of the log posterior, ``g_hat(theta; idx)``."""
-
-    def __init__(self, model, shared):
-        self.model = model
-        self.n = model.n_data
-        self.p = model.n_params
-        self.cv = shared.get("cv")
-        self.fast = _is_fast(model)
-        self.evals_per_datum = 1 if (self.cv is None or self.fast) else 2
-        if self.fast:
-            p = self.p
-            cv = self.cv
-            self.order = -1 if cv is None else cv.order
-            eta_star = shared.get("eta_star")
-            self.glm_args = (
-                model._fam, self.order, model.X, model.y, model.fit_intercept, model.phi,
-                np.ascontiguousarray(model.prior.precision, dtype=np.float64),
-                eta_star if eta_star is not None else np.zeros(1),
-                cv.theta_star if cv is not None else np.zeros(p),
-                cv.A if cv is not None else np.zeros(p),
-                np.ascontiguousarray(cv.B) if cv is not None else np.zeros((p, p)),
-            )
-
-    def __call__(self, theta, idx):
-        """NumPy path: prior gradient + unbiased log-likelihood gradient estimate."""
-        model = self.model
-        scale = self.n / idx.shape[0]
-        g = model.prior.grad_log_prob(theta)
-        if self.cv is None:
-            return g + scale * model.grad_sum(theta, idx)
-        cv = self.cv
-        if cv.is_glm:  # the GLM residual form (what the compiled loop computes)
-            return g + cv.grad_estimate(theta, idx)
-        # user model, first order: grad Q + n/m sum (grad l_k(theta) - grad l_k(theta*))
-        return g + cv.grad_Q(theta) + scale * (model.grad_sum(theta, idx)
-                                               - model.grad_sum(cv.theta_star, idx))
+        step = float(sampler.step_size)
+    return SGPrepared(**{**vars(lap), "n_evals": n_evals}, cv=cv, step_size=step)
 
 
 def _diverged(name, step_size, where):
@@ -277,33 +232,38 @@ def _diverged(name, step_size, where):
         "bayes_subsample.samplers.suggest_step_size) or control variates.")
 
 
-class SGState(State):
-    __slots__ = ("momentum",)
+class SGState(NamedTuple):
+    theta: np.ndarray
+    momentum: Optional[np.ndarray] = None
 
-    def __init__(self, theta, momentum=None):
-        self.theta = theta
-        self.momentum = momentum
+
+class SGInfo(NamedTuple):
+    accept_prob: float
+    accepted: bool
+    n_evals: int
+    data_passes: float        # cumulative passes of the chain's steps (warmup included)
 
 
 class _SGKernelBase(Kernel):
-    def __init__(self, model, shared, batch_size, n_steps):
+    def __init__(self, model, prepared, batch_size, n_steps):
         self.model = model
         self.n = model.n_data
         self.p = model.n_params
-        self.grad = _Gradient(model, shared)
-        self.fast = self.grad.fast
-        self.step_size = float(shared["step_size"])
+        self.gradient = GradientEstimator(model.compiled, model.prior.precision, prepared.cv)
+        self.step_size = float(prepared.step_size)
         self.batch_size = int(batch_size)
         self.n_steps = int(n_steps)
         self._idx = np.empty(self.batch_size, dtype=np.int64)
         self._g = np.empty(self.p)
-        self._tmp = np.empty(self.p)
         self._evals = 0
 
     def _info(self, n_evals):
         self._evals += n_evals
-        return Info(accept_prob=1.0, accepted=True, n_evals=n_evals,
-                    extra={"data_passes": self._evals / self.n})
+        return SGInfo(1.0, True, int(n_evals), self._evals / self.n)
+
+    def tuning(self):
+        return {"step_size": self.step_size, "batch_size": self.batch_size,
+                "n_steps": self.n_steps, "data_passes": self._evals / self.n}
 
 
 # --------------------------------------------------------------------------------------
@@ -311,34 +271,20 @@ class _SGKernelBase(Kernel):
 # --------------------------------------------------------------------------------------
 class SGLDKernel(_SGKernelBase):
     def init(self, rng, theta0):
-        theta = self.model.check_theta(theta0).copy()
-        return SGState(theta)
+        return SGState(self.model.check_theta(theta0).copy())
 
     def step(self, rng, state):
         theta = state.theta.copy()
-        eps, m = self.step_size, self.batch_size
-        if self.fast:
-            done = _fast.sgld_steps(*self.grad.glm_args, theta, eps, m, self.n_steps, rng,
-                                    self._idx, self._g, self._tmp)
-            if done < self.n_steps:
-                raise _diverged("SGLD", eps, f"step {done + 1} of an iteration")
-        else:
-            noise = math.sqrt(eps)
-            for s in range(self.n_steps):
-                idx = uniform_indices(rng, self.n, m)
-                g = self.grad(theta, idx)
-                theta = theta + 0.5 * eps * g + noise * _fast.draw_normals(rng, self.p)
-                if not np.all(np.isfinite(theta)):
-                    raise _diverged("SGLD", eps, f"step {s + 1} of an iteration")
-        return SGState(theta), self._info(self.n_steps * m * self.grad.evals_per_datum)
-
-    def tuning(self):
-        return {"step_size": self.step_size, "batch_size": self.batch_size,
-                "n_steps": self.n_steps, "data_passes": self._evals / self.n}
+        done = _fast.sgld_steps(self.gradient, theta, self.step_size, self.batch_size,
+                                self.n_steps, rng, self._idx, self._g)
+        if done < self.n_steps:
+            raise _diverged("SGLD", self.step_size, f"step {done + 1} of an iteration")
+        return SGState(theta), self._info(
+            self.n_steps * self.batch_size * self.gradient.evals_per_datum)
 
 
 class SGLD(BaseSampler):
-    """Stochastic-gradient Langevin dynamics (Welling & Teh 2011), ALGORITHMS.md §4.4.
+    """Stochastic-gradient Langevin dynamics (Welling & Teh 2011; doc/algorithms/sgmcmc.rst).
 
     Each step draws ``batch_size`` indices ``u`` iid uniformly (with
     replacement) and moves ``theta <- theta + eps/2 g_hat(theta) + N(0, eps I)``
@@ -405,81 +351,56 @@ class SGLD(BaseSampler):
         self.control_variates = control_variates
         self.n_steps = n_steps
 
-    def prepare(self, model, random_state):
+    def prepare(self, model, rng):
         self._validate_params()
-        return _prepare_sg(self, model, control_variates=self.control_variates,
-                           batch_size=self.batch_size)
+        return prepare_sg(self, model, control_variates=self.control_variates,
+                          batch_size=self.batch_size)
 
-    def build(self, model, shared, n_warmup):
-        return SGLDKernel(model, shared, self.batch_size, self.n_steps)
+    def build(self, model, prepared, n_warmup):
+        return SGLDKernel(model, prepared, self.batch_size, self.n_steps)
 
 
 # --------------------------------------------------------------------------------------
 # SGHMC
 # --------------------------------------------------------------------------------------
 class SGHMCKernel(_SGKernelBase):
-    def __init__(self, model, shared, sampler):
-        super().__init__(model, shared, sampler.batch_size, sampler.n_steps)
+    def __init__(self, model, prepared, sampler):
+        super().__init__(model, prepared, sampler.batch_size, sampler.n_steps)
         self.friction = float(sampler.friction)
         self.refresh = bool(sampler.refresh_momentum)
-        p = self.p
         if sampler.mass == "laplace":
-            mass = 0.5 * (shared["precision"] + shared["precision"].T)
-            self.identity = False
-            self.chol_mass = np.ascontiguousarray(linalg.cholesky(mass, lower=True))
-            inv_chol = inv_lower(self.chol_mass)
-            self.inv_mass = np.ascontiguousarray(inv_chol.T @ inv_chol)
+            self.metric, self.factors = metric_from_precision(prepared.precision)
         else:
-            self.identity = True
-            self.chol_mass = np.eye(p)
-            self.inv_mass = np.eye(p)
-        self._v = np.empty(p)
-
-    def _momentum(self, z):
-        return z.copy() if self.identity else self.chol_mass @ z
+            self.metric, self.factors = Metric(dim=self.p), None
+        self._v, self._z, self._xi = np.empty(self.p), np.empty(self.p), np.empty(self.p)
 
     def init(self, rng, theta0):
         theta = self.model.check_theta(theta0).copy()
-        momentum = self._momentum(_fast.draw_normals(rng, self.p))
-        return SGState(theta, momentum)
+        z = rng.standard_normal(self.p)
+        return SGState(theta, z if self.factors is None else self.factors.chol @ z)
 
     def step(self, rng, state):
-        theta = state.theta.copy()
-        mom = state.momentum.copy()
-        eps, m, C = self.step_size, self.batch_size, self.friction
-        if self.fast:
-            done = _fast.sghmc_steps(*self.grad.glm_args, theta, mom, self.refresh,
-                                     self.identity, self.chol_mass, self.inv_mass, eps, C, m,
-                                     self.n_steps, rng, self._idx, self._g, self._tmp, self._v)
-            if done < self.n_steps:
-                raise _diverged("SGHMC", eps, f"step {done + 1} of an iteration")
-        else:
-            noise = math.sqrt(2.0 * C * eps)
-            if self.refresh:
-                mom = self._momentum(_fast.draw_normals(rng, self.p))
-            for s in range(self.n_steps):
-                v = mom if self.identity else self.inv_mass @ mom
-                theta = theta + eps * v
-                idx = uniform_indices(rng, self.n, m)
-                g = self.grad(theta, idx)
-                xi = self._momentum(_fast.draw_normals(rng, self.p))
-                mom = mom + eps * (g - C * mom) + noise * xi
-                if not (np.all(np.isfinite(theta)) and np.all(np.isfinite(mom))):
-                    raise _diverged("SGHMC", eps, f"step {s + 1} of an iteration")
-        return SGState(theta, mom), self._info(self.n_steps * m * self.grad.evals_per_datum)
+        theta, mom = state.theta.copy(), state.momentum.copy()
+        done = _fast.sghmc_steps(self.gradient, theta, mom, self.refresh, self.metric,
+                                 self.step_size, self.friction, self.batch_size, self.n_steps,
+                                 rng, self._idx, self._g, self._v, self._z, self._xi)
+        if done < self.n_steps:
+            raise _diverged("SGHMC", self.step_size, f"step {done + 1} of an iteration")
+        return SGState(theta, mom), self._info(
+            self.n_steps * self.batch_size * self.gradient.evals_per_datum)
 
     def tuning(self):
-        return {"step_size": self.step_size, "batch_size": self.batch_size,
-                "n_steps": self.n_steps, "friction": self.friction,
-                "mass_matrix": self.inv_mass.copy() if self.identity else
-                self.chol_mass @ self.chol_mass.T,
-                "data_passes": self._evals / self.n}
+        out = super().tuning()
+        out.update(friction=self.friction,
+                   mass_matrix=np.eye(self.p) if self.factors is None
+                   else self.factors.precision.copy())
+        return out
 
 
 class SGHMC(BaseSampler):
     """Stochastic-gradient Hamiltonian Monte Carlo (Chen et al. 2014) with friction
     ``C = friction * M`` (``= friction * I`` for the default identity mass) and
-    ``B_hat = 0``, ALGORITHMS.md §4.4.
+    ``B_hat = 0`` (doc/algorithms/sgmcmc.rst).
 
     Each iteration refreshes ``p ~ N(0, M)`` (``refresh_momentum=True``, as
     assumed for the HMC-ECS comparisons) and runs ``n_steps`` steps
@@ -562,13 +483,13 @@ class SGHMC(BaseSampler):
         self.mass = mass
         self.refresh_momentum = refresh_momentum
 
-    def prepare(self, model, random_state):
+    def prepare(self, model, rng):
         self._validate_params()
-        return _prepare_sg(self, model, control_variates=self.control_variates,
-                           batch_size=self.batch_size, friction=self.friction, mass=self.mass)
+        return prepare_sg(self, model, control_variates=self.control_variates,
+                          batch_size=self.batch_size, friction=self.friction, mass=self.mass)
 
-    def build(self, model, shared, n_warmup):
-        return SGHMCKernel(model, shared, self)
+    def build(self, model, prepared, n_warmup):
+        return SGHMCKernel(model, prepared, self)
 
 
 SGLD.__doc__ = SGLD.__doc__.replace("{bias}", _BIAS_NOTE)

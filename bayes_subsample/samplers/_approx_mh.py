@@ -1,0 +1,157 @@
+"""The approximate-MH kernel shared by austerity MH and the confidence sampler:
+MH whose accept/reject decision is made by a *decision rule* on a subsample
+(doc/algorithms/austerity.rst, doc/algorithms/confidence.rst).
+
+The MH decision ``log u < log pi(theta') - log pi(theta) + log q-ratio`` is
+rewritten as ``sum_k t_k > threshold`` over the ``n`` data, with
+``t_k = l_k(theta') - l_k(theta)`` and
+``threshold = log u + log p(theta) - log p(theta') - log q-ratio``; a rule
+(``SequentialTestRule``, ``ConfidenceRule``) decides it from data drawn
+without replacement by the compiled loops of ``_approx_mh_fast``.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import _rng
+from . import _approx_mh_fast as _fast
+from ._proposals import RandomWalkProposal, SGLDProposal
+from ._sgmcmc_fast import GradientEstimator
+from .mh import ProposalKernel
+
+__all__ = ["ApproxMHKernel", "build_proposal", "resolve_first_batch"]
+
+
+class ApproxMHState(NamedTuple):
+    theta: np.ndarray
+    log_prior: float
+    #: generator of the subsample draws (spawned from the chain's generator)
+    sub_rng: np.random.Generator
+    #: the persistent permutation of the lazy Fisher-Yates draws (updated in place)
+    perm: np.ndarray
+
+
+class ApproxMHInfo(NamedTuple):
+    accept_prob: float
+    accepted: bool
+    n_evals: int
+    data_fraction: float      # data examined / n
+    n_batches: int            # checks made
+
+
+class CheckedApproxMHInfo(NamedTuple):
+    accept_prob: float
+    accepted: bool
+    n_evals: int
+    data_fraction: float
+    n_batches: int
+    wrong_decision: bool      # the decision differs from exact MH's with the same u
+    exact_accept: bool
+
+
+class ApproxMHKernel(ProposalKernel):
+    """MH with a subsampled accept/reject decision.
+
+    Random numbers: the proposal noise and ``u`` come from the chain's main
+    generator in the same order as :class:`~bayes_subsample.samplers.MH`
+    (proposal normals, then ``log u``); subsample indices come from a
+    separate generator spawned from it in :meth:`init` (spawning does not
+    advance the main stream). With an exact decision rule the chain is
+    therefore draw-for-draw the full-data MH chain of the same seed.
+
+    Cost convention (``n_evals``): 2 per examined datum (``l_k`` is evaluated
+    at ``theta`` and ``theta'``; nothing is cached across steps), plus the
+    proposal's gradient evaluations (SGLD). Exact MH caches ``l(theta)`` and
+    counts ``n`` per step, so the break-even data fraction is 0.5.
+    ``check_exact`` evaluations are diagnostics and are not counted.
+    """
+
+    def __init__(self, model, proposal, rule, check_exact=False):
+        self.model = model
+        self.proposal = proposal
+        self.rule = rule
+        self.check_exact = bool(check_exact)
+        self.n = model.n_data
+
+    def init(self, rng, theta0):
+        theta0 = np.asarray(theta0, dtype=np.float64)
+        return ApproxMHState(theta0, self.model.prior.log_prob(theta0), rng.spawn(1)[0],
+                             np.arange(self.n, dtype=np.int64))
+
+    def step(self, rng, state):
+        theta = state.theta
+        theta_new, log_q_ratio, n_prop = self.proposal.propose(rng, theta)
+        log_u = _rng.log_uniform(rng)
+        finite = bool(np.all(np.isfinite(theta_new)))
+        lp_new = self.model.prior.log_prob(theta_new) if finite else -np.inf
+        # accept iff sum_k t_k > log u + log p(theta) - log p(theta') - log q-ratio
+        threshold = log_u + state.log_prior - lp_new - log_q_ratio
+        if np.isfinite(threshold):
+            theta_new = np.ascontiguousarray(theta_new, dtype=np.float64)
+            accepted, n_used, n_batches = self.rule.decide(state, theta_new, threshold)
+        else:
+            # non-finite proposal, prior or proposal density: reject without data
+            accepted, n_used, n_batches = False, 0, 0
+        accepted = bool(accepted)
+        fields = (float(accepted), accepted, 2 * n_used + n_prop, n_used / self.n, n_batches)
+        if self.check_exact:
+            exact = bool(np.isfinite(threshold)
+                         and self.rule.exact_sum(theta, theta_new) > threshold)
+            info = CheckedApproxMHInfo(*fields, exact != accepted, exact)
+        else:
+            info = ApproxMHInfo(*fields)
+        if accepted:
+            return state._replace(theta=theta_new, log_prior=lp_new), info
+        return state, info
+
+
+class DecisionRule:
+    """Base of the decision rules: ``decide(state, theta_new, threshold) ->
+    (accept, n_examined, n_checks)`` for ``sum_k t_k > threshold``."""
+
+    def __init__(self, model):
+        self.model = model
+        self.cy = model.compiled
+
+    def exact_sum(self, theta, theta_new):
+        """``sum_k l_k(theta') - l_k(theta)`` over all data, in storage order."""
+        return _fast.term_sum(self.cy, theta, theta_new)
+
+    def decide(self, state, theta_new, threshold):
+        raise NotImplementedError
+
+
+def resolve_first_batch(first_batch, default, n, owner):
+    """The first batch size for a model of ``n`` data: an explicit value must not
+    exceed ``n``; the default is clipped to ``n``."""
+    if first_batch is None:
+        return int(min(default, n))
+    if first_batch > n:
+        raise ValueError(
+            f"{owner}: first_batch={first_batch} is larger than the number of data "
+            f"n_data={n}; use first_batch <= {n}"
+        )
+    return int(first_batch)
+
+
+def build_proposal(sampler, prepared, model):
+    """The adaptive random walk exactly as :class:`MH` builds it, or the
+    MH-corrected SGLD proposal (``sampler.proposal == "sgld"``)."""
+    if getattr(sampler, "proposal", "rw") == "sgld":
+        d = model.n_params
+        if sampler.precondition:
+            chol = prepared.init_chol
+            alpha0 = d ** (-1.0 / 3.0)
+        else:
+            chol = np.eye(d)
+            alpha0 = float(np.min(np.linalg.eigvalsh(prepared.cov))) * d ** (-1.0 / 3.0)
+        step = sampler.step_size if sampler.step_size is not None else alpha0
+        b = sampler.proposal_batch_size
+        b = sampler.batch_size if b is None else b
+        return SGLDProposal(GradientEstimator(model.compiled, model.prior.precision), chol,
+                            step, min(b, model.n_data), target=sampler.target_accept,
+                            adapt=sampler.adapt and sampler.step_size is None)
+    return RandomWalkProposal(prepared.cov, scale0=sampler.step_size,
+                              target=sampler.target_accept, adapt=sampler.adapt)

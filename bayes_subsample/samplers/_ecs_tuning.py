@@ -1,0 +1,133 @@
+"""Tuning of HMC-ECS (doc/algorithms/hmc_ecs.rst): the expansion point theta*,
+the subsample size m of the perturbed estimator and the number of products
+lambda of the signed one."""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+from scipy import linalg, stats
+
+from ..models._base import WeightedModel
+
+__all__ = ["choose_subsample_size", "signed_tau", "choose_n_products", "refine_theta_star",
+           "initial_theta_star", "residual_variances", "typical_thetas"]
+
+
+def residual_variances(cv, thetas, pilot_idx):
+    """Sample variance S_D^2(theta) of the residuals d_k over a pilot subsample."""
+    out = np.empty(len(thetas))
+    for i, th in enumerate(thetas):
+        d = cv.residual_terms(th, pilot_idx)
+        out[i] = np.var(d, ddof=1)
+    return out
+
+
+def typical_thetas(cv, chol_cov, rng, n_theta=50):
+    z = rng.standard_normal((n_theta, len(cv.theta_star)))
+    return cv.theta_star[None, :] + z @ chol_cov.T
+
+
+def choose_subsample_size(cv, chol_cov, rng, *, n_blocks=100, target_variance=1.0,
+                          n_theta=50, pilot_size=2000, min_size=100):
+    """Subsample size m with ``Var[ell_hat_m] ~= target_variance`` at typical theta.
+
+    Draws ``n_theta`` points from ``N(theta*, M^-1)`` (``chol_cov`` is the
+    Cholesky factor of ``M^-1``), estimates ``S_D^2(theta)`` on a pilot
+    subsample and sets ``m = ceil(n^2 median(S_D^2) / target_variance)``,
+    rounded up to a multiple of ``n_blocks`` and clipped to
+    ``[max(n_blocks, min_size), n]`` (the floor guards against an optimistic
+    pilot while theta* is still off the mode).
+
+    Returns ``(m, n_evals)``.
+    """
+    n = cv.n_data
+    pilot = rng.integers(0, n, size=min(n, pilot_size))
+    s2 = residual_variances(cv, typical_thetas(cv, chol_cov, rng, n_theta), pilot)
+    med = float(np.median(s2))
+    m = math.ceil(n * n * med / target_variance) if med > 0 else n_blocks
+    m = int(math.ceil(max(m, n_blocks, min_size) / n_blocks) * n_blocks)
+    m_max = max(n_blocks, (n // n_blocks) * n_blocks)
+    if m > m_max:
+        warnings.warn(
+            f"the control variates are too poor for Var[ell_hat] <= {target_variance} with a "
+            f"subsample smaller than the data (m = {m:,} needed, n = {n:,}); using m = {m_max:,}. "
+            "Subsampling does not pay here: recentre theta* (longer warmup) or use full HMC.",
+            RuntimeWarning, stacklevel=3)
+        m = m_max
+    return m, n_theta * pilot.shape[0]
+
+
+def signed_tau(n_products, sigma):
+    """Probability of a positive sign, ``tau = [1 + exp(-2 lambda Phi(-lambda/sigma))]/2``
+    for ``a = -lambda`` and Gaussian ``d_hat ~ N(0, sigma^2)``."""
+    if sigma <= 0:
+        return 1.0
+    return 0.5 * (1.0 + math.exp(-2.0 * n_products * stats.norm.cdf(-n_products / sigma)))
+
+
+def choose_n_products(sigma2_dhat, *, max_variance=1.0, min_tau=0.99, max_products=100000):
+    """Smallest lambda with ``Var[log|L_hat|] ~= sigma2 / lambda <= max_variance``
+    and ``tau >= min_tau`` (a simplification of the CT-optimal rule)."""
+    sigma = math.sqrt(max(sigma2_dhat, 0.0))
+    lam = max(1, math.ceil(sigma2_dhat / max_variance))
+    while lam < max_products and signed_tau(lam, sigma) < min_tau:
+        lam = max(lam + 1, int(lam * 1.1))
+    return int(lam)
+
+
+def refine_theta_star(model, theta, max_steps=3, tol=0.01):
+    """Full-data Newton steps on the log posterior from ``theta`` until the
+    Newton decrement ``g^T P^-1 g`` is below ``tol`` (theta within ~0.1
+    posterior sd of the mode, in the Mahalanobis metric). Each step reuses the
+    sums of the pass the control variates need anyway, so one step costs one
+    extra full pass. Returns ``(theta, (ll, grad, hess) at theta, n_evals)``.
+
+    A subset mode can be far from the full-data mode (rare categories are
+    prior-dominated in a 1% subset); the control variates, the mass matrix and
+    the subsample size all depend on theta* being near the mode.
+    """
+    prec = model.prior.precision
+    ll, g, h = model.full_pass(theta, gradient=True, hessian=True)
+    n_evals = model.n_data
+    lp = ll + model.prior.log_prob(theta)
+    for _ in range(max_steps):
+        grad = g - prec * theta
+        P = -h + np.diag(prec)
+        try:
+            step = linalg.solve(0.5 * (P + P.T), grad, assume_a="pos")
+        except (linalg.LinAlgError, ValueError):
+            break
+        if not np.all(np.isfinite(step)) or float(step @ grad) < tol:
+            break
+        t = 1.0
+        while t > 1e-3:   # backtracking keeps every accepted step an ascent
+            cand = theta + t * step
+            ll_c, g_c, h_c = model.full_pass(cand, gradient=True, hessian=True)
+            n_evals += model.n_data
+            lp_c = ll_c + model.prior.log_prob(cand)
+            if np.isfinite(lp_c) and lp_c >= lp:
+                theta, ll, g, h, lp = cand, ll_c, g_c, h_c, lp_c
+                break
+            t *= 0.5
+        else:
+            break
+    return theta, (ll, g, h), n_evals
+
+
+def initial_theta_star(model, rng, subset_fraction):
+    """The posterior mode of a random subset of ``max(1000, subset_fraction n)``
+    rows with its likelihood weighted by ``n / n_sub`` (the full-data mode when
+    the subset would be a tenth of the data or more). Returns ``(theta, n_evals)``."""
+    from .._optimize import find_map
+    n = model.n_data
+    n_sub = int(min(n, max(1000, math.ceil(subset_fraction * n))))
+    if 10 * n_sub >= n:
+        # small data: the full-data mode costs little more than the subset's
+        theta, info = find_map(model)
+        return theta, info["n_evals"]
+    idx = rng.choice(n, size=n_sub, replace=False)
+    sub = WeightedModel(model.subset(idx), n / n_sub)
+    theta, info = find_map(sub, method="newton")
+    return theta, info["n_evals"]
