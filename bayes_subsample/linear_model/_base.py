@@ -10,22 +10,17 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._driver import sample, seed_sequence
-from ..samplers._base import BaseSampler
+from ..samplers import SAMPLERS, BaseSampler
 
 #: draws used by predict_proba / predict (evenly spaced over the pooled draws)
 MAX_PREDICT_DRAWS = 1000
-
-
-def _sampler_names():
-    from ..samplers import SAMPLERS
-    return set(SAMPLERS)
 
 
 class BayesianGLMBase(BaseEstimator):
     """Base of the estimators; subclasses set ``_family`` and build the model."""
 
     _parameter_constraints: dict = {
-        "sampler": [StrOptions(set()), BaseSampler],  # names filled in lazily, see _validate
+        "sampler": [StrOptions(set(SAMPLERS)), BaseSampler],
         "n_samples": [Interval(Integral, 1, None, closed="left")],
         "n_warmup": [Interval(Integral, 0, None, closed="left")],
         "n_chains": [Interval(Integral, 1, None, closed="left")],
@@ -38,9 +33,6 @@ class BayesianGLMBase(BaseEstimator):
     }
 
     def _validate(self):
-        # the set of registered sampler names is known only at run time
-        self._parameter_constraints = dict(self._parameter_constraints)
-        self._parameter_constraints["sampler"] = [StrOptions(_sampler_names()), BaseSampler]
         self._validate_params()
         if self.n_jobs == 0:
             raise ValueError("n_jobs == 0 has no meaning; use None, -1 or a positive integer")
