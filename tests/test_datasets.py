@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from bayes_subsample import datasets as ds
+from bayes_subsample.datasets import _base, _mnist
 
 # --------------------------------------------------------------------------
 # helpers
@@ -35,7 +36,7 @@ def float_parser(request, monkeypatch):
     """Run a test with pandas' parser (if installed) and with np.loadtxt."""
     if request.param == "pandas":
         pytest.importorskip("pandas")
-    monkeypatch.setattr(ds, "_USE_PANDAS", request.param == "pandas")
+    monkeypatch.setattr(_base, "_USE_PANDAS", request.param == "pandas")
     return request.param
 
 
@@ -49,7 +50,7 @@ def empty_home(tmp_path, monkeypatch):
 
 
 BTAG_JET1 = np.array([0.0, 1.0865, 2.1731])
-HIGGS_SAMPLE_TRAIN = ds._PACKAGE_DATA / "higgs_lightgbm_binary.train.gz"
+HIGGS_SAMPLE_TRAIN = _base._PACKAGE_DATA / "higgs_lightgbm_binary.train.gz"
 
 
 def _sample_matrix(n=300):
@@ -123,7 +124,7 @@ def test_env_var_is_used_as_data_home(tmp_path, monkeypatch):
 
 def test_flat_layout_is_found(tmp_path):
     (tmp_path / "covtype.data.gz").write_bytes(
-        (ds._PACKAGE_DATA / "covtype_sample_20k.data.gz").read_bytes()
+        (_base._PACKAGE_DATA / "covtype_sample_20k.data.gz").read_bytes()
     )
     X, _y = ds.load_covtype(data_home=tmp_path, n_rows=10, return_X_y=True)
     assert X.shape == (10, 54)
@@ -135,7 +136,7 @@ def test_flat_layout_is_found(tmp_path):
 
 
 def test_shipped_files_are_small():
-    files = sorted(ds._PACKAGE_DATA.glob("*.gz"))
+    files = sorted(_base._PACKAGE_DATA.glob("*.gz"))
     assert {f.name for f in files} == {
         "higgs_lightgbm_binary.train.gz",
         "higgs_lightgbm_binary.test.gz",
@@ -291,9 +292,9 @@ def test_higgs_label_column_argument(tmp_path):
 
 def test_float_parsers_agree(monkeypatch):
     pytest.importorskip("pandas")
-    monkeypatch.setattr(ds, "_USE_PANDAS", True)
+    monkeypatch.setattr(_base, "_USE_PANDAS", True)
     a = ds.load_higgs_sample(split="all", dtype=np.float32)
-    monkeypatch.setattr(ds, "_USE_PANDAS", False)
+    monkeypatch.setattr(_base, "_USE_PANDAS", False)
     b = ds.load_higgs_sample(split="all", dtype=np.float32)
     np.testing.assert_array_equal(a.data, b.data)
     np.testing.assert_array_equal(a.target, b.target)
@@ -341,7 +342,7 @@ def test_higgs_n_rows_and_float32():
 
 def test_small_blocks_give_same_result(monkeypatch, tmp_path):
     ref = ds.load_higgs(HIGGS_SAMPLE_TRAIN)
-    monkeypatch.setattr(ds, "_BLOCK_BYTES", 4096)  # about 25 blocks
+    monkeypatch.setattr(_base, "_BLOCK_BYTES", 4096)  # about 25 blocks
     for cache in (False, True):
         b = ds.load_higgs(HIGGS_SAMPLE_TRAIN, cache=cache, cache_dir=tmp_path)
         np.testing.assert_array_equal(b.data, ref.data)
@@ -388,7 +389,7 @@ def test_cache_dir_env(monkeypatch, tmp_path):
 
 
 def test_npy_sink_header_roundtrip(tmp_path):
-    s = ds._Sink(np.float32, (3,), path=tmp_path / "a.npy")
+    s = _base._Sink(np.float32, (3,), path=tmp_path / "a.npy")
     s.append(np.arange(6).reshape(2, 3))
     s.append(np.arange(6, 15).reshape(3, 3))
     out = s.finish()
@@ -480,7 +481,7 @@ def test_real_covtype_binary_full():
 def test_real_covtype_sample_is_subset():
     path = _real_file("covtype", "covtype.data.gz")
     full = set(gzip.decompress(path.read_bytes()).split(b"\n"))
-    sample_path = ds._PACKAGE_DATA / "covtype_sample_20k.data.gz"
+    sample_path = _base._PACKAGE_DATA / "covtype_sample_20k.data.gz"
     sample = gzip.decompress(sample_path.read_bytes()).split(b"\n")
     assert sample[-1] == b"" and len(sample) == 20001
     assert all(line in full for line in sample[:-1])
@@ -543,7 +544,7 @@ def test_real_mnist_pca_fitted_on_train():
 def test_real_mnist_idx_fallback_matches_npz(tmp_path):
     npz = _real_file("mnist", "mnist_7vs9_derived.npz")
     (tmp_path / "mnist").mkdir()
-    for stem in ds._MNIST_IDX.values():
+    for stem in _mnist._MNIST_IDX.values():
         src = _real_file("mnist", stem + ".gz")
         (tmp_path / "mnist" / (stem + ".gz")).symlink_to(src)
     a = ds.load_mnist_7vs9(data_home=tmp_path)
