@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .datasets._files import _load_file
+
 __all__ = ["main"]
 
 PROG = "bayes-subsample"
@@ -133,132 +135,6 @@ def _named_dataset(name, args):
     raise AssertionError(name)  # pragma: no cover
 
 
-def _is_numeric(field):
-    try:
-        float(field)
-    except ValueError:
-        return False
-    return True
-
-
-def _read_csv(path, target):
-    import gzip
-
-    opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
-    with opener(path, "rt", encoding="utf-8-sig", errors="replace") as fh:
-        first = fh.readline()
-    if not first.strip():
-        raise CLIError(f"{path} is empty")
-    sep = "\t" if "\t" in first else ("," if "," in first else (";" if ";" in first else None))
-    fields = [f.strip().strip('"') for f in (first.split(sep) if sep else first.split())]
-    header = not all(_is_numeric(f) for f in fields if f)
-    try:
-        import pandas as pd
-    except ImportError:  # pragma: no cover - pandas is optional
-        pd = None
-    if pd is not None:
-        try:
-            frame = pd.read_csv(path, sep=sep if sep else r"\s+", header=0 if header else None,
-                                engine="c" if sep else "python")
-        except Exception as exc:  # pandas raises many types for malformed files
-            raise CLIError(f"could not read {path} as CSV: {exc}") from exc
-        columns = [str(c) for c in frame.columns]
-        values = frame
-    else:  # pragma: no cover
-        arr = np.genfromtxt(path, delimiter=sep, skip_header=int(header), dtype=np.float64)
-        arr = np.atleast_2d(arr)
-        columns = fields if header else [str(j) for j in range(arr.shape[1])]
-        values = None
-    if target is None:
-        j = len(columns) - 1
-    elif target in columns:
-        j = columns.index(target)
-    else:
-        try:
-            j = int(target)
-        except ValueError:
-            shown = ", ".join(columns[:12]) + (", ..." if len(columns) > 12 else "")
-            raise CLIError(f"--target {target!r} is not a column of {path} "
-                           f"(columns: {shown})") from None
-        if not -len(columns) <= j < len(columns):
-            raise CLIError(f"--target {j} is out of range: {path} has {len(columns)} columns")
-        j %= len(columns)
-    if len(columns) < 2:
-        raise CLIError(f"{path} has a single column: nothing to use as features")
-    if values is not None:
-        bad = [c for c in frame.columns if frame[c].dtype.kind not in "biuf"]
-        if bad:
-            raise CLIError(f"column {str(bad[0])!r} of {path} is not numeric; encode it as "
-                           "numbers first")
-        arr = frame.to_numpy(dtype=np.float64)
-    if np.isnan(arr).any():
-        row = int(np.flatnonzero(np.isnan(arr).any(axis=1))[0])
-        raise CLIError(f"{path} has a missing or non-numeric value in data row {row + 1}")
-    y = arr[:, j]
-    X = np.ascontiguousarray(np.delete(arr, j, axis=1))
-    names = [c for i, c in enumerate(columns) if i != j]
-    if not header:
-        names = [f"x{i}" for i in range(X.shape[1])]
-    return X, y, names, f"{path.name}: {X.shape[0]:,} rows, target column {columns[j]!r}"
-
-
-def _read_npz(path):
-    try:
-        z = np.load(path, allow_pickle=False)
-    except Exception as exc:
-        raise CLIError(f"could not read {path} as .npz: {exc}") from exc
-    keys = set(z.files)
-    for kx, ky in (("X", "y"), ("X_train", "y_train"), ("data", "target")):
-        if kx in keys and ky in keys:
-            X = np.asarray(z[kx])
-            y = np.asarray(z[ky]).reshape(-1)
-            Xt = yt = None
-            if kx == "X_train" and "X_test" in keys and "y_test" in keys:
-                Xt, yt = np.asarray(z["X_test"]), np.asarray(z["y_test"]).reshape(-1)
-            if X.ndim != 2:
-                raise CLIError(f"{path}: array {kx!r} must be 2-D, got shape {X.shape}")
-            names = ([str(n) for n in z["feature_names"]] if "feature_names" in keys
-                     else [f"x{i}" for i in range(X.shape[1])])
-            return X, y, names, f"{path.name}: {X.shape[0]:,} rows", Xt, yt
-    raise CLIError(f"{path} must hold arrays 'X' and 'y' (or 'X_train'/'y_train', or "
-                   f"'data'/'target'); it has {sorted(keys)}")
-
-
-def _read_libsvm(path):
-    from sklearn.datasets import load_svmlight_file
-
-    try:
-        X, y = load_svmlight_file(str(path))
-    except Exception as exc:
-        raise CLIError(f"could not read {path} as LIBSVM/svmlight: {exc}") from exc
-    if X.shape[0] * X.shape[1] > 2e8:
-        raise CLIError(f"{path} is {X.shape[0]:,} x {X.shape[1]:,}: too large to densify "
-                       "(the estimators take dense X)")
-    X = np.ascontiguousarray(X.toarray())
-    return X, y, [f"x{i}" for i in range(X.shape[1])], f"{path.name}: {X.shape[0]:,} rows"
-
-
-def _file_format(path, fmt):
-    if fmt != "auto":
-        return fmt
-    name = path.name.lower()
-    name = name.removesuffix(".gz")
-    if name.endswith(".npz"):
-        return "npz"
-    if name.endswith((".csv", ".tsv", ".txt", ".data", ".dat")):
-        return "csv"
-    if name.endswith((".svm", ".libsvm", ".svmlight")):
-        return "libsvm"
-    # sniff: a LIBSVM line looks like "label idx:value idx:value"
-    import gzip
-    raw = path.read_bytes()[:4096]
-    if raw[:2] == b"\x1f\x8b":
-        with gzip.open(path, "rb") as fh:
-            raw = fh.read(4096)
-    line = raw.decode("utf-8", "replace").splitlines()[0] if raw else ""
-    return "libsvm" if ":" in line else "csv"
-
-
 def load_data(args):
     """The data named by ``args.data``: a named dataset or a file."""
     spec = args.data
@@ -279,18 +155,11 @@ def load_data(args):
             raise CLIError(f"{spec!r} is neither a file nor a named dataset ({names})")
         if path.is_dir():
             raise CLIError(f"{spec} is a directory, not a data file")
-        fmt = _file_format(path, args.format)
-        if fmt != "csv" and args.target is not None:
-            raise CLIError(f"--target applies to CSV files; {path.name} is read as {fmt}")
-        Xt = yt = None
-        if fmt == "csv":
-            X, y, names, desc = _read_csv(path, args.target)
-        elif fmt == "npz":
-            X, y, names, desc, Xt, yt = _read_npz(path)
-        else:
-            X, y, names, desc = _read_libsvm(path)
-        if X.shape[0] != y.shape[0]:
-            raise CLIError(f"{path}: X has {X.shape[0]} rows but y has {y.shape[0]}")
+        try:
+            f = _load_file(path, args.target, args.format, target_option="--target")
+        except ValueError as exc:
+            raise CLIError(str(exc)) from exc
+        X, y, Xt, yt = f.data, f.target, f.data_test, f.target_test
         if args.n_rows is not None:
             X, y = X[:args.n_rows], y[:args.n_rows]
         if args.standardize:
@@ -298,7 +167,7 @@ def load_data(args):
         X = np.ascontiguousarray(X, dtype=np.dtype(args.dtype))
         if Xt is not None:
             Xt = np.ascontiguousarray(Xt, dtype=np.dtype(args.dtype))
-        data = _Data(X, y, names, desc, Xt, yt)
+        data = _Data(X, y, f.feature_names, f.DESCR, Xt, yt)
     if data.X.shape[0] < 2:
         raise CLIError(f"{spec} has {data.X.shape[0]} rows: need at least 2")
     return data

@@ -16,6 +16,9 @@ user's own download:
 :func:`load_covtype_sample`   20,000 real Covertype rows shipped with the package
 ============================  ==================================================
 
+A user's own file (CSV/TSV, ``.npz``, LIBSVM/svmlight) is read by
+:func:`load_file`, the reader behind ``bayes-subsample fit FILE``.
+
 Where files are looked for
 --------------------------
 The *data home* is the ``data_home`` argument, else the environment variable
@@ -58,6 +61,7 @@ Neither adds an intercept column: the package's estimators have
 """
 from ._base import clear_cache, get_cache_dir, get_data_home
 from ._covtype import load_covtype, load_covtype_sample
+from ._files import load_file
 from ._higgs import load_higgs, load_higgs_sample
 from ._kddcup99 import load_kddcup99
 from ._mnist import load_mnist_7vs9
@@ -75,6 +79,7 @@ __all__ = [
     "get_data_home",
     "load_covtype",
     "load_covtype_sample",
+    "load_file",
     "load_higgs",
     "load_higgs_sample",
     "load_kddcup99",
