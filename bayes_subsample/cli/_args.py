@@ -4,7 +4,8 @@ import argparse
 
 import numpy as np
 
-from ._commands import _registry, cmd_compare, cmd_demo, cmd_fit
+from ..samplers import SAMPLERS
+from ._commands import cmd_compare, cmd_demo, cmd_fit
 from ._data import DATASETS, MODELS
 from ._report import _wrap
 
@@ -18,69 +19,60 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
-def _positive_int(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return v
+def _number(kind, accept, expected, refused=None):
+    """An argparse ``type``: ``kind(text)`` (``int`` or ``float``) for which
+    ``accept(value)`` holds. The error says "expected <expected>, got '<text>'",
+    or ``refused`` when the text is a number that ``accept`` turns down."""
+
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not accept(value):
+            raise argparse.ArgumentTypeError(refused or f"expected {expected}, got {text!r}")
+        return value
+
+    return parse
 
 
-def _nonneg_int(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return v
+_positive_int = _number(int, lambda v: v >= 1, "a positive integer")
+_nonneg_int = _number(int, lambda v: v >= 0, "an integer >= 0")
+_positive_float = _number(float, lambda v: v > 0 and np.isfinite(v), "a positive number")
+_fraction = _number(float, lambda v: 0 <= v < 1, "a number in [0, 1)")
+_jobs = _number(int, lambda v: v != 0, "an integer",
+                refused="0 jobs has no meaning; use 1, 2, ... or -1 (all cores)")
+
+# the sampling options: type and metavar, then (default, help) for fit/compare and for demo
+_SAMPLING_TYPES = {
+    "--n-samples": (_positive_int, "N"),
+    "--n-warmup": (_nonneg_int, "N"),
+    "--chains": (_positive_int, "C"),
+    "--jobs": (_jobs, "J"),
+    "--seed": (_nonneg_int, None),
+}
+_SAMPLING = {
+    "--n-samples": (1000, "kept iterations per chain (default: %(default)s)"),
+    "--n-warmup": (1000, "warmup (tuning) iterations per chain, discarded "
+                         "(default: %(default)s)"),
+    "--chains": (4, "independent chains; R-hat needs 2 or more (default: %(default)s)"),
+    "--jobs": (None, "chains run in J threads (-1: all cores); draws do not depend on it "
+                     "(default: 1)"),
+    "--seed": (0, "random seed; the same seed gives the same draws (default: %(default)s)"),
+}
+_DEMO_SAMPLING = {  # None: cmd_demo picks the default (shorter with --quick)
+    "--n-samples": (None, "kept iterations per chain (default: 1000; --quick: 200)"),
+    "--n-warmup": (None, "warmup iterations per chain (default: 500; --quick: 200)"),
+    "--chains": (None, "chains (default: 4; --quick: 2)"),
+    "--jobs": (2, "chains run in J threads (default: %(default)s)"),
+    "--seed": (0, "random seed (default: 0)"),
+}
 
 
-def _positive_float(text):
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not v > 0 or not np.isfinite(v):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return v
-
-
-def _fraction(text):
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}") from None
-    if not 0 <= v < 1:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}")
-    return v
-
-
-def _jobs(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if v == 0:
-        raise argparse.ArgumentTypeError("0 jobs has no meaning; use 1, 2, ... or -1 (all cores)")
-    return v
-
-
-def _add_sampling(p, defaults=True):
-    p.add_argument("--n-samples", type=_positive_int, default=1000 if defaults else None,
-                   metavar="N", help="kept iterations per chain (default: %(default)s)")
-    p.add_argument("--n-warmup", type=_nonneg_int, default=1000 if defaults else None,
-                   metavar="N", help="warmup (tuning) iterations per chain, discarded "
-                   "(default: %(default)s)")
-    p.add_argument("--chains", type=_positive_int, default=4 if defaults else None, metavar="C",
-                   help="independent chains; R-hat needs 2 or more (default: %(default)s)")
-    p.add_argument("--jobs", type=_jobs, default=None, metavar="J",
-                   help="chains run in J threads (-1: all cores); draws do not depend on it "
-                   "(default: 1)")
-    p.add_argument("--seed", type=_nonneg_int, default=0,
-                   help="random seed; the same seed gives the same draws (default: %(default)s)")
+def _add_sampling(p, options=_SAMPLING):
+    for flag, (default, text) in options.items():
+        kind, metavar = _SAMPLING_TYPES[flag]
+        p.add_argument(flag, type=kind, default=default, metavar=metavar, help=text)
 
 
 def _add_data(p):
@@ -118,10 +110,7 @@ def build_parser():
     """The argparse parser of ``bayes-subsample``."""
     from .. import __version__
 
-    try:
-        sampler_names = ", ".join(_registry())
-    except ImportError:  # pragma: no cover - broken install
-        sampler_names = "see bayes_subsample.samplers.SAMPLERS"
+    sampler_names = ", ".join(SAMPLERS)
     samplers_line = _wrap("samplers: " + sampler_names)
     parser = _Parser(
         prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -151,15 +140,7 @@ def build_parser():
     p.add_argument("--quick", action="store_true",
                    help="short chains (2 x 200 + 200 iterations): a few seconds")
     p.add_argument("--no-plot", action="store_true", help="print the table only")
-    p.add_argument("--n-samples", type=_positive_int, metavar="N",
-                   help="kept iterations per chain (default: 1000; --quick: 200)")
-    p.add_argument("--n-warmup", type=_nonneg_int, metavar="N",
-                   help="warmup iterations per chain (default: 500; --quick: 200)")
-    p.add_argument("--chains", type=_positive_int, metavar="C",
-                   help="chains (default: 4; --quick: 2)")
-    p.add_argument("--jobs", type=_jobs, default=2, metavar="J",
-                   help="chains run in J threads (default: %(default)s)")
-    p.add_argument("--seed", type=_nonneg_int, default=0, help="random seed (default: 0)")
+    _add_sampling(p, _DEMO_SAMPLING)
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser(

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..samplers import SAMPLERS
 from ._data import _check_model_target, load_data
 from ._report import (
     _NO_MPL,
@@ -28,11 +29,6 @@ from ._report import (
 # --------------------------------------------------------------------------
 # samplers and models
 # --------------------------------------------------------------------------
-
-def _registry():
-    from ..samplers import SAMPLERS
-    return SAMPLERS
-
 
 def _parse_value(text):
     try:
@@ -71,10 +67,9 @@ def _sampler_params(param_args, sampler_names, allow_unprefixed):
 
 
 def make_sampler(name, params):
-    reg = _registry()
-    if name not in reg:
-        raise CLIError(f"unknown sampler {name!r}; registered samplers: {', '.join(reg)}")
-    sampler = reg[name]()
+    if name not in SAMPLERS:
+        raise CLIError(f"unknown sampler {name!r}; registered samplers: {', '.join(SAMPLERS)}")
+    sampler = SAMPLERS[name]()
     if params:
         valid = sampler.get_params()
         for key in params:
@@ -256,10 +251,9 @@ def cmd_compare(args):
         raise CLIError("--samplers is empty")
     if len(set(names)) != len(names):
         raise CLIError(f"--samplers lists a sampler twice: {args.samplers}")
-    reg = _registry()
     for n in names:
-        if n not in reg:
-            raise CLIError(f"unknown sampler {n!r}; registered samplers: {', '.join(reg)}")
+        if n not in SAMPLERS:
+            raise CLIError(f"unknown sampler {n!r}; registered samplers: {', '.join(SAMPLERS)}")
     if args.reference is None:
         args.reference = names[0]
     if args.reference not in names:
