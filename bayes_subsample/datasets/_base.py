@@ -62,7 +62,12 @@ def get_data_home(data_home=None):
     """
     if data_home is None:
         data_home = os.environ.get(DATA_HOME_ENV) or DEFAULT_DATA_HOME
-    return Path(os.path.expanduser(os.fspath(data_home)))
+    return _expand_path(data_home)
+
+
+def _expand_path(path):
+    """``path`` (str or path-like) as a :class:`~pathlib.Path`, with ``~`` expanded."""
+    return Path(os.path.expanduser(os.fspath(path)))
 
 
 def _candidates(src, data_home, files=None):
@@ -319,6 +324,19 @@ def _standardize_inplace(X, cols, chunk_rows=1 << 16):
     return mean, scale
 
 
+def _standardize_meta(X, cols):
+    """Standardise columns ``cols`` of X in place; the statistics as cache metadata."""
+    mean, scale = _standardize_inplace(X, cols)
+    return {"feature_mean": mean.tolist(), "feature_scale": scale.tolist()}
+
+
+def _feature_stats(meta):
+    """The ``feature_mean`` and ``feature_scale`` of a loader's Bunch: arrays from
+    the metadata of :func:`_standardize_meta`, or None without standardisation."""
+    keys = ("feature_mean", "feature_scale")
+    return {k: np.asarray(meta[k]) if k in meta else None for k in keys}
+
+
 # --------------------------------------------------------------------------
 # cache
 # --------------------------------------------------------------------------
@@ -350,7 +368,7 @@ def get_cache_dir(cache_dir=None):
     if cache_dir is None:
         xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
         cache_dir = os.path.join(xdg, "bayes_subsample")
-    return Path(os.path.expanduser(os.fspath(cache_dir)))
+    return _expand_path(cache_dir)
 
 
 _CACHE_ENTRY = re.compile(r"^[a-z0-9_]+-[0-9a-f]{16}$")
@@ -458,6 +476,47 @@ def _json_default(o):
     if isinstance(o, np.generic):
         return o.item()
     return str(o)
+
+
+def _cache_options(dtype, standardize, add_intercept, n_rows, **extra):
+    """The settings every loader's cache key holds, plus the loader's own ``extra``."""
+    return {
+        "dtype": dtype.name,
+        "standardize": bool(standardize),
+        "add_intercept": bool(add_intercept),
+        "n_rows": n_rows,
+        **extra,
+    }
+
+
+def _load_table(
+    what, path, parsed, split, *, n_features, target_dtype, dtype, standardize, add_intercept,
+    n_rows, cache, cache_dir, standardize_cols, options=None
+):
+    """Stream a numeric text file into ``data`` and ``target`` arrays, through the cache if asked.
+
+    ``parsed()`` yields the file's row blocks (:func:`_iter_parsed`) and
+    ``split(block)`` returns a block's features and targets. The features get
+    a last column of ones with ``add_intercept``, and columns
+    ``standardize_cols`` are standardised with ``standardize``. ``options``
+    are the loader's own settings for the cache key, besides the common ones.
+    Returns ``(X, y, meta)``.
+    """
+    options = _cache_options(dtype, standardize, add_intercept, n_rows, **(options or {}))
+
+    def build(make_sink):
+        xs = make_sink("data", dtype, (n_features + bool(add_intercept),))
+        ys = make_sink("target", target_dtype)
+        for block in parsed():
+            X_block, y_block = split(block)
+            xs.append(_with_intercept(X_block, dtype) if add_intercept else X_block)
+            ys.append(y_block)
+        X, y = xs.finish(), ys.finish()
+        meta = _standardize_meta(X, standardize_cols) if standardize else {}
+        return {"data": X, "target": y}, meta
+
+    arrays, meta = _load_or_build(what, path, options, build, cache, cache_dir)
+    return arrays["data"], arrays["target"], meta
 
 
 # --------------------------------------------------------------------------

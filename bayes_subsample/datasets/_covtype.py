@@ -3,17 +3,8 @@
 import numpy as np
 from sklearn.utils import Bunch
 
-from ._base import (
-    _PACKAGE_DATA,
-    _check_dtype,
-    _check_n_rows,
-    _find_file,
-    _iter_parsed,
-    _load_or_build,
-    _Source,
-    _standardize_inplace,
-    _with_intercept,
-)
+from ._base import (_PACKAGE_DATA, _check_dtype, _check_n_rows, _feature_stats, _find_file,
+                    _iter_parsed, _load_table, _Source)
 
 _SOURCE = _Source(
     name="covtype",
@@ -133,16 +124,8 @@ def load_covtype(
     """
     path = _find_file(_SOURCE, data_home)
     return _load_covtype_file(
-        path,
-        binary=binary,
-        dtype=dtype,
-        standardize=standardize,
-        add_intercept=add_intercept,
-        n_rows=n_rows,
-        cache=cache,
-        cache_dir=cache_dir,
-        return_X_y=return_X_y,
-        what="covtype",
+        path, "covtype", binary, dtype, standardize, add_intercept, return_X_y, n_rows, cache,
+        cache_dir
     )
 
 
@@ -177,66 +160,42 @@ def load_covtype_sample(
     """
     path = _PACKAGE_DATA / "covtype_sample_20k.data.gz"
     return _load_covtype_file(
-        path,
-        binary=binary,
-        dtype=dtype,
-        standardize=standardize,
-        add_intercept=add_intercept,
-        n_rows=None,
-        cache=False,
-        cache_dir=None,
-        return_X_y=return_X_y,
-        what="covtype_sample",
+        path, "covtype_sample", binary, dtype, standardize, add_intercept, return_X_y
     )
 
 
 def _load_covtype_file(
-    path, *, binary, dtype, standardize, add_intercept, n_rows, cache, cache_dir, return_X_y, what
+    path, what, binary, dtype, standardize, add_intercept, return_X_y, n_rows=None, cache=False,
+    cache_dir=None
 ):
     dtype = _check_dtype(dtype)
     n_rows = _check_n_rows(n_rows)
-    nf = 54 + bool(add_intercept)
-    options = {
-        "binary": bool(binary),
-        "dtype": dtype.name,
-        "standardize": bool(standardize),
-        "add_intercept": bool(add_intercept),
-        "n_rows": n_rows,
-    }
 
-    def build(make_sink):
-        xs = make_sink("data", dtype, (nf,))
-        ys = make_sink("target", np.float64 if binary else np.int64)
-        for arr in _iter_parsed(path, delimiter=",", dtype=np.int32, n_rows=n_rows, ncols=55):
-            cls = arr[:, 54]
-            if cls.min() < 1 or cls.max() > 7:
-                raise ValueError(
-                    f"{path}: cover type must be in 1..7, found {cls.min()}..{cls.max()}"
-                )
-            xs.append(_with_intercept(arr[:, :54], dtype) if add_intercept else arr[:, :54])
-            ys.append(cls == 2 if binary else cls)
-        X, y = xs.finish(), ys.finish()
-        meta = {}
-        if standardize:
-            mean, scale = _standardize_inplace(X, range(_COVTYPE_N_QUANTITATIVE))
-            meta = {"feature_mean": mean.tolist(), "feature_scale": scale.tolist()}
-        return {"data": X, "target": y}, meta
+    def parsed():
+        return _iter_parsed(path, delimiter=",", dtype=np.int32, n_rows=n_rows, ncols=55)
 
-    arrays, meta = _load_or_build(what, path, options, build, cache, cache_dir)
-    X, y = arrays["data"], arrays["target"]
+    def split(arr):
+        cls = arr[:, 54]
+        if cls.min() < 1 or cls.max() > 7:
+            raise ValueError(f"{path}: cover type must be in 1..7, found {cls.min()}..{cls.max()}")
+        return arr[:, :54], (cls == 2 if binary else cls)
+
+    X, y, meta = _load_table(
+        what, path, parsed, split, n_features=54, target_dtype=np.float64 if binary else np.int64,
+        dtype=dtype, standardize=standardize, add_intercept=add_intercept, n_rows=n_rows,
+        cache=cache, cache_dir=cache_dir, standardize_cols=range(_COVTYPE_N_QUANTITATIVE),
+        options={"binary": bool(binary)},
+    )
     if return_X_y:
         return X, y
-    names = COVTYPE_FEATURE_NAMES + (["intercept"] if add_intercept else [])
     return Bunch(
         data=X,
         target=y,
-        feature_names=names,
+        feature_names=COVTYPE_FEATURE_NAMES + (["intercept"] if add_intercept else []),
         target_names=(
             ["not Lodgepole Pine", "Lodgepole Pine"] if binary else list(COVTYPE_CLASS_NAMES)
         ),
-        feature_mean=np.asarray(meta["feature_mean"]) if "feature_mean" in meta else None,
-        feature_scale=np.asarray(meta["feature_scale"]) if "feature_scale" in meta else None,
+        **_feature_stats(meta),
         filename=str(path),
         DESCR=_COVTYPE_DESCR.format(source=path),
     )
-

@@ -2,24 +2,13 @@
 detected from the content) and the shipped :func:`load_higgs_sample`."""
 
 import io
-import os
-from pathlib import Path
 
 import numpy as np
 from sklearn.utils import Bunch
 
-from ._base import (
-    _PACKAGE_DATA,
-    _check_dtype,
-    _check_n_rows,
-    _find_file,
-    _iter_parsed,
-    _load_or_build,
-    _open_binary,
-    _Source,
-    _standardize_inplace,
-    _with_intercept,
-)
+from ._base import (_PACKAGE_DATA, _check_dtype, _check_n_rows, _expand_path, _feature_stats,
+                    _find_file, _iter_parsed, _load_table, _open_binary, _Source,
+                    _standardize_inplace, _with_intercept)
 
 _SOURCE = _Source(
     name="higgs",
@@ -170,65 +159,35 @@ def _sniff_higgs_layout(path, label_column="auto", n_cols=29):
 
 
 def _load_higgs_file(
-    path,
-    *,
-    dtype,
-    n_rows,
-    standardize,
-    add_intercept,
-    label_column,
-    cache,
-    cache_dir,
-    return_X_y,
-    what,
+    path, what, dtype, n_rows=None, standardize=False, add_intercept=False, label_column="auto",
+    cache=False, cache_dir=None, return_X_y=False
 ):
     dtype = _check_dtype(dtype)
     n_rows = _check_n_rows(n_rows)
     layout = _sniff_higgs_layout(path, label_column)
     lab = layout["label_column"]
     feat = [j for j in range(layout["n_columns"]) if j != lab]
-    nf = 28 + bool(add_intercept)
-    options = {
-        "dtype": dtype.name,
-        "standardize": bool(standardize),
-        "add_intercept": bool(add_intercept),
-        "n_rows": n_rows,
-        "label_column": lab,
-    }
 
-    def build(make_sink):
-        xs = make_sink("data", dtype, (nf,))
-        ys = make_sink("target", np.float64)
-        skip = layout["skip_lines"]
-        for arr in _iter_parsed(
-            path,
-            delimiter=layout["delimiter"],
-            dtype=dtype,
-            n_rows=n_rows,
-            skip_lines=skip,
-            ncols=layout["n_columns"],
-        ):
-            y = arr[:, lab]
-            if not np.isin(y, (0.0, 1.0)).all():
-                bad = np.unique(y[~np.isin(y, (0.0, 1.0))])[:5]
-                raise ValueError(f"{path}: label column {lab} must hold 0/1, found {bad}")
-            if lab == 0:
-                Xb = arr[:, 1:]
-            elif lab == arr.shape[1] - 1:
-                Xb = arr[:, :-1]
-            else:
-                Xb = arr[:, feat]
-            xs.append(_with_intercept(Xb, dtype) if add_intercept else Xb)
-            ys.append(y)
-        X, y = xs.finish(), ys.finish()
-        meta = {}
-        if standardize:
-            mean, scale = _standardize_inplace(X, range(28))
-            meta = {"feature_mean": mean.tolist(), "feature_scale": scale.tolist()}
-        return {"data": X, "target": y}, meta
+    def parsed():
+        return _iter_parsed(path, delimiter=layout["delimiter"], dtype=dtype, n_rows=n_rows,
+                            skip_lines=layout["skip_lines"], ncols=layout["n_columns"])
 
-    arrays, meta = _load_or_build(what, path, options, build, cache, cache_dir)
-    X, y = arrays["data"], arrays["target"]
+    def split(arr):
+        y = arr[:, lab]
+        if not np.isin(y, (0.0, 1.0)).all():
+            bad = np.unique(y[~np.isin(y, (0.0, 1.0))])[:5]
+            raise ValueError(f"{path}: label column {lab} must hold 0/1, found {bad}")
+        if lab == 0:
+            return arr[:, 1:], y
+        if lab == arr.shape[1] - 1:
+            return arr[:, :-1], y
+        return arr[:, feat], y
+
+    X, y, meta = _load_table(
+        what, path, parsed, split, n_features=28, target_dtype=np.float64, dtype=dtype,
+        standardize=standardize, add_intercept=add_intercept, n_rows=n_rows, cache=cache,
+        cache_dir=cache_dir, standardize_cols=range(28), options={"label_column": lab},
+    )
     if return_X_y:
         return X, y
     lay = {
@@ -241,8 +200,7 @@ def _load_higgs_file(
         target=y,
         feature_names=HIGGS_FEATURE_NAMES + (["intercept"] if add_intercept else []),
         target_names=["background", "signal"],
-        feature_mean=np.asarray(meta["feature_mean"]) if "feature_mean" in meta else None,
-        feature_scale=np.asarray(meta["feature_scale"]) if "feature_scale" in meta else None,
+        **_feature_stats(meta),
         header=layout["header"],
         layout=lay,
         filename=str(path),
@@ -353,19 +311,11 @@ def load_higgs(
             "download use bayes_subsample.datasets.load_higgs_sample().",
         )
     else:
-        p = Path(os.path.expanduser(os.fspath(path)))
+        p = _expand_path(path)
         path = p if p.is_file() else _find_file(_SOURCE, data_home, files=(p.name,))
     return _load_higgs_file(
-        path,
-        dtype=dtype,
-        n_rows=n_rows,
-        standardize=standardize,
-        add_intercept=add_intercept,
-        label_column=label_column,
-        cache=cache,
-        cache_dir=cache_dir,
-        return_X_y=return_X_y,
-        what="higgs",
+        path, "higgs", dtype, n_rows, standardize, add_intercept, label_column, cache, cache_dir,
+        return_X_y
     )
 
 
@@ -410,19 +360,9 @@ def load_higgs_sample(
     """
     if split not in ("train", "test", "all"):
         raise ValueError(f"split must be 'train', 'test' or 'all', got {split!r}")
-    kw = {
-        "dtype": dtype,
-        "n_rows": None,
-        "standardize": False,
-        "add_intercept": False,
-        "label_column": "first",
-        "cache": False,
-        "cache_dir": None,
-        "return_X_y": False,
-        "what": "higgs_sample",
-    }
     parts = [
-        _load_higgs_file(_PACKAGE_DATA / _HIGGS_SAMPLE_FILES[s], **kw)
+        _load_higgs_file(_PACKAGE_DATA / _HIGGS_SAMPLE_FILES[s], "higgs_sample", dtype,
+                         label_column="first")
         for s in (("train", "test") if split == "all" else (split,))
     ]
     b = parts[0]

@@ -5,15 +5,8 @@ import io
 import numpy as np
 from sklearn.utils import Bunch
 
-from ._base import (
-    _check_dtype,
-    _check_n_rows,
-    _find_file,
-    _iter_blocks,
-    _load_or_build,
-    _Source,
-    _standardize_inplace,
-)
+from ._base import (_cache_options, _check_dtype, _check_n_rows, _feature_stats, _find_file,
+                    _iter_blocks, _load_or_build, _Source, _standardize_meta)
 
 _SOURCE = _Source(
     name="kddcup99",
@@ -108,12 +101,7 @@ def load_kddcup99(
     path = _find_file(_SOURCE, data_home)
     dtype = _check_dtype(dtype)
     n_rows = _check_n_rows(n_rows)
-    options = {
-        "dtype": dtype.name,
-        "standardize": bool(standardize),
-        "add_intercept": bool(add_intercept),
-        "n_rows": n_rows,
-    }
+    options = _cache_options(dtype, standardize, add_intercept, n_rows)
 
     def build(make_sink):
         ints, rates, syms = [], [], []
@@ -168,8 +156,7 @@ def load_kddcup99(
         y = (labels != "normal").astype(np.float64)
         meta = {"feature_names": names, "categories": categories}
         if standardize:
-            mean, scale = _standardize_inplace(X, numeric_cols)
-            meta.update(feature_mean=mean.tolist(), feature_scale=scale.tolist())
+            meta.update(_standardize_meta(X, numeric_cols))
         return {"data": X, "target": y, "attack_type": labels}, meta
 
     arrays, meta = _load_or_build("kddcup99", path, options, build, cache, cache_dir)
@@ -182,8 +169,7 @@ def load_kddcup99(
         feature_names=meta["feature_names"],
         target_names=["normal", "attack"],
         categories=meta["categories"],
-        feature_mean=np.asarray(meta["feature_mean"]) if "feature_mean" in meta else None,
-        feature_scale=np.asarray(meta["feature_scale"]) if "feature_scale" in meta else None,
+        **_feature_stats(meta),
         filename=str(path),
         DESCR=_KDD_DESCR.format(source=path),
     )

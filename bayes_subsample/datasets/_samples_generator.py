@@ -28,6 +28,14 @@ def _check_n(n, name, minimum=1):
     return int(n)
 
 
+def _check_coef(coef, n_features):
+    """A float64 copy of the user's ``coef``, which must have shape (n_features,)."""
+    coef = np.asarray(coef, dtype=np.float64).copy()
+    if coef.shape != (n_features,):
+        raise ValueError(f"coef must have shape ({n_features},), got {coef.shape}")
+    return coef
+
+
 def _logistic_default_coef(n_features):
     j = np.arange(n_features)
     base = np.where(j % 2 == 0, 1.0, -0.6) / np.sqrt(1.0 + j / 4.0)
@@ -138,9 +146,7 @@ def make_logistic_data(
     if coef is None:
         coef = _logistic_default_coef(d)
     else:
-        coef = np.asarray(coef, dtype=np.float64).copy()
-        if coef.shape != (d,):
-            raise ValueError(f"coef must have shape ({d},), got {coef.shape}")
+        coef = _check_coef(coef, d)
         if not np.isfinite(coef).all():
             raise ValueError("coef must be finite")
     if intercept is None:
@@ -241,9 +247,7 @@ def make_gaussian_regression(
     if coef is None:
         coef = rng.standard_normal(d)
     else:
-        coef = np.asarray(coef, dtype=np.float64).copy()
-        if coef.shape != (d,):
-            raise ValueError(f"coef must have shape ({d},), got {coef.shape}")
+        coef = _check_coef(coef, d)
     X = rng.standard_normal((n, d)).astype(dtype, copy=False)
     y = float(intercept) + X.astype(np.float64, copy=False) @ coef
     y += noise_scale * rng.standard_normal(n)
