@@ -106,6 +106,17 @@ def _add_data(p):
                    "--param sgld.step_size=0.01); repeat for several")
 
 
+def _add_data_command(sub, name, func, samplers_line, *, help_text, description, examples):
+    """A subcommand that reads data (fit, compare): the data options, then the
+    examples and the sampler names below the option list."""
+    p = sub.add_parser(name, help=help_text, description=description,
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog=f"{examples}\n\n{samplers_line}")
+    p.set_defaults(func=func)
+    _add_data(p)
+    return p
+
+
 def build_parser():
     """The argparse parser of ``bayes-subsample``."""
     from .. import __version__
@@ -143,19 +154,17 @@ def build_parser():
     _add_sampling(p, _DEMO_SAMPLING)
     p.set_defaults(func=cmd_demo)
 
-    p = sub.add_parser(
-        "fit", help="fit one model with one sampler; save draws and a summary",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = _add_data_command(
+        sub, "fit", cmd_fit, samplers_line,
+        help_text="fit one model with one sampler; save draws and a summary",
         description="Fits a Bayesian GLM by MCMC and saves the draws (.npz: 'draws' of\n"
                     "shape chains x draws x parameters, 'param_names', 'warmup_draws',\n"
                     "'stats_*') and a summary (JSON, or a text table if --summary ends in "
                     ".txt).",
-        epilog="examples:\n"
-               "  bayes-subsample fit higgs-sample --standardize --sampler hmc_ecs\n"
-               "  bayes-subsample fit data.csv --target y --model poisson --standardize\n"
-               "  bayes-subsample fit train.svm --sampler sgld --param batch_size=200\n\n"
-               + samplers_line)
-    _add_data(p)
+        examples="examples:\n"
+                 "  bayes-subsample fit higgs-sample --standardize --sampler hmc_ecs\n"
+                 "  bayes-subsample fit data.csv --target y --model poisson --standardize\n"
+                 "  bayes-subsample fit train.svm --sampler sgld --param batch_size=200")
     p.add_argument("--sampler", default="hmc_ecs", metavar="NAME",
                    help=f"one of: {sampler_names} (default: %(default)s)")
     _add_sampling(p)
@@ -165,18 +174,16 @@ def build_parser():
                    help="summary file, .json or .txt (default: <out>_summary.json)")
     p.add_argument("--progress", action="store_true", help="show a progress bar (needs tqdm)")
     p.add_argument("--quiet", action="store_true", help="print nothing on success")
-    p.set_defaults(func=cmd_fit)
 
-    p = sub.add_parser(
-        "compare", help="several samplers on one dataset: table + trace/marginal/ROC plots",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = _add_data_command(
+        sub, "compare", cmd_compare, samplers_line,
+        help_text="several samplers on one dataset: table + trace/marginal/ROC plots",
         description="Fits the same model with several samplers and prints one row per "
                     "sampler;\nwrites <prefix>_trace.png, <prefix>_marginals.png "
                     "(densities against the\nreference sampler) and, for logistic "
                     "regression, <prefix>_roc.png on held-out rows.",
-        epilog="example:\n  bayes-subsample compare higgs-sample --standardize \\\n"
-               "      --samplers hmc,hmc_ecs,hmc_ecs_signed\n\n" + samplers_line)
-    _add_data(p)
+        examples="example:\n  bayes-subsample compare higgs-sample --standardize \\\n"
+                 "      --samplers hmc,hmc_ecs,hmc_ecs_signed")
     p.add_argument("--samplers", default="hmc,hmc_ecs", metavar="A,B,...",
                    help="comma-separated sampler names (default: %(default)s)")
     p.add_argument("--reference", metavar="NAME",
@@ -191,5 +198,4 @@ def build_parser():
     p.add_argument("--max-params", type=_positive_int, default=6, metavar="K",
                    help="parameters shown in the plots (default: %(default)s)")
     p.add_argument("--no-plot", action="store_true", help="print the table only")
-    p.set_defaults(func=cmd_compare)
     return parser

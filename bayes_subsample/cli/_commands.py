@@ -10,21 +10,9 @@ import numpy as np
 
 from ..samplers import SAMPLERS
 from ._data import _check_model_target, load_data
-from ._report import (
-    _NO_MPL,
-    CLIError,
-    _fmt_fraction,
-    _legend,
-    _plt_or_none,
-    _print_all_notes,
-    _print_notes,
-    _save,
-    _say,
-    _summary_json,
-    _wrap,
-    format_table,
-    table_row,
-)
+from ._report import (CLIError, _check_folder, _fmt_fraction, _legend, _print_all_notes,
+                      _print_notes, _pyplot_or_note, _roc_plot, _save, _say, _summary_json,
+                      _wrap, format_table, table_row)
 
 # --------------------------------------------------------------------------
 # samplers and models
@@ -66,9 +54,13 @@ def _sampler_params(param_args, sampler_names, allow_unprefixed):
     return out
 
 
-def make_sampler(name, params):
+def _check_sampler(name):
     if name not in SAMPLERS:
         raise CLIError(f"unknown sampler {name!r}; registered samplers: {', '.join(SAMPLERS)}")
+
+
+def make_sampler(name, params):
+    _check_sampler(name)
     sampler = SAMPLERS[name]()
     if params:
         valid = sampler.get_params()
@@ -124,6 +116,19 @@ def _fit(est, X, y, label, quiet=False):
     return est, notes, seconds
 
 
+def _fit_each(samplers, model, X, y, args):
+    """Fit ``model`` once with each of ``samplers`` ({label: sampler});
+    returns ({label: estimator}, {label: warning notes})."""
+    fitted, notes = {}, {}
+    for label, sampler in samplers.items():
+        fitted[label], notes[label], _ = _fit(make_estimator(model, sampler, args), X, y, label)
+    return fitted, notes
+
+
+def _run_length(args):
+    return f"{args.chains} chains x ({args.n_warmup} warmup + {args.n_samples} kept) iterations"
+
+
 # --------------------------------------------------------------------------
 # demo
 # --------------------------------------------------------------------------
@@ -147,13 +152,9 @@ def cmd_demo(args):
     _say(_wrap(
         f"Bayesian logistic regression on {X.shape[0]:,} real HIGGS collision events "
         f"({X.shape[1]} standardised features + intercept = {X.shape[1] + 1} parameters), "
-        f"{args.chains} chains x ({args.n_warmup} warmup + {args.n_samples} kept) "
-        f"iterations; {X_test.shape[0]} held-out events for the ROC curve."), "")
-    runs = [("hmc", "full HMC"), ("hmc_ecs", "HMC-ECS")]
-    fitted, notes = {}, {}
-    for name, label in runs:
-        est = make_estimator("logistic", make_sampler(name, {}), args)
-        fitted[label], notes[label], _ = _fit(est, X, y, label)
+        f"{_run_length(args)}; {X_test.shape[0]} held-out events for the ROC curve."), "")
+    samplers = {"full HMC": make_sampler("hmc", {}), "HMC-ECS": make_sampler("hmc_ecs", {})}
+    fitted, notes = _fit_each(samplers, "logistic", X, y, args)
     ref = fitted["full HMC"]
     rows = [table_row(label, est, ref, X_test, y_test) for label, est in fitted.items()]
     _say("", format_table(rows), "")
@@ -170,18 +171,12 @@ def cmd_demo(args):
     _print_all_notes(notes)
     if args.no_plot:
         return 0
-    plt = _plt_or_none()
+    plt = _pyplot_or_note("")
     if plt is None:
-        _say("", _wrap(_NO_MPL))
         return 0
-    from ..plotting import plot_roc
-    fig, ax = plt.subplots(figsize=(5.6, 5.0), layout="constrained")
-    for (label, est), color in zip(fitted.items(), ("C0", "C1")):
-        plot_roc(est, X_test, y_test, ax=ax, label=label, color=color)
-    ax.set_title(f"HIGGS sample: posterior-predictive ROC\n({X_test.shape[0]} held-out "
-                 "events, bands: 90% of per-draw curves)", fontsize="medium")
-    path = _save(fig, args.out)
-    plt.close(fig)
+    path = _roc_plot(plt, fitted, X_test, y_test,
+                     f"HIGGS sample: posterior-predictive ROC\n({X_test.shape[0]} held-out "
+                     "events, bands: 90% of per-draw curves)", args.out)
     _say("", f"ROC plot written to {path}")
     return 0
 
@@ -198,13 +193,11 @@ def cmd_fit(args):
     out = Path(args.out)
     summary_path = Path(args.summary) if args.summary else out.with_name(out.stem + "_summary.json")
     for p in (out, summary_path):
-        if not p.parent.exists():
-            raise CLIError(f"cannot write {p}: folder {p.parent} does not exist")
+        _check_folder(p)
     if not args.quiet:
         _say(_wrap(f"{data.description}; {data.X.shape[1]} features"
                    f"{' (standardised)' if args.standardize else ''}; {args.model} regression, "
-                   f"sampler {args.sampler}, {args.chains} chains x ({args.n_warmup} warmup + "
-                   f"{args.n_samples} kept) iterations."))
+                   f"sampler {args.sampler}, {_run_length(args)}."))
     est = make_estimator(args.model, sampler, args)
     est, notes, _ = _fit(est, data.X, data.y, args.sampler, quiet=args.quiet)
     tr = est.trace_
@@ -252,8 +245,7 @@ def cmd_compare(args):
     if len(set(names)) != len(names):
         raise CLIError(f"--samplers lists a sampler twice: {args.samplers}")
     for n in names:
-        if n not in SAMPLERS:
-            raise CLIError(f"unknown sampler {n!r}; registered samplers: {', '.join(SAMPLERS)}")
+        _check_sampler(n)
     if args.reference is None:
         args.reference = names[0]
     if args.reference not in names:
@@ -275,23 +267,18 @@ def cmd_compare(args):
         Xt = yt = None
     _say(_wrap(f"{data.description}; {X.shape[0]:,} rows used for fitting"
                f"{'' if Xt is None else f', {Xt.shape[0]:,} held out'}; {args.model} "
-               f"regression; {args.chains} chains x ({args.n_warmup} warmup + "
-               f"{args.n_samples} kept) iterations."), "")
-    fitted, notes = {}, {}
-    for n in names:
-        est = make_estimator(args.model, samplers[n], args)
-        fitted[n], notes[n], _ = _fit(est, X, y, n)
+               f"regression; {_run_length(args)}."), "")
+    fitted, notes = _fit_each(samplers, args.model, X, y, args)
     ref = fitted[args.reference]
     rows = [table_row(n, est, ref, Xt, yt) for n, est in fitted.items()]
     _say("", format_table(rows), "", _legend(rows, X.shape[0], args.reference), "")
     _print_all_notes(notes)
     if args.no_plot:
         return 0
-    plt = _plt_or_none()
+    plt = _pyplot_or_note()
     if plt is None:
-        _say(_wrap(_NO_MPL))
         return 0
-    from ..plotting import plot_marginals, plot_roc, plot_trace
+    from ..plotting import plot_marginals, plot_trace
     prefix = args.out_prefix
     written = []
     nplot = min(args.max_params, fitted[names[0]].posterior_draws_.shape[2])
@@ -307,22 +294,16 @@ def cmd_compare(args):
         if i:
             for ax in axes[:, i]:
                 ax.set_ylabel("")
-    written.append(_save(fig, f"{prefix}_trace.png"))
-    plt.close(fig)
+    written.append(_save(plt, fig, f"{prefix}_trace.png"))
     others = {n: fitted[n] for n in names if n != args.reference}
     axes = plot_marginals(others if others else fitted, reference=ref, params=params,
                           reference_label=f"{args.reference} (reference)", ncols=4)
     fig = axes.flat[0].figure
     fig.suptitle("posterior marginals")
-    written.append(_save(fig, f"{prefix}_marginals.png"))
-    plt.close(fig)
+    written.append(_save(plt, fig, f"{prefix}_marginals.png"))
     if Xt is not None:
-        fig, ax = plt.subplots(figsize=(5.6, 5.0), layout="constrained")
-        for i, n in enumerate(names):
-            plot_roc(fitted[n], Xt, yt, ax=ax, label=n, color=f"C{i}", band=len(names) <= 4)
-        ax.set_title(f"posterior-predictive ROC, {Xt.shape[0]:,} held-out rows",
-                     fontsize="medium")
-        written.append(_save(fig, f"{prefix}_roc.png"))
-        plt.close(fig)
+        written.append(_roc_plot(plt, fitted, Xt, yt,
+                                 f"posterior-predictive ROC, {Xt.shape[0]:,} held-out rows",
+                                 f"{prefix}_roc.png", band=len(names) <= 4))
     _say("plots written: " + ", ".join(str(p) for p in written))
     return 0

@@ -59,17 +59,10 @@ def _named_dataset(name, args):
     if name == "covtype-sample":
         b = ds.load_covtype_sample(dtype=dtype, standardize=std)
         return _Data(b.data, b.target, b.feature_names, DATASETS[name])
-    if name == "covtype":
-        b = ds.load_covtype(data_home=home, dtype=dtype, standardize=std, n_rows=args.n_rows,
-                            cache=True)
-        return _Data(b.data, b.target, b.feature_names, DATASETS[name])
-    if name == "higgs":
-        b = ds.load_higgs(data_home=home, dtype=dtype, standardize=std, n_rows=args.n_rows,
-                          cache=True)
-        return _Data(b.data, b.target, b.feature_names, DATASETS[name])
-    if name == "kddcup99":
-        b = ds.load_kddcup99(data_home=home, dtype=dtype, standardize=std, n_rows=args.n_rows,
-                             cache=True)
+    full = {"covtype": ds.load_covtype, "higgs": ds.load_higgs, "kddcup99": ds.load_kddcup99}
+    if name in full:
+        b = full[name](data_home=home, dtype=dtype, standardize=std, n_rows=args.n_rows,
+                       cache=True)
         return _Data(b.data, b.target, b.feature_names, DATASETS[name])
     if name == "mnist7v9":
         b = ds.load_mnist_7vs9(pca_components=args.pca or None, data_home=home, dtype=dtype)

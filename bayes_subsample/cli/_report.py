@@ -150,15 +150,43 @@ _NO_MPL = ("matplotlib is not installed, so no plot was written; get it with "
            "again.")
 
 
-def _save(fig, path):
-    path = Path(path)
-    if path.parent and not path.parent.exists():
+def _pyplot_or_note(*lead):
+    """matplotlib.pyplot, or None after saying (below the ``lead`` lines) that
+    matplotlib is needed for the plots."""
+    plt = _plt_or_none()
+    if plt is None:
+        _say(*lead, _wrap(_NO_MPL))
+    return plt
+
+
+def _check_folder(path):
+    """A CLIError unless the folder that ``path`` is to be written in exists."""
+    if not path.parent.exists():
         raise CLIError(f"cannot write {path}: folder {path.parent} does not exist")
+
+
+def _save(plt, fig, path):
+    """Write ``fig`` to ``path`` and close it; returns the path."""
+    path = Path(path)
+    _check_folder(path)
     try:
         fig.savefig(path, dpi=110)
     except (OSError, ValueError) as exc:
         raise CLIError(f"cannot write {path}: {exc}") from exc
+    plt.close(fig)
     return path
+
+
+def _roc_plot(plt, fitted, X_test, y_test, title, path, **kwargs):
+    """One posterior-predictive ROC curve per estimator of ``fitted``
+    ({label: estimator}), written to ``path``; ``kwargs`` go to ``plot_roc``."""
+    from ..plotting import plot_roc
+
+    fig, ax = plt.subplots(figsize=(5.6, 5.0), layout="constrained")
+    for i, (label, est) in enumerate(fitted.items()):
+        plot_roc(est, X_test, y_test, ax=ax, label=label, color=f"C{i}", **kwargs)
+    ax.set_title(title, fontsize="medium")
+    return _save(plt, fig, path)
 
 
 def _summary_json(est, data, args, sampler, notes):
