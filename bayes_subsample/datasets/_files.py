@@ -95,16 +95,8 @@ def _load_file(path, target=None, format=None, *, target_option="target"):
         X, y, names, descr = _read_libsvm(path)
     if X.shape[0] != y.shape[0]:
         raise ValueError(f"{path}: X has {X.shape[0]} rows but y has {y.shape[0]}")
-    return Bunch(
-        data=X,
-        target=y,
-        feature_names=names,
-        data_test=X_test,
-        target_test=y_test,
-        format=fmt,
-        filename=str(path),
-        DESCR=descr,
-    )
+    return Bunch(data=X, target=y, feature_names=names, data_test=X_test, target_test=y_test,
+                 format=fmt, filename=str(path), DESCR=descr)
 
 
 def _file_format(path, fmt):
