@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from bayes_subsample import datasets as ds
+from bayes_subsample.datasets import _base, _mnist
 
 # --------------------------------------------------------------------------
 # helpers
@@ -35,7 +36,7 @@ def float_parser(request, monkeypatch):
     """Run a test with pandas' parser (if installed) and with np.loadtxt."""
     if request.param == "pandas":
         pytest.importorskip("pandas")
-    monkeypatch.setattr(ds, "_USE_PANDAS", request.param == "pandas")
+    monkeypatch.setattr(_base, "_USE_PANDAS", request.param == "pandas")
     return request.param
 
 
@@ -49,7 +50,7 @@ def empty_home(tmp_path, monkeypatch):
 
 
 BTAG_JET1 = np.array([0.0, 1.0865, 2.1731])
-HIGGS_SAMPLE_TRAIN = ds._PACKAGE_DATA / "higgs_lightgbm_binary.train.gz"
+HIGGS_SAMPLE_TRAIN = _base._PACKAGE_DATA / "higgs_lightgbm_binary.train.gz"
 
 
 def _sample_matrix(n=300):
@@ -123,7 +124,7 @@ def test_env_var_is_used_as_data_home(tmp_path, monkeypatch):
 
 def test_flat_layout_is_found(tmp_path):
     (tmp_path / "covtype.data.gz").write_bytes(
-        (ds._PACKAGE_DATA / "covtype_sample_20k.data.gz").read_bytes()
+        (_base._PACKAGE_DATA / "covtype_sample_20k.data.gz").read_bytes()
     )
     X, _y = ds.load_covtype(data_home=tmp_path, n_rows=10, return_X_y=True)
     assert X.shape == (10, 54)
@@ -135,7 +136,7 @@ def test_flat_layout_is_found(tmp_path):
 
 
 def test_shipped_files_are_small():
-    files = sorted(ds._PACKAGE_DATA.glob("*.gz"))
+    files = sorted(_base._PACKAGE_DATA.glob("*.gz"))
     assert {f.name for f in files} == {
         "higgs_lightgbm_binary.train.gz",
         "higgs_lightgbm_binary.test.gz",
@@ -291,9 +292,9 @@ def test_higgs_label_column_argument(tmp_path):
 
 def test_float_parsers_agree(monkeypatch):
     pytest.importorskip("pandas")
-    monkeypatch.setattr(ds, "_USE_PANDAS", True)
+    monkeypatch.setattr(_base, "_USE_PANDAS", True)
     a = ds.load_higgs_sample(split="all", dtype=np.float32)
-    monkeypatch.setattr(ds, "_USE_PANDAS", False)
+    monkeypatch.setattr(_base, "_USE_PANDAS", False)
     b = ds.load_higgs_sample(split="all", dtype=np.float32)
     np.testing.assert_array_equal(a.data, b.data)
     np.testing.assert_array_equal(a.target, b.target)
@@ -341,7 +342,7 @@ def test_higgs_n_rows_and_float32():
 
 def test_small_blocks_give_same_result(monkeypatch, tmp_path):
     ref = ds.load_higgs(HIGGS_SAMPLE_TRAIN)
-    monkeypatch.setattr(ds, "_BLOCK_BYTES", 4096)  # about 25 blocks
+    monkeypatch.setattr(_base, "_BLOCK_BYTES", 4096)  # about 25 blocks
     for cache in (False, True):
         b = ds.load_higgs(HIGGS_SAMPLE_TRAIN, cache=cache, cache_dir=tmp_path)
         np.testing.assert_array_equal(b.data, ref.data)
@@ -388,7 +389,7 @@ def test_cache_dir_env(monkeypatch, tmp_path):
 
 
 def test_npy_sink_header_roundtrip(tmp_path):
-    s = ds._Sink(np.float32, (3,), path=tmp_path / "a.npy")
+    s = _base._Sink(np.float32, (3,), path=tmp_path / "a.npy")
     s.append(np.arange(6).reshape(2, 3))
     s.append(np.arange(6, 15).reshape(3, 3))
     out = s.finish()
@@ -480,7 +481,7 @@ def test_real_covtype_binary_full():
 def test_real_covtype_sample_is_subset():
     path = _real_file("covtype", "covtype.data.gz")
     full = set(gzip.decompress(path.read_bytes()).split(b"\n"))
-    sample_path = ds._PACKAGE_DATA / "covtype_sample_20k.data.gz"
+    sample_path = _base._PACKAGE_DATA / "covtype_sample_20k.data.gz"
     sample = gzip.decompress(sample_path.read_bytes()).split(b"\n")
     assert sample[-1] == b"" and len(sample) == 20001
     assert all(line in full for line in sample[:-1])
@@ -543,7 +544,7 @@ def test_real_mnist_pca_fitted_on_train():
 def test_real_mnist_idx_fallback_matches_npz(tmp_path):
     npz = _real_file("mnist", "mnist_7vs9_derived.npz")
     (tmp_path / "mnist").mkdir()
-    for stem in ds._MNIST_IDX.values():
+    for stem in _mnist._MNIST_IDX.values():
         src = _real_file("mnist", stem + ".gz")
         (tmp_path / "mnist" / (stem + ".gz")).symlink_to(src)
     a = ds.load_mnist_7vs9(data_home=tmp_path)
@@ -657,3 +658,111 @@ def test_make_gaussian_regression():
         ds.make_gaussian_regression(10, 2, noise_scale=0)
     with pytest.raises(ValueError, match="coef"):
         ds.make_gaussian_regression(10, 2, coef=[1.0])
+
+
+# --------------------------------------------------------------------------
+# a user's own files: load_file
+# --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def xy():
+    rng = np.random.default_rng(0)
+    return np.round(rng.normal(size=(20, 3)), 4), (rng.random(20) > 0.5).astype(float)
+
+
+def _write_csv(path, X, y, sep=",", header="a,b,c,label"):
+    lines = [header.replace(",", sep)] if header else []
+    lines += [sep.join(f"{v:.4f}" for v in row) + f"{sep}{t:g}" for row, t in zip(X, y)]
+    text = "\n".join(lines) + "\n"
+    if path.suffix == ".gz":
+        path.write_bytes(gzip.compress(text.encode()))
+    else:
+        path.write_text(text)
+    return path
+
+
+def test_load_file_csv_header_and_target(tmp_path, xy):
+    X, y = xy
+    path = _write_csv(tmp_path / "d.csv", X, y)
+    d = ds.load_file(path)
+    np.testing.assert_array_equal(d.data, X)
+    np.testing.assert_array_equal(d.target, y)
+    assert d.feature_names == ["a", "b", "c"] and d.format == "csv"
+    assert d.data.flags.c_contiguous and d.data_test is None and d.target_test is None
+    assert d.DESCR == "d.csv: 20 rows, target column 'label'" and d.filename == str(path)
+    for target in ("b", 1, "1", -3):
+        d = ds.load_file(path, target=target)
+        np.testing.assert_array_equal(d.target, X[:, 1])
+        np.testing.assert_array_equal(d.data, np.column_stack([X[:, 0], X[:, 2], y]))
+        assert d.feature_names == ["a", "c", "label"]
+
+
+@pytest.mark.parametrize("name, sep", [("d.tsv", "\t"), ("d.txt", " "), ("d.dat", ";"),
+                                       ("d.csv.gz", ",")])
+def test_load_file_csv_delimiters_no_header_gzip(tmp_path, xy, name, sep):
+    X, y = xy
+    d = ds.load_file(_write_csv(tmp_path / name, X, y, sep=sep, header=None))
+    np.testing.assert_array_equal(d.data, X)
+    np.testing.assert_array_equal(d.target, y)
+    assert d.feature_names == ["x0", "x1", "x2"]
+
+
+def test_load_file_npz_layouts(tmp_path, xy):
+    X, y = xy
+    np.savez(tmp_path / "a.npz", X=X, y=y)
+    np.savez(tmp_path / "b.npz", data=X, target=y, feature_names=np.array(["p", "q", "r"]))
+    np.savez(tmp_path / "c.npz", X_train=X, y_train=y, X_test=X[:4], y_test=y[:4])
+    a, b, c = (ds.load_file(tmp_path / f"{k}.npz") for k in "abc")
+    for d in (a, b, c):
+        np.testing.assert_array_equal(d.data, X)
+        np.testing.assert_array_equal(d.target, y)
+        assert d.format == "npz"
+    assert a.feature_names == ["x0", "x1", "x2"] and b.feature_names == ["p", "q", "r"]
+    assert a.data_test is None
+    np.testing.assert_array_equal(c.data_test, X[:4])
+    np.testing.assert_array_equal(c.target_test, y[:4])
+
+
+def test_load_file_libsvm_by_extension_and_sniffed(tmp_path, xy):
+    from sklearn.datasets import dump_svmlight_file
+
+    X, y = xy
+    dump_svmlight_file(X, y, str(tmp_path / "d.svm"))
+    dump_svmlight_file(X, y, str(tmp_path / "no_extension"))
+    for name in ("d.svm", "no_extension"):
+        d = ds.load_file(tmp_path / name)
+        assert d.format == "libsvm" and d.feature_names == ["x0", "x1", "x2"]
+        np.testing.assert_allclose(d.data, X)
+        np.testing.assert_array_equal(d.target, y)
+    _write_csv(tmp_path / "csv_no_extension", X, y)
+    assert ds.load_file(tmp_path / "csv_no_extension").format == "csv"
+    assert ds.load_file(tmp_path / "csv_no_extension", format="auto").format == "csv"
+
+
+def test_load_file_errors(tmp_path, xy):
+    X, y = xy
+    path = _write_csv(tmp_path / "d.csv", X, y)
+    with pytest.raises(ValueError, match=r"^target 'nope' is not a column .*\(columns: a, b, c"):
+        ds.load_file(path, target="nope")
+    with pytest.raises(ValueError, match="^target 4 is out of range: .* has 4 columns"):
+        ds.load_file(path, target=4)
+    with pytest.raises(ValueError, match="format must be one of"):
+        ds.load_file(path, format="parquet")
+    with pytest.raises(ValueError, match="could not read .* as LIBSVM"):
+        ds.load_file(path, format="libsvm")
+    np.savez(tmp_path / "a.npz", X=X, y=y)
+    with pytest.raises(ValueError, match="target applies to CSV files; a.npz is read as npz"):
+        ds.load_file(tmp_path / "a.npz", target="y")
+    np.savez(tmp_path / "b.npz", X=X, y=y[:5])
+    with pytest.raises(ValueError, match="X has 20 rows but y has 5"):
+        ds.load_file(tmp_path / "b.npz")
+    np.savez(tmp_path / "c.npz", features=X)
+    with pytest.raises(ValueError, match=r"must hold arrays 'X' and 'y'.*it has \['features'\]"):
+        ds.load_file(tmp_path / "c.npz")
+    for text, match in [("", "is empty"), ("a\n1\n2\n", "single column"),
+                        ("a,b\nx,1\ny,0\n", "column 'a' .* is not numeric"),
+                        ("a,b\n1,\n2,0\n", "missing or non-numeric value in data row 1")]:
+        (tmp_path / "e.csv").write_text(text)
+        with pytest.raises(ValueError, match=match):
+            ds.load_file(tmp_path / "e.csv")

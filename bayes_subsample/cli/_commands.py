@@ -1,0 +1,309 @@
+"""The commands ``demo``, ``fit`` and ``compare``, and the samplers and
+estimators they build from the options."""
+import ast
+import json
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from ..samplers import SAMPLERS
+from ._data import _check_model_target, load_data
+from ._report import (CLIError, _check_folder, _fmt_fraction, _legend, _print_all_notes,
+                      _print_notes, _pyplot_or_note, _roc_plot, _save, _say, _summary_json,
+                      _wrap, format_table, table_row)
+
+# --------------------------------------------------------------------------
+# samplers and models
+# --------------------------------------------------------------------------
+
+def _parse_value(text):
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        low = text.lower()
+        if low in ("none", "null"):
+            return None
+        if low in ("true", "false"):
+            return low == "true"
+        return text
+
+
+def _sampler_params(param_args, sampler_names, allow_unprefixed):
+    """``--param KEY=VALUE`` / ``--param SAMPLER.KEY=VALUE`` -> {sampler: {key: value}}."""
+    out = {name: {} for name in sampler_names}
+    for item in param_args or []:
+        if "=" not in item:
+            raise CLIError(f"--param {item!r} must look like KEY=VALUE (e.g. step_size=0.01)")
+        key, value = item.split("=", 1)
+        key = key.strip()
+        if "." in key:
+            target, key = key.split(".", 1)
+            if target not in out:
+                raise CLIError(f"--param {item!r} names sampler {target!r}, which is not "
+                               f"being run ({', '.join(sampler_names)})")
+            targets = [target]
+        elif allow_unprefixed:
+            targets = list(sampler_names)
+        else:
+            raise CLIError(f"--param {item!r}: with several samplers write SAMPLER.KEY=VALUE "
+                           f"(e.g. {sampler_names[0]}.{key}=...)")
+        for t in targets:
+            out[t][key] = _parse_value(value.strip())
+    return out
+
+
+def _check_sampler(name):
+    if name not in SAMPLERS:
+        raise CLIError(f"unknown sampler {name!r}; registered samplers: {', '.join(SAMPLERS)}")
+
+
+def make_sampler(name, params):
+    _check_sampler(name)
+    sampler = SAMPLERS[name]()
+    if params:
+        valid = sampler.get_params()
+        for key in params:
+            if key not in valid:
+                raise CLIError(f"sampler {name!r} has no parameter {key!r}; its parameters "
+                               f"are {', '.join(sorted(valid))}")
+        sampler.set_params(**params)
+    return sampler
+
+
+def make_estimator(model, sampler, args):
+    from ..linear_model import (
+        BayesianLinearRegression,
+        BayesianLogisticRegression,
+        BayesianPoissonRegression,
+    )
+
+    cls = {"logistic": BayesianLogisticRegression, "linear": BayesianLinearRegression,
+           "poisson": BayesianPoissonRegression}[model]
+    return cls(sampler=sampler, n_samples=args.n_samples, n_warmup=args.n_warmup,
+               n_chains=args.chains, n_jobs=args.jobs, prior_scale=args.prior_scale,
+               fit_intercept=not args.no_intercept, random_state=args.seed,
+               progress=getattr(args, "progress", False))
+
+
+def _fit(est, X, y, label, quiet=False):
+    """Fit, collecting warnings as notes; returns (estimator, notes, seconds)."""
+    if not quiet:
+        print(f"  sampling with {label:<16} ...", end="", flush=True)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            est.fit(X, y)
+        except KeyboardInterrupt:
+            if not quiet:
+                print(" interrupted", flush=True)
+            raise
+        except Exception:
+            if not quiet:
+                print(" failed", flush=True)
+            raise
+    seconds = time.perf_counter() - t0
+    if not quiet:
+        print(f" done in {seconds:.1f} s", flush=True)
+    notes = []
+    for w in caught:
+        msg = str(w.message)
+        if msg not in notes and not issubclass(w.category, (DeprecationWarning,
+                                                            PendingDeprecationWarning)):
+            notes.append(msg)
+    return est, notes, seconds
+
+
+def _fit_each(samplers, model, X, y, args):
+    """Fit ``model`` once with each of ``samplers`` ({label: sampler});
+    returns ({label: estimator}, {label: warning notes})."""
+    fitted, notes = {}, {}
+    for label, sampler in samplers.items():
+        fitted[label], notes[label], _ = _fit(make_estimator(model, sampler, args), X, y, label)
+    return fitted, notes
+
+
+def _run_length(args):
+    return f"{args.chains} chains x ({args.n_warmup} warmup + {args.n_samples} kept) iterations"
+
+
+# --------------------------------------------------------------------------
+# demo
+# --------------------------------------------------------------------------
+
+def cmd_demo(args):
+    from ..datasets import load_higgs_sample
+
+    if args.quick:
+        defaults = {"n_samples": 200, "n_warmup": 200, "chains": 2}
+    else:
+        defaults = {"n_samples": 1000, "n_warmup": 500, "chains": 4}
+    for k, v in defaults.items():
+        if getattr(args, k) is None:
+            setattr(args, k, v)
+    args.prior_scale, args.no_intercept = 10.0, False
+    train = load_higgs_sample("train", standardize=True)
+    test = load_higgs_sample("test")
+    X, y = train.data, train.target
+    X_test = (test.data - train.feature_mean) / train.feature_scale
+    y_test = test.target
+    _say(_wrap(
+        f"Bayesian logistic regression on {X.shape[0]:,} real HIGGS collision events "
+        f"({X.shape[1]} standardised features + intercept = {X.shape[1] + 1} parameters), "
+        f"{_run_length(args)}; {X_test.shape[0]} held-out events for the ROC curve."), "")
+    samplers = {"full HMC": make_sampler("hmc", {}), "HMC-ECS": make_sampler("hmc_ecs", {})}
+    fitted, notes = _fit_each(samplers, "logistic", X, y, args)
+    ref = fitted["full HMC"]
+    rows = [table_row(label, est, ref, X_test, y_test) for label, est in fitted.items()]
+    _say("", format_table(rows), "")
+    _say(_legend(rows, X.shape[0], "full HMC"), "")
+    r_h, r_e = rows
+    if r_h["ess_s"] and r_e["ess_s"]:
+        _say(_wrap(
+            f"HMC-ECS evaluated {_fmt_fraction(r_e['data_fraction'])} of the likelihood terms "
+            f"per iteration (full HMC: {_fmt_fraction(r_h['data_fraction'])}) and produced "
+            f"{r_e['ess_s'] / r_h['ess_s']:.1f} times the effective samples per second; its "
+            f"posterior means are within {r_e['err']:.2f} posterior standard deviations of "
+            "full HMC's. The gap in cost grows with n: HMC-ECS's subsample size stays "
+            "roughly fixed while every full-HMC step reads all the data."))
+    _print_all_notes(notes)
+    if args.no_plot:
+        return 0
+    plt = _pyplot_or_note("")
+    if plt is None:
+        return 0
+    path = _roc_plot(plt, fitted, X_test, y_test,
+                     f"HIGGS sample: posterior-predictive ROC\n({X_test.shape[0]} held-out "
+                     "events, bands: 90% of per-draw curves)", args.out)
+    _say("", f"ROC plot written to {path}")
+    return 0
+
+
+# --------------------------------------------------------------------------
+# fit
+# --------------------------------------------------------------------------
+
+def cmd_fit(args):
+    data = load_data(args)
+    _check_model_target(args.model, data.y, args.data)
+    params = _sampler_params(args.param, [args.sampler], allow_unprefixed=True)[args.sampler]
+    sampler = make_sampler(args.sampler, params)
+    out = Path(args.out)
+    summary_path = Path(args.summary) if args.summary else out.with_name(out.stem + "_summary.json")
+    for p in (out, summary_path):
+        _check_folder(p)
+    if not args.quiet:
+        _say(_wrap(f"{data.description}; {data.X.shape[1]} features"
+                   f"{' (standardised)' if args.standardize else ''}; {args.model} regression, "
+                   f"sampler {args.sampler}, {_run_length(args)}."))
+    est = make_estimator(args.model, sampler, args)
+    est, notes, _ = _fit(est, data.X, data.y, args.sampler, quiet=args.quiet)
+    tr = est.trace_
+    names = list(tr.param_names)
+    if data.names and len(data.names) == data.X.shape[1]:
+        names = [f"{n}" for n in data.names] + names[len(data.names):]
+        tr.param_names = names
+    arrays = {"draws": tr.draws, "param_names": np.array(names),
+              "warmup_draws": tr.warmup_draws}
+    for k, v in tr.stats.items():
+        arrays[f"stats_{k}"] = v
+    try:
+        np.savez_compressed(out, **arrays)
+    except OSError as exc:
+        raise CLIError(f"cannot write {out}: {exc}") from exc
+    info = _summary_json(est, data, args, sampler, notes)
+    try:
+        if summary_path.suffix.lower() == ".txt":
+            summary_path.write_text(str(tr.summary()) + "\n")
+        else:
+            summary_path.write_text(json.dumps(info, indent=2) + "\n")
+    except OSError as exc:
+        raise CLIError(f"cannot write {summary_path}: {exc}") from exc
+    if not args.quiet:
+        s = str(tr.summary()).splitlines()
+        shown = s[:1 + 30]
+        _say("", *shown)
+        if len(s) > len(shown):
+            _say(f"... {len(s) - len(shown)} more parameters in {summary_path}")
+        _say("", format_table([table_row(args.sampler, est)]), "")
+        _print_notes(args.sampler, notes)
+        _say(_wrap(f"draws written to {out} (array 'draws': chains x draws x parameters, "
+                   "intercept last)"), f"summary written to {summary_path}")
+    return 0
+
+
+# --------------------------------------------------------------------------
+# compare
+# --------------------------------------------------------------------------
+
+def cmd_compare(args):
+    names = [s.strip() for s in args.samplers.split(",") if s.strip()]
+    if not names:
+        raise CLIError("--samplers is empty")
+    if len(set(names)) != len(names):
+        raise CLIError(f"--samplers lists a sampler twice: {args.samplers}")
+    for n in names:
+        _check_sampler(n)
+    if args.reference is None:
+        args.reference = names[0]
+    if args.reference not in names:
+        raise CLIError(f"--reference {args.reference!r} is not among --samplers")
+    params = _sampler_params(args.param, names, allow_unprefixed=len(names) == 1)
+    samplers = {n: make_sampler(n, params[n]) for n in names}
+    data = load_data(args)
+    _check_model_target(args.model, data.y, args.data)
+    X, y, Xt, yt = data.X, data.y, data.X_test, data.y_test
+    if args.model == "logistic" and Xt is None and args.test_fraction > 0:
+        rng = np.random.default_rng(args.seed)
+        perm = rng.permutation(X.shape[0])
+        k = round(args.test_fraction * X.shape[0])
+        if k < 2 or k >= X.shape[0] - 1:
+            raise CLIError(f"--test-fraction {args.test_fraction} leaves too few rows")
+        te, tr = np.sort(perm[:k]), np.sort(perm[k:])
+        X, y, Xt, yt = X[tr], y[tr], X[te], y[te]
+    if args.model != "logistic":
+        Xt = yt = None
+    _say(_wrap(f"{data.description}; {X.shape[0]:,} rows used for fitting"
+               f"{'' if Xt is None else f', {Xt.shape[0]:,} held out'}; {args.model} "
+               f"regression; {_run_length(args)}."), "")
+    fitted, notes = _fit_each(samplers, args.model, X, y, args)
+    ref = fitted[args.reference]
+    rows = [table_row(n, est, ref, Xt, yt) for n, est in fitted.items()]
+    _say("", format_table(rows), "", _legend(rows, X.shape[0], args.reference), "")
+    _print_all_notes(notes)
+    if args.no_plot:
+        return 0
+    plt = _pyplot_or_note()
+    if plt is None:
+        return 0
+    from ..plotting import plot_marginals, plot_trace
+    prefix = args.out_prefix
+    written = []
+    nplot = min(args.max_params, fitted[names[0]].posterior_draws_.shape[2])
+    params = list(range(nplot - 1)) + [-1] if nplot > 1 else [-1]  # always show the intercept
+    if not fitted[names[0]].fit_intercept:
+        params = list(range(nplot))
+    fig, axes = plt.subplots(len(params), len(names), squeeze=False, sharex=False,
+                             figsize=(3.2 * len(names), 1.6 * len(params) + 0.8),
+                             layout="constrained")
+    for i, n in enumerate(names):
+        tr_axes = plot_trace(fitted[n], params=params, density=False, axes=axes[:, i])
+        tr_axes[0].set_title(n)
+        if i:
+            for ax in axes[:, i]:
+                ax.set_ylabel("")
+    written.append(_save(plt, fig, f"{prefix}_trace.png"))
+    others = {n: fitted[n] for n in names if n != args.reference}
+    axes = plot_marginals(others if others else fitted, reference=ref, params=params,
+                          reference_label=f"{args.reference} (reference)", ncols=4)
+    fig = axes.flat[0].figure
+    fig.suptitle("posterior marginals")
+    written.append(_save(plt, fig, f"{prefix}_marginals.png"))
+    if Xt is not None:
+        written.append(_roc_plot(plt, fitted, Xt, yt,
+                                 f"posterior-predictive ROC, {Xt.shape[0]:,} held-out rows",
+                                 f"{prefix}_roc.png", band=len(names) <= 4))
+    _say("plots written: " + ", ".join(str(p) for p in written))
+    return 0

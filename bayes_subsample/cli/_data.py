@@ -1,0 +1,124 @@
+"""Reading the data for a command: a named dataset or a user's file."""
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..datasets._files import _load_file
+from ._report import CLIError
+
+#: named datasets accepted in place of a file path
+DATASETS = {
+    "higgs-sample": "7,000 + 500 held-out real HIGGS rows shipped with the package (28 features)",
+    "covtype-sample": "20,000 real Covertype rows shipped with the package (54 features, "
+                      "class 2 vs rest)",
+    "covtype": "UCI Covertype, 581,012 rows (needs covtype.data.gz in the data home)",
+    "higgs": "UCI HIGGS (needs HIGGS.csv.gz in the data home; --n-rows to read part)",
+    "mnist7v9": "MNIST 7 vs 9, 12,214 + 2,037 held-out images, PCA to --pca components "
+                "(needs the MNIST files in the data home)",
+    "kddcup99": "KDD Cup 1999 10%, 494,021 rows, attack vs normal (needs "
+                "kddcup.data_10_percent.gz in the data home)",
+}
+
+MODELS = ("logistic", "linear", "poisson")
+
+
+class _Data:
+    def __init__(self, X, y, names, description, X_test=None, y_test=None):
+        self.X, self.y, self.names, self.description = X, y, list(names), description
+        self.X_test, self.y_test = X_test, y_test
+
+
+def _standardize(X, X_test=None):
+    """Centre and scale the columns with the rows of X (constant columns are
+    only centred); the same transformation is applied to X_test."""
+    X = np.array(X, dtype=np.float64 if X.dtype != np.float32 else np.float32, order="C")
+    mean = X.mean(axis=0)
+    scale = X.std(axis=0)
+    scale[scale <= 1e-12] = 1.0
+    X -= mean
+    X /= scale
+    if X_test is not None:
+        X_test = (np.asarray(X_test, dtype=X.dtype) - mean) / scale
+    return X, X_test, mean, scale
+
+
+def _named_dataset(name, args):
+    from .. import datasets as ds
+
+    std = args.standardize
+    dtype = np.dtype(args.dtype)
+    home = args.data_home
+    if name == "higgs-sample":
+        b = ds.load_higgs_sample("train", dtype=dtype, standardize=std)
+        t = ds.load_higgs_sample("test", dtype=dtype)
+        Xt = t.data
+        if std:
+            Xt = ((Xt - b.feature_mean) / b.feature_scale).astype(dtype)
+        return _Data(b.data, b.target, b.feature_names, DATASETS[name], Xt, t.target)
+    if name == "covtype-sample":
+        b = ds.load_covtype_sample(dtype=dtype, standardize=std)
+        return _Data(b.data, b.target, b.feature_names, DATASETS[name])
+    full = {"covtype": ds.load_covtype, "higgs": ds.load_higgs, "kddcup99": ds.load_kddcup99}
+    if name in full:
+        b = full[name](data_home=home, dtype=dtype, standardize=std, n_rows=args.n_rows,
+                       cache=True)
+        return _Data(b.data, b.target, b.feature_names, DATASETS[name])
+    if name == "mnist7v9":
+        b = ds.load_mnist_7vs9(pca_components=args.pca or None, data_home=home, dtype=dtype)
+        X, Xt = b.X_train, b.X_test
+        if std:
+            X, Xt, _, _ = _standardize(X, Xt)
+        return _Data(X, b.y_train, b.feature_names, DATASETS[name], Xt, b.y_test)
+    raise AssertionError(name)  # pragma: no cover
+
+
+def load_data(args):
+    """The data named by ``args.data``: a named dataset or a file."""
+    spec = args.data
+    if spec.lower() in DATASETS and not Path(spec).exists():
+        if getattr(args, "target", None) is not None:
+            raise CLIError(f"--target applies to CSV files, not to the named dataset {spec!r}")
+        try:
+            data = _named_dataset(spec.lower(), args)
+        except FileNotFoundError as exc:
+            msg = " ".join(str(exc).split())
+            raise CLIError(f"{msg} (--data-home sets the data home)") from exc
+    else:
+        path = Path(spec).expanduser()
+        if not path.exists():
+            names = ", ".join(DATASETS)
+            if path.suffix or os.sep in spec:
+                raise CLIError(f"no such file: {spec}")
+            raise CLIError(f"{spec!r} is neither a file nor a named dataset ({names})")
+        if path.is_dir():
+            raise CLIError(f"{spec} is a directory, not a data file")
+        try:
+            f = _load_file(path, args.target, args.format, target_option="--target")
+        except ValueError as exc:
+            raise CLIError(str(exc)) from exc
+        X, y, Xt, yt = f.data, f.target, f.data_test, f.target_test
+        if args.n_rows is not None:
+            X, y = X[:args.n_rows], y[:args.n_rows]
+        if args.standardize:
+            X, Xt, _, _ = _standardize(X, Xt)
+        X = np.ascontiguousarray(X, dtype=np.dtype(args.dtype))
+        if Xt is not None:
+            Xt = np.ascontiguousarray(Xt, dtype=np.dtype(args.dtype))
+        data = _Data(X, y, f.feature_names, f.DESCR, Xt, yt)
+    if data.X.shape[0] < 2:
+        raise CLIError(f"{spec} has {data.X.shape[0]} rows: need at least 2")
+    return data
+
+
+def _check_model_target(model, y, spec):
+    y = np.asarray(y, dtype=np.float64)
+    if model == "logistic":
+        n_classes = np.unique(y).size
+        if n_classes != 2:
+            raise CLIError(f"--model logistic needs a binary target; the target of {spec} has "
+                           f"{n_classes} distinct values (use --model linear or poisson, or "
+                           "another --target)")
+    elif model == "poisson" and (np.any(y < 0) or np.any(y != np.round(y))):
+        raise CLIError(f"--model poisson needs non-negative integer counts; the target of "
+                       f"{spec} has other values")

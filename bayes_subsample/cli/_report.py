@@ -1,0 +1,221 @@
+"""What the commands print and write: the one-line user error, wrapped text,
+the diagnostics table, warning notes, plot files and the JSON summary."""
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+
+WIDTH = 79
+
+
+class CLIError(Exception):
+    """A user error: printed as one line, exit status 2."""
+
+
+def _say(*lines, file=None):
+    print(*lines, sep="\n", file=file or sys.stdout, flush=True)
+
+
+def _wrap(text, indent=""):
+    return textwrap.fill(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ",
+                         break_on_hyphens=False, break_long_words=False)
+
+
+# --------------------------------------------------------------------------
+# tables
+# --------------------------------------------------------------------------
+
+_COLUMNS = [  # key, header, width, format
+    ("label", "sampler", 14, "{}"),
+    ("r_hat", "R-hat", 6, "{:.3f}"),
+    ("ess", "ESS", 6, "{:.0f}"),
+    ("ess_s", "ESS/s", 7, "{:.1f}"),
+    ("accept", "accept", 6, "{:.2f}"),
+    ("data", "data/it", 7, "{}"),
+    ("time", "time s", 7, "{:.1f}"),
+    ("auc", "AUC", 5, "{:.3f}"),
+    ("err", "err", 5, "{:.2f}"),
+]
+
+
+def _fmt_fraction(f):
+    if not np.isfinite(f):
+        return "-"
+    pct = 100 * f
+    return f"{pct:.0f}%" if pct >= 10 else (f"{pct:.1f}%" if pct >= 0.1 else f"{pct:.2g}%")
+
+
+def table_row(label, est, reference=None, X_test=None, y_test=None):
+    """The numbers of one sampler for :func:`format_table`."""
+    d = est.diagnostics_
+    row = {"label": label}
+    rh = d.get("r_hat")
+    row["r_hat"] = (float(np.nanmax(rh)) if rh is not None and est.n_chains > 1
+                    and np.any(np.isfinite(rh)) else None)
+    row["ess"] = float(np.nanmin(d["ess_bulk"])) if "ess_bulk" in d else None
+    row["ess_s"] = float(np.nanmin(d["ess_per_second"])) if "ess_per_second" in d else None
+    row["accept"] = float(np.mean(d["acceptance_rate"]))
+    row["data"] = _fmt_fraction(float(np.mean(d["data_fraction_per_iteration"])))
+    row["data_fraction"] = float(np.mean(d["data_fraction_per_iteration"]))
+    row["time"] = float(est.trace_.wall_time["total"])
+    row["auc"] = None
+    if X_test is not None and hasattr(est, "predict_proba"):
+        from sklearn.metrics import roc_auc_score
+        yt = (np.asarray(y_test) == est.classes_[1]).astype(int)
+        if 0 < yt.sum() < yt.size:
+            row["auc"] = float(roc_auc_score(yt, est.predict_proba(X_test)[:, 1]))
+    row["err"] = None
+    if reference is not None and reference is not est:
+        ref = reference.sample_posterior()
+        sd = ref.std(axis=0)
+        sd[sd <= 0] = 1.0
+        row["err"] = float(np.max(np.abs(est.sample_posterior().mean(axis=0)
+                                         - ref.mean(axis=0)) / sd))
+    return row
+
+
+def format_table(rows):
+    """An aligned table (79 columns at most) of :func:`table_row` results."""
+    cols = [c for c in _COLUMNS if any(r.get(c[0]) is not None for r in rows)]
+    lines = ["  ".join(h.ljust(w) if k == "label" else h.rjust(w) for k, h, w, _ in cols)]
+    lines.append("-" * len(lines[0]))
+    for r in rows:
+        cells = []
+        for k, _, w, f in cols:
+            v = r.get(k)
+            s = "-" if v is None or (isinstance(v, float) and not np.isfinite(v)) else f.format(v)
+            cells.append(s[:w].ljust(w) if k == "label" else s.rjust(w))
+        lines.append("  ".join(cells))
+    return "\n".join(lines)
+
+
+def _legend(rows, n, reference_label=None):
+    keys = {k for r in rows for k, v in r.items() if v is not None}
+    parts = ["R-hat: largest over parameters; below 1.01 means the chains agree.",
+             "ESS: smallest effective sample size (bulk) over parameters.",
+             "accept: acceptance rate.",
+             (f"data/it: likelihood terms evaluated per iteration as a share of the n = {n:,} "
+              "rows (full HMC evaluates every row at each leapfrog step, so it can exceed "
+              "100%)."),
+             ("time s: sampling time including tuning, summed over chains (chains may run "
+              "in parallel, so it can exceed the elapsed time); ESS/s uses it.")]
+    if "auc" in keys:
+        parts.append("AUC: posterior-predictive AUC on the held-out rows.")
+    if "err" in keys and reference_label:
+        parts.append(f"err: largest |posterior mean - {reference_label}'s| over parameters, "
+                     f"in {reference_label} posterior standard deviations.")
+    return "\n".join(_wrap(p) for p in parts)
+
+
+def _print_notes(label, notes, short=False):
+    """Warnings raised while fitting; ``short`` keeps the part before the
+    first colon of each (the finding, without the advice)."""
+    if not notes:
+        return
+    if short:
+        _say(_wrap(f"warnings [{label}]: " + "; ".join(m.split(":")[0] for m in notes) + "."))
+    else:
+        for msg in notes:
+            _say(_wrap(f"warning [{label}]: {msg}"))
+
+
+def _print_all_notes(notes):
+    if any(notes.values()):
+        for label, msgs in notes.items():
+            _print_notes(label, msgs, short=True)
+        _say(_wrap("Longer runs (--n-warmup, --n-samples, --chains) fix most R-hat and ESS "
+                   "warnings; samplers without an MH correction (sgld, sghmc, ewsg) also "
+                   "need a suitable step size (--param)."))
+
+
+# --------------------------------------------------------------------------
+# plots
+# --------------------------------------------------------------------------
+
+def _plt_or_none():
+    try:
+        import matplotlib
+        if "matplotlib.pyplot" not in sys.modules and not os.environ.get("MPLBACKEND"):
+            matplotlib.use("Agg")  # writing files only: no window needed
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
+
+
+_NO_MPL = ("matplotlib is not installed, so no plot was written; get it with "
+           "'pip install matplotlib' (or pip install 'bayes_subsample[plot]') and run "
+           "again.")
+
+
+def _pyplot_or_note(*lead):
+    """matplotlib.pyplot, or None after saying (below the ``lead`` lines) that
+    matplotlib is needed for the plots."""
+    plt = _plt_or_none()
+    if plt is None:
+        _say(*lead, _wrap(_NO_MPL))
+    return plt
+
+
+def _check_folder(path):
+    """A CLIError unless the folder that ``path`` is to be written in exists."""
+    if not path.parent.exists():
+        raise CLIError(f"cannot write {path}: folder {path.parent} does not exist")
+
+
+def _save(plt, fig, path):
+    """Write ``fig`` to ``path`` and close it; returns the path."""
+    path = Path(path)
+    _check_folder(path)
+    try:
+        fig.savefig(path, dpi=110)
+    except (OSError, ValueError) as exc:
+        raise CLIError(f"cannot write {path}: {exc}") from exc
+    plt.close(fig)
+    return path
+
+
+def _roc_plot(plt, fitted, X_test, y_test, title, path, **kwargs):
+    """One posterior-predictive ROC curve per estimator of ``fitted``
+    ({label: estimator}), written to ``path``; ``kwargs`` go to ``plot_roc``."""
+    from ..plotting import plot_roc
+
+    fig, ax = plt.subplots(figsize=(5.6, 5.0), layout="constrained")
+    for i, (label, est) in enumerate(fitted.items()):
+        plot_roc(est, X_test, y_test, ax=ax, label=label, color=f"C{i}", **kwargs)
+    ax.set_title(title, fontsize="medium")
+    return _save(plt, fig, path)
+
+
+def _summary_json(est, data, args, sampler, notes):
+    d = est.diagnostics_
+    s = est.trace_.summary()
+    summ = {name: {c: float(s[c][i]) for c in s.columns} for i, name in enumerate(s.names)}
+
+    def f(v):
+        return None if v is None or not np.isfinite(v) else float(v)
+
+    return {
+        "data": args.data, "n_rows": int(data.X.shape[0]), "n_features": int(data.X.shape[1]),
+        "feature_names": data.names, "model": args.model, "sampler": args.sampler,
+        "sampler_params": {k: (v if isinstance(v, (int, float, str, bool, type(None)))
+                               else repr(v)) for k, v in sampler.get_params().items()},
+        "n_samples": args.n_samples, "n_warmup": args.n_warmup, "n_chains": args.chains,
+        "seed": args.seed, "standardize": bool(args.standardize),
+        "param_names": list(est.trace_.param_names),
+        "summary": summ,
+        "diagnostics": {
+            "max_r_hat": f(np.nanmax(d["r_hat"])) if "r_hat" in d and est.n_chains > 1 else None,
+            "min_ess_bulk": f(np.nanmin(d["ess_bulk"])) if "ess_bulk" in d else None,
+            "min_ess_per_second": (f(np.nanmin(d["ess_per_second"]))
+                                   if "ess_per_second" in d else None),
+            "acceptance_rate": [float(a) for a in d["acceptance_rate"]],
+            "data_fraction_per_iteration": [float(a) for a in d["data_fraction_per_iteration"]],
+            "n_divergences": [int(a) for a in d["n_divergences"]],
+            "wall_time_seconds": float(est.trace_.wall_time["total"]),
+            "tau_hat": float(est.tau_hat_) if hasattr(est, "tau_hat_") else None,
+        },
+        "warnings": notes,
+    }

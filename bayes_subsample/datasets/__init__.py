@@ -1,0 +1,89 @@
+"""Real-data loaders and synthetic data generators.
+
+Loaders
+-------
+The loaders read the datasets in the formats their original distributions
+ship, so the same code works on the copies in a shared data folder and on a
+user's own download:
+
+============================  ==================================================
+:func:`load_covtype`          UCI Covertype ``covtype.data[.gz]``
+:func:`load_higgs`            UCI HIGGS ``HIGGS.csv[.gz]`` and its common subsets
+:func:`load_kddcup99`         KDD Cup 1999 ``kddcup.data_10_percent[.gz]``
+:func:`load_mnist_7vs9`       MNIST digits 7 vs 9 (``mnist_7vs9_derived.npz`` or
+                              the original IDX files)
+:func:`load_higgs_sample`     7,500 real HIGGS rows shipped with the package
+:func:`load_covtype_sample`   20,000 real Covertype rows shipped with the package
+============================  ==================================================
+
+A user's own file (CSV/TSV, ``.npz``, LIBSVM/svmlight) is read by
+:func:`load_file`, the reader behind ``bayes-subsample fit FILE``.
+
+Where files are looked for
+--------------------------
+The *data home* is the ``data_home`` argument, else the environment variable
+``BAYES_SUBSAMPLE_DATA``, else ``~/bayes_subsample_data`` (see
+:func:`get_data_home`). A file ``<file>`` of dataset ``<subdir>`` (``covtype``,
+``higgs``, ``kddcup99``, ``mnist``) is looked for at ``<home>/<subdir>/<file>``
+and then at ``<home>/<file>``, compressed (``.gz``) and plain. A missing file
+raises :class:`FileNotFoundError` naming the paths tried and where to download
+the file. Nothing is downloaded automatically.
+
+Caching and memory mapping
+--------------------------
+Parsing text is the slow part (full HIGGS is 11 million rows, about 8 GB of
+text). Integers are parsed with ``np.loadtxt``; floats with pandas' C parser
+when pandas is installed (about three times faster, same values), else with
+``np.loadtxt``. With ``cache=True`` the parsed arrays are written once as
+``.npy`` files in a cache directory (:func:`get_cache_dir`) and every later
+call opens them with ``np.load(..., mmap_mode="r")``: loading is then
+instantaneous, the arrays are read-only memory maps, and parallel chains or
+joblib workers that open the same file share one copy through the operating
+system's page cache. While the cache is being built the rows are streamed to
+disk block by block (32 MB of text at a time), so even full HIGGS needs only
+about 100 MB of memory to parse. The cache key covers the source file's path,
+size and modification time and every option that changes the result;
+:func:`clear_cache` deletes the cache.
+
+Targets
+-------
+Binary targets are float64 arrays of 0.0 / 1.0 (the layout the package's GLM
+kernels take directly); multi-class targets are int64. Feature matrices are
+C-contiguous float32 or float64 (``dtype``).
+
+Synthetic data
+--------------
+:func:`make_logistic_data` draws HIGGS-shaped logistic-regression data of any
+size in chunks into one preallocated array; :func:`make_gaussian_regression`
+draws linear-Gaussian data for tests against exact conjugate posteriors.
+Neither adds an intercept column: the package's estimators have
+``fit_intercept`` and treat the intercept as a virtual column of ones.
+"""
+from ._base import clear_cache, get_cache_dir, get_data_home
+from ._covtype import load_covtype, load_covtype_sample
+from ._files import load_file
+from ._higgs import load_higgs, load_higgs_sample
+from ._kddcup99 import load_kddcup99
+from ._mnist import load_mnist_7vs9
+from ._samples_generator import make_gaussian_regression, make_logistic_data
+
+# public constants: importable from here, as always, though not in __all__
+from ._base import CACHE_DIR_ENV, DATA_HOME_ENV, DEFAULT_DATA_HOME  # noqa: F401
+from ._covtype import COVTYPE_CLASS_NAMES, COVTYPE_FEATURE_NAMES  # noqa: F401
+from ._higgs import HIGGS_FEATURE_NAMES, HIGGS_LABEL_NAMES  # noqa: F401
+from ._kddcup99 import KDDCUP99_COLUMN_NAMES  # noqa: F401
+
+__all__ = [
+    "clear_cache",
+    "get_cache_dir",
+    "get_data_home",
+    "load_covtype",
+    "load_covtype_sample",
+    "load_file",
+    "load_higgs",
+    "load_higgs_sample",
+    "load_kddcup99",
+    "load_mnist_7vs9",
+    "make_gaussian_regression",
+    "make_logistic_data",
+]

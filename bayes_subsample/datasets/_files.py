@@ -1,0 +1,229 @@
+"""A user's own data files: :func:`load_file` reads CSV/TSV, ``.npz`` and
+LIBSVM/svmlight files into a dense feature matrix and a target."""
+
+import io
+import os
+from pathlib import Path
+
+import numpy as np
+from sklearn.utils import Bunch
+
+from ._base import _open_binary
+
+_FORMATS = ("csv", "npz", "libsvm")
+
+# (X, y) array names accepted in an .npz file, in order of preference
+_NPZ_KEYS = (("X", "y"), ("X_train", "y_train"), ("data", "target"))
+
+# a LIBSVM file is densified; refuse beyond this many cells (1.6 GB of float64)
+_MAX_DENSE_CELLS = 2e8
+
+
+def load_file(path, target=None, format=None):
+    """Read features and target from a CSV/TSV, ``.npz`` or LIBSVM file.
+
+    The reader the command line (``bayes-subsample fit FILE``) uses, for a
+    user's own data. Files may be gzipped (detected by content).
+
+    * CSV/TSV (``.csv``, ``.tsv``, ``.txt``, ``.data``, ``.dat``): the
+      delimiter is a tab if the first line has one, else a comma, else a
+      semicolon, else whitespace; the first line is a header if any of its
+      fields is not a number. Every column must be numeric. Needs pandas for
+      whitespace-delimited files and for the fastest parsing.
+    * ``.npz``: arrays ``X`` and ``y``, or ``X_train`` and ``y_train`` (then
+      also ``X_test`` and ``y_test`` if present), or ``data`` and ``target``;
+      optional ``feature_names``.
+    * LIBSVM/svmlight (``.svm``, ``.libsvm``, ``.svmlight``): read with
+      :func:`sklearn.datasets.load_svmlight_file` and densified.
+
+    Without a known extension the format is sniffed: LIBSVM if the first line
+    has a ``:`` (``label index:value ...``), else CSV.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file.
+    target : str or int, default=None
+        CSV only: name (from the header) or index (negative counts from the
+        end) of the target column. None for the last column.
+    format : {'csv', 'npz', 'libsvm', 'auto'}, default=None
+        File format; None or ``'auto'`` to tell from the extension, else
+        from the content.
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch`
+        ``data`` (n, d) float64 features (C-contiguous), ``target`` (n,),
+        ``feature_names`` (from the CSV header or the ``.npz``, else
+        ``x0``, ``x1``, ...), ``data_test`` and ``target_test`` (an ``.npz``
+        file's ``X_test``/``y_test``, else None), ``format``, ``filename``
+        and ``DESCR`` (one line: file name, rows, target column).
+
+    Raises
+    ------
+    ValueError
+        If the file cannot be read in the format, has a non-numeric or
+        missing value, no feature column, or ``target`` names no column.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from bayes_subsample.datasets import load_file
+    >>> path = os.path.join(tempfile.mkdtemp(), "small.csv")
+    >>> with open(path, "w") as fh:
+    ...     _ = fh.write("a,b,label\\n1.0,2.0,0\\n3.0,4.0,1\\n")
+    >>> d = load_file(path, target="label")
+    >>> d.data.shape, d.feature_names, d.target.tolist()
+    ((2, 2), ['a', 'b'], [0.0, 1.0])
+    """
+    return _load_file(path, target, format)
+
+
+def _load_file(path, target=None, format=None, *, target_option="target"):
+    """:func:`load_file`; ``target_option`` is how messages name ``target``
+    (the command line says ``--target``)."""
+    path = Path(os.path.expanduser(os.fspath(path)))
+    fmt = _file_format(path, format)
+    if fmt != "csv" and target is not None:
+        raise ValueError(f"{target_option} applies to CSV files; {path.name} is read as {fmt}")
+    X_test = y_test = None
+    if fmt == "csv":
+        X, y, names, descr = _read_csv(path, target, target_option)
+    elif fmt == "npz":
+        X, y, names, descr, X_test, y_test = _read_npz(path)
+    else:
+        X, y, names, descr = _read_libsvm(path)
+    if X.shape[0] != y.shape[0]:
+        raise ValueError(f"{path}: X has {X.shape[0]} rows but y has {y.shape[0]}")
+    return Bunch(data=X, target=y, feature_names=names, data_test=X_test, target_test=y_test,
+                 format=fmt, filename=str(path), DESCR=descr)
+
+
+def _file_format(path, fmt):
+    if fmt not in (None, "auto"):
+        if fmt not in _FORMATS:
+            raise ValueError(f"format must be one of {_FORMATS} or 'auto', got {fmt!r}")
+        return fmt
+    name = path.name.lower().removesuffix(".gz")
+    if name.endswith(".npz"):
+        return "npz"
+    if name.endswith((".csv", ".tsv", ".txt", ".data", ".dat")):
+        return "csv"
+    if name.endswith((".svm", ".libsvm", ".svmlight")):
+        return "libsvm"
+    # sniff: a LIBSVM line looks like "label idx:value idx:value"
+    with _open_binary(path) as fh:
+        raw = fh.read(4096)
+    line = raw.decode("utf-8", "replace").splitlines()[0] if raw else ""
+    return "libsvm" if ":" in line else "csv"
+
+
+def _is_numeric(field):
+    try:
+        float(field)
+    except ValueError:
+        return False
+    return True
+
+
+def _target_index(target, columns, path, target_option):
+    """Index of the target column: a header name, an index, or None for the last."""
+    if target is None:
+        return len(columns) - 1
+    if target in columns:
+        return columns.index(target)
+    try:
+        j = int(target)
+    except ValueError:
+        shown = ", ".join(columns[:12]) + (", ..." if len(columns) > 12 else "")
+        raise ValueError(
+            f"{target_option} {target!r} is not a column of {path} (columns: {shown})"
+        ) from None
+    if not -len(columns) <= j < len(columns):
+        raise ValueError(
+            f"{target_option} {j} is out of range: {path} has {len(columns)} columns"
+        )
+    return j % len(columns)
+
+
+def _read_csv(path, target, target_option="target"):
+    with io.TextIOWrapper(_open_binary(path), encoding="utf-8-sig", errors="replace") as fh:
+        first = fh.readline()
+    if not first.strip():
+        raise ValueError(f"{path} is empty")
+    sep = "\t" if "\t" in first else ("," if "," in first else (";" if ";" in first else None))
+    fields = [f.strip().strip('"') for f in (first.split(sep) if sep else first.split())]
+    header = not all(_is_numeric(f) for f in fields if f)
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover - pandas is optional
+        pd = None
+    if pd is not None:
+        try:
+            frame = pd.read_csv(path, sep=sep if sep else r"\s+", header=0 if header else None,
+                                engine="c" if sep else "python")
+        except Exception as exc:  # pandas raises many types for malformed files
+            raise ValueError(f"could not read {path} as CSV: {exc}") from exc
+        columns = [str(c) for c in frame.columns]
+    else:  # pragma: no cover
+        frame = None
+        arr = np.genfromtxt(path, delimiter=sep, skip_header=int(header), dtype=np.float64)
+        arr = np.atleast_2d(arr)
+        columns = fields if header else [str(j) for j in range(arr.shape[1])]
+    j = _target_index(target, columns, path, target_option)
+    if len(columns) < 2:
+        raise ValueError(f"{path} has a single column: nothing to use as features")
+    if frame is not None:
+        bad = [c for c in frame.columns if frame[c].dtype.kind not in "biuf"]
+        if bad:
+            raise ValueError(f"column {str(bad[0])!r} of {path} is not numeric; encode it as "
+                             "numbers first")
+        arr = frame.to_numpy(dtype=np.float64)
+    if np.isnan(arr).any():
+        row = int(np.flatnonzero(np.isnan(arr).any(axis=1))[0])
+        raise ValueError(f"{path} has a missing or non-numeric value in data row {row + 1}")
+    y = arr[:, j]
+    X = np.ascontiguousarray(np.delete(arr, j, axis=1))
+    names = [c for i, c in enumerate(columns) if i != j] if header else _default_names(X)
+    return X, y, names, f"{path.name}: {X.shape[0]:,} rows, target column {columns[j]!r}"
+
+
+def _default_names(X):
+    return [f"x{i}" for i in range(X.shape[1])]
+
+
+def _read_npz(path):
+    try:
+        z = np.load(path, allow_pickle=False)
+    except Exception as exc:
+        raise ValueError(f"could not read {path} as .npz: {exc}") from exc
+    with z:
+        keys = set(z.files)
+        for kx, ky in _NPZ_KEYS:
+            if kx in keys and ky in keys:
+                X = np.asarray(z[kx])
+                y = np.asarray(z[ky]).reshape(-1)
+                X_test = y_test = None
+                if kx == "X_train" and "X_test" in keys and "y_test" in keys:
+                    X_test, y_test = np.asarray(z["X_test"]), np.asarray(z["y_test"]).reshape(-1)
+                if X.ndim != 2:
+                    raise ValueError(f"{path}: array {kx!r} must be 2-D, got shape {X.shape}")
+                names = ([str(n) for n in z["feature_names"]] if "feature_names" in keys
+                         else _default_names(X))
+                return X, y, names, f"{path.name}: {X.shape[0]:,} rows", X_test, y_test
+    raise ValueError(f"{path} must hold arrays 'X' and 'y' (or 'X_train'/'y_train', or "
+                     f"'data'/'target'); it has {sorted(keys)}")
+
+
+def _read_libsvm(path):
+    from sklearn.datasets import load_svmlight_file
+
+    try:
+        X, y = load_svmlight_file(str(path))
+    except Exception as exc:
+        raise ValueError(f"could not read {path} as LIBSVM/svmlight: {exc}") from exc
+    if X.shape[0] * X.shape[1] > _MAX_DENSE_CELLS:
+        raise ValueError(f"{path} is {X.shape[0]:,} x {X.shape[1]:,}: too large to densify "
+                         "(the estimators take dense X)")
+    X = np.ascontiguousarray(X.toarray())
+    return X, y, _default_names(X), f"{path.name}: {X.shape[0]:,} rows"
