@@ -1,5 +1,7 @@
-# The sequential Student-t test of Korattikara, Chen & Welling (ALGORITHMS.md §2).
-# One implementation, shared by AusterityMH (§2, §2.1) and approximate Gibbs (§2.2).
+# The sequential Student-t test of Korattikara, Chen & Welling
+# (doc/algorithms/austerity.rst, section "The sequential t-test").
+# One implementation, shared by AusterityMH (doc/algorithms/austerity.rst) and
+# approximate Gibbs (doc/algorithms/mrf.rst).
 #
 # Usage inside a nogil kernel (caller owns drawing without replacement):
 #     cdef SeqTest t

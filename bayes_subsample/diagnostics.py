@@ -1,6 +1,6 @@
 """MCMC diagnostics: autocorrelation, inefficiency factors, ESS, R-hat, MCSE and cost.
 
-Two families of tools live here (see ``ALGORITHMS.md`` section 6):
+Two families of tools live here (see :ref:`algo-diagnostics`):
 
 * **Single chain**: :func:`autocorrelation`, :func:`integrated_autocorr_time`
   (the inefficiency factor IF, by Geyer's initial monotone sequence or by a

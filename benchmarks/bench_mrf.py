@@ -1,5 +1,5 @@
 """Exact vs approximate (austerity) Gibbs on the dense binary MRF of Korattikara et al.
-(2014, §6.3; ALGORITHMS.md §2.2).
+(2014, §6.3; doc/algorithms/mrf.rst).
 
 D = 100 binary variables, one triple factor for each of the C(100, 3) = 161,700
 triples, 4,851 factors per single-variable update, mini-batches of 500.  For exact

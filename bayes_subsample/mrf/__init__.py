@@ -1,6 +1,7 @@
 """Binary Markov random fields and exact / approximate (austerity) Gibbs sampling.
 
-See ALGORITHMS.md §2.2 and Korattikara, Chen & Welling (2014), §5 and §6.3.
+The model, the exact and approximate updates and the error measures are described in
+:ref:`algo-mrf`; they follow Korattikara, Chen & Welling (2014), §5 and §6.3.
 """
 from ._gibbs import (
     GibbsResult,

@@ -83,9 +83,10 @@ class GibbsSampler:
     factor terms ``l_f = log psi_f(x_i=1, .) - log psi_f(x_i=0, .)`` over the N_i
     factors touching i exceeds ``mu0 = (log u - log1p(-u)) / N_i``, which is the
     Gibbs update ``u < P(x_i = 1 | rest)``.  With ``epsilon > 0`` the mean is judged
-    by the sequential t-test of Korattikara et al. (ALGORITHMS.md §2, §2.2) on
-    mini-batches of terms drawn without replacement, so an update may stop after a
-    fraction of the factors at the price of a small error in the conditional.
+    by the sequential t-test of Korattikara et al. (:ref:`algo-seq-ttest`,
+    :ref:`algo-gibbs-approx`) on mini-batches of terms drawn without replacement, so
+    an update may stop after a fraction of the factors at the price of a small error
+    in the conditional.
 
     Parameters
     ----------

@@ -11,7 +11,7 @@ of the factor (for a pair factor both hold the single other variable) and
 
 So one term costs two byte loads and one table load, whatever the factor order.
 
-Decision rule (ALGORITHMS.md §2.2): draw u ~ U(0, 1), mu0 = (log u - log1p(-u)) / N_i
+Decision rule (doc/algorithms/mrf.rst): draw u ~ U(0, 1), mu0 = (log u - log1p(-u)) / N_i
 and set x_i = 1 iff mean_f l_f > mu0.  With epsilon == 0 all N_i terms are summed in
 storage order (the exact Gibbs update, no permutation draws are needed); with
 epsilon > 0 the terms are drawn without replacement by a lazy Fisher-Yates shuffle of

@@ -285,8 +285,10 @@ class BinaryMRF:
             Factor order: all pairs, all triples, or both.
         log_potential_scale : float, default=sqrt(0.02) ~= 0.1414
             Standard deviation of the log-potential entries.  The paper writes
-            ``log psi ~ N(0, 0.02)``, read as variance 0.02 (ALGORITHMS.md §2.2 and
-            §8), hence the default scale ``sqrt(0.02)``.
+            ``log psi ~ N(0, 0.02)``, read here as variance 0.02, hence the default
+            scale ``sqrt(0.02)``; at that scale the conditionals are nearly
+            deterministic and exact Gibbs mixes slowly, and ``0.02`` is the
+            standard-deviation reading (see :ref:`algo-mrf-model`).
         random_state : None, int, numpy.random.SeedSequence or numpy.random.Generator
             Seed of the tables.
         dtype : {numpy.float64, numpy.float32}, default=numpy.float64
