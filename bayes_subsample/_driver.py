@@ -29,6 +29,7 @@ class _Recorder:
     def __init__(self, n_chains, n_iter, n_params):
         self.draws = np.full((n_chains, n_iter, n_params), np.nan)
         self.stats = {}
+        self._by_type = {}            # Info type -> its fields' arrays
         self.n_done = np.zeros(n_chains, dtype=np.int64)
         self._lock = threading.Lock()
 
@@ -51,8 +52,12 @@ class _Recorder:
 
     def record(self, c, i, theta, info):
         self.draws[c, i] = theta
-        for name, value in zip(info._fields, info):
-            self._array(name, value)[c, i] = value
+        arrays = self._by_type.get(type(info))
+        if arrays is None:
+            arrays = [self._array(name, value) for name, value in zip(info._fields, info)]
+            self._by_type[type(info)] = arrays
+        for arr, value in zip(arrays, info):
+            arr[c, i] = value
         self.n_done[c] = i + 1
 
     def record_block(self, c, start, draws, stats):

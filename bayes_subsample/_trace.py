@@ -141,9 +141,9 @@ class Trace:
         ifs_ok = "inefficiency_factor" in out and np.all(out["inefficiency_factor"] > 0) and \
             np.all(np.isfinite(out["inefficiency_factor"])) and np.sum(out["n_evals"]) > 0
         if ifs_ok:
-            # CT (ALGORITHMS §6): IF x per-datum evaluations per retained iteration,
-            # all evaluations counted (warmup, tuning passes, preparation);
-            # signed samplers divide by (2 tau - 1)^2
+            # CT (doc/algorithms/diagnostics.rst): IF x per-datum evaluations per
+            # retained iteration, all evaluations counted (warmup, tuning passes,
+            # preparation); signed samplers divide by (2 tau - 1)^2
             evals = float(np.sum(out["n_evals"])) / (self.n_chains * self.n_samples)
             tau = float(np.mean(out["tau_hat"])) if self.signs is not None else 1.0
             out["computing_time"] = diag.computing_time(

@@ -57,11 +57,11 @@ def _sigmoid(z):
     return 0.5 * (1.0 + np.tanh(0.5 * z))
 
 
-def run_kernel(sampler, model, shared, rng, theta0, n_warmup, n_iter=None, seconds=None,
+def run_kernel(sampler, model, prepared, rng, theta0, n_warmup, n_iter=None, seconds=None,
                thin=1):
     """Drive one chain by hand: warmup, then n_iter steps or until ``seconds``
-    of wall time. Returns (draws, per-step extra dict, steps, elapsed)."""
-    kernel = sampler.build(model, shared, n_warmup)
+    of wall time. Returns (draws, per-step Info fields, steps, elapsed)."""
+    kernel = sampler.build(model, prepared, n_warmup)
     state = kernel.init(rng, theta0.copy())
     for i in range(n_warmup):
         state, _ = kernel.warmup_step(rng, state, i)
@@ -73,7 +73,7 @@ def run_kernel(sampler, model, shared, rng, theta0, n_warmup, n_iter=None, secon
         steps += 1
         if steps % thin == 0:
             draws.append(state.theta)
-        for k, v in (info.extra or {}).items():
+        for k, v in zip(info._fields, info):
             extras.setdefault(k, []).append(v)
         if n_iter is not None and steps >= n_iter:
             break
@@ -110,16 +110,16 @@ def mnist_benchmark(mode):
     rows = []
     for eps in EPSILONS:
         s = AusterityMH(epsilon=eps, check_exact=True)
-        shared = s.prepare(model, np.random.default_rng(0))
+        prepared = s.prepare(model, np.random.default_rng(0))
         rng = np.random.default_rng(100)
-        _, ex, _, _ = run_kernel(s, model, shared, rng, shared["theta_init"], cfg["warmup"],
+        _, ex, _, _ = run_kernel(s, model, prepared, rng, prepared.theta_init, cfg["warmup"],
                                  n_iter=cfg["check_iter"])
         s_fast = AusterityMH(epsilon=eps)
         risks, counts = [], []
         for c in range(cfg["chains"]):
             rng = np.random.default_rng([200, c])
-            theta0 = shared["theta_init"] + shared["chol_cov"] @ rng.standard_normal(model.n_params)
-            draws, _, steps, _el = run_kernel(s_fast, model, shared, rng, theta0, cfg["warmup"],
+            theta0 = prepared.theta_init + prepared.init_chol @ rng.standard_normal(model.n_params)
+            draws, _, steps, _el = run_kernel(s_fast, model, prepared, rng, theta0, cfg["warmup"],
                                              seconds=cfg["seconds"], thin=5)
             p_hat = _sigmoid(Zte @ draws[:, :-1].T + draws[:, -1]).mean(axis=1)
             risks.append(float(np.mean((p_hat - p_ref) ** 2)))

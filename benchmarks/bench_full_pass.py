@@ -183,9 +183,9 @@ def main(argv=None):
         memory_child(args.n, args.d, args.memory_child)
         return
 
-    from bayes_subsample.models._glm import _default_threads
+    from bayes_subsample._threads import available_cores
 
-    n_all = args.threads or _default_threads()
+    n_all = args.threads or available_cores()
     dtypes = ["float64", "float32"] if args.dtype == "both" else [args.dtype]
     rows, mem = [], []
     for dt in dtypes:

@@ -47,6 +47,7 @@ from bayes_subsample.datasets import make_logistic_data
 from bayes_subsample.models import LogisticRegressionModel
 from bayes_subsample.samplers import HMC, HMCECS
 from bayes_subsample.samplers._hmc_ecs_fast import ECSCore
+from bayes_subsample.samplers.hmc import metric_from_precision
 
 warnings.simplefilter("ignore", ConvergenceWarning)
 
@@ -55,23 +56,22 @@ def per_iteration(model, n_iter=3000, m=1000, L=6, G=100, seed=0):
     """Seconds per iteration of the compiled perturbed kernel (u-step + HMC)."""
     lap = laplace(model)
     cv = TaylorControlVariate(model, lap["theta_map"], order=2)
-    core = ECSCore(model.X, model.y, model._fam, 2, model.fit_intercept, model.phi,
-                   model.prior.precision, 0)
+    core = ECSCore(model.compiled, 2, model.prior.precision, "perturbed")
     rng = np.random.default_rng(seed)
     core.set_rows(rng.integers(0, model.n_data, size=m), m // G)
     core.set_reference(cv.theta_star, cv.L_star, cv.A, cv.B)
-    core.set_metric(lap["cov"], np.linalg.cholesky(lap["precision"]))
-    core.evaluate_state(lap["theta_map"])
+    metric, _ = metric_from_precision(lap["precision"])
+    core.set_position(lap["theta_map"])
     eps = 1.2 / L
     for _ in range(200):
         core.u_step(rng)
-        core.hmc_step(rng, eps, L)
+        core.hmc_step(metric, rng, eps, L)
     times, acc = [], 0
     for rep in range(3):
         t0 = time.perf_counter()
         for _ in range(n_iter):
             core.u_step(rng)
-            acc += core.hmc_step(rng, eps, L)[0]
+            acc += core.hmc_step(metric, rng, eps, L)[0]
         times.append((time.perf_counter() - t0) / n_iter)
     return float(np.median(times)), acc / (3 * n_iter)
 

@@ -6,7 +6,7 @@ Three kinds of checks:
   ``(1 + phi) / (1 - phi)``;
 * reference: ESS / R-hat / MCSE against ArviZ (test-only dependency) on the same
   draws, to rounding error; single-chain pieces against plain-loop implementations
-  of the formulas in ALGORITHMS.md section 6;
+  of the formulas in doc/algorithms/diagnostics.rst;
 * API: summary table, cost arithmetic, input validation and edge cases.
 """
 
@@ -53,7 +53,7 @@ def test_autocorrelation_matches_direct_sum():
 
 
 def _geyer_reference(x):
-    """Plain-loop transcription of ALGORITHMS.md section 6 (Geyer initial monotone)."""
+    """Plain-loop transcription of doc/algorithms/diagnostics.rst (Geyer initial monotone)."""
     n = len(x)
     xc = x - x.mean()
     rho = np.array([xc[: n - t] @ xc[t:] for t in range(n)]) / (xc @ xc)

@@ -372,7 +372,8 @@ def test_large_epsilon_is_biased_on_small_model():
 
 # ------------------------------------------------------------ conditional accuracy (Fig 7)
 def reference_decision_rate(l, eps, batch, rng, n_rep):
-    """Plain NumPy simulation of ALGORITHMS.md §2 decisions for fixed terms l."""
+    """Plain NumPy simulation of the sequential-test decisions
+    (doc/algorithms/austerity.rst) for fixed terms l."""
     N = l.size
     ones = 0
     for _ in range(n_rep):

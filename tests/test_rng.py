@@ -180,7 +180,7 @@ def test_without_replacement_validation():
 
 
 # ---------------------------------------------------------------------------
-# sequential t-test (ALGORITHMS.md section 2)
+# sequential t-test (doc/algorithms/austerity.rst)
 # ---------------------------------------------------------------------------
 def _expected_n(N, first_batch, batch_size, n_batches):
     return min(N, first_batch + (n_batches - 1) * batch_size)

@@ -17,6 +17,7 @@ per-row weights ``c_i`` of the estimator. Residuals are kept in two banks
 and a one-block subsample update re-evaluates only that block. The cost per
 iteration is ``m/G + L m`` per-datum evaluations whatever n is.
 """
+cimport cython
 import numpy as np
 from libc.math cimport log, fabs, exp, isfinite
 from libc.stdint cimport int64_t
@@ -32,6 +33,7 @@ DEF MODE_SIGNED = 1
 MODES = {"perturbed": MODE_PERTURBED, "signed": MODE_SIGNED}
 
 
+@cython.final
 cdef class ECSCore(Potential):
     """Subsampled potential ``U(theta) = -(lambda_hat(theta) + log p(theta))`` of a
     GLM (perturbed: ``lambda_hat = ell_hat - sigma2_hat / 2``; signed:
@@ -51,6 +53,8 @@ cdef class ECSCore(Potential):
     cdef CyGLM model
     cdef readonly int order, mode
     cdef readonly double n_data
+    cdef Py_ssize_t n_features
+    cdef bint intercept
     cdef double[::1] prior_prec
     # reference point and its full-data sums
     cdef double[::1] theta_star, A
@@ -88,6 +92,8 @@ cdef class ECSCore(Potential):
         self.order = order
         self.mode = MODES[mode]
         self.n_data = model.n_data
+        self.n_features = model.n_features
+        self.intercept = model.intercept
         self._alloc(model.n_params)
         self.prior_prec = np.ascontiguousarray(prior_precision, dtype=np.float64).copy()
         if self.prior_prec.shape[0] != self.dim:
@@ -201,14 +207,19 @@ cdef class ECSCore(Potential):
 
     cdef double _evaluate(self, const double* th, int bank, double* gradU) noexcept nogil:
         """Evaluate every buffered row at th into ``bank``; returns U, writes grad U."""
-        cdef int pp = <int> self.dim, mm = <int> self.m, one = 1
+        cdef int pp = <int> self.dim, dd = <int> self.n_features, mm = <int> self.m, one = 1
         cdef double alpha = 1.0, beta = 0.0
         cdef char trans = b'T'
+        cdef Py_ssize_t i
         if self.m == 0:
             return self._combine(th, bank, gradU)
-        # eta = Xu theta: Xu (m x p, row-major) is a column-major p x m matrix
-        dgemv(&trans, &pp, &mm, &alpha, &self.Xu[0, 0], &pp, <double*> th, &one, &beta,
+        # eta = Xu theta: Xu (m x p, row-major) is a column-major p x m matrix; BLAS
+        # reads its first d rows (the features) and the intercept is added here
+        dgemv(&trans, &dd, &mm, &alpha, &self.Xu[0, 0], &pp, <double*> th, &one, &beta,
               &self.eta_buf[0], &one)
+        if self.intercept:
+            for i in range(self.m):
+                self.eta_buf[i] += th[dd]
         self.model.cv_terms(self.order, self.m, &self.yu[0], &self.eta_buf[0], &self.es[0],
                             &self.c0[0], &self.c1[0], &self.c2[0], &self.D[bank, 0],
                             &self.DP[bank, 0])
@@ -222,8 +233,8 @@ cdef class ECSCore(Potential):
         cdef Py_ssize_t j, l, b, i, p = self.dim, m = self.m, bs = self.block_size
         cdef double n = self.n_data, Q, dbar, ssd, r, stot = 0.0, lp = 0.0
         cdef double est, dh, a = self.a_const, sgn = 1.0, cn, sb_sum
-        cdef int pp = <int> p, mm = <int> m, one = 1
-        cdef double alpha = 1.0, beta = 0.0
+        cdef int pp = <int> p, dd = <int> self.n_features, mm = <int> m, one = 1
+        cdef double alpha = 1.0, beta = 0.0, csum = 0.0
         cdef char notrans = b'N'
         # Q(theta) and its gradient
         for j in range(p):
@@ -268,12 +279,16 @@ cdef class ECSCore(Potential):
             self.sigma2 = (n * n / bs if bs > 0 else 0.0) * \
                 (ssd / (m - 1.0) if m > 1 else 0.0) / self.n_products
         self.loglik_hat = est
-        # grad = gq + Xu^T c (the intercept column of Xu gives sum c)
+        # grad = gq + Xu^T c (features by BLAS, the intercept's entry is sum c)
         for j in range(p):
             gradU[j] = 0.0
         if m > 0:
-            dgemv(&notrans, &pp, &mm, &alpha, &self.Xu[0, 0], &pp, &self.cw[0], &one, &beta,
+            dgemv(&notrans, &dd, &mm, &alpha, &self.Xu[0, 0], &pp, &self.cw[0], &one, &beta,
                   gradU, &one)
+            if self.intercept:
+                for i in range(m):
+                    csum += self.cw[i]
+                gradU[dd] = csum
         for j in range(p):
             lp -= 0.5 * self.prior_prec[j] * th[j] * th[j]
             gradU[j] = -(self.gq[j] + gradU[j]) + self.prior_prec[j] * th[j]

@@ -4,6 +4,7 @@ gradient (``FullPotential`` on the compiled model object); the leapfrog
 transition is the compiled one HMC-ECS shares."""
 from __future__ import annotations
 
+import math
 from numbers import Integral, Real
 from typing import NamedTuple
 
@@ -15,7 +16,7 @@ from ._adapt import TrajectoryTuner
 from ._base import BaseSampler, Kernel, prepare_laplace
 from ._hamiltonian import FullPotential, Metric
 
-__all__ = ["HMC", "metric_from_precision", "DIVERGENCE_THRESHOLD"]
+__all__ = ["HMC", "metric_from_precision", "is_divergent", "DIVERGENCE_THRESHOLD"]
 
 #: |energy error| above which a transition is flagged as divergent
 DIVERGENCE_THRESHOLD = 1000.0
@@ -45,13 +46,9 @@ class HMCInfo(NamedTuple):
     n_leapfrog: int
 
 
-def hamiltonian_info(transition, cost, tuner, info_type=HMCInfo, **extra):
-    """The Info of one HMC transition ``(accepted, accept_prob, dE, n_grad)``."""
-    accepted, alpha, dE, n_grad = transition
-    diverging = bool(not np.isfinite(dE) or abs(dE) > DIVERGENCE_THRESHOLD)
-    return info_type(accept_prob=alpha, accepted=accepted, n_evals=int(n_grad * cost),
-                     diverging=diverging, energy_error=dE, step_size=tuner.step_size,
-                     n_leapfrog=tuner.n_steps, **extra)
+def is_divergent(energy_error):
+    """A transition whose energy error is non-finite or above the threshold."""
+    return bool(not math.isfinite(energy_error) or abs(energy_error) > DIVERGENCE_THRESHOLD)
 
 
 class HMCKernel(Kernel):
@@ -79,8 +76,11 @@ class HMCKernel(Kernel):
 
     def step(self, rng, state):
         pot = state.potential
-        t = pot.hmc_step(self.metric, rng, self.tuner.step_size, self.tuner.n_steps)
-        return HMCState(pot.position, pot.U, pot), hamiltonian_info(t, self.n, self.tuner)
+        accepted, alpha, dE, n_grad = pot.hmc_step(self.metric, rng, self.tuner.step_size,
+                                                   self.tuner.n_steps)
+        info = HMCInfo(alpha, accepted, int(n_grad * self.n), is_divergent(dE), dE,
+                       self.tuner.step_size, self.tuner.n_steps)
+        return HMCState(pot.position, pot.U, pot), info
 
     def warmup_step(self, rng, state, iteration):
         state, info = self.step(rng, state)

@@ -32,7 +32,7 @@ from ._ecs_numpy import NumpyECSPotential
 from ._ecs_tuning import (choose_n_products, choose_subsample_size, initial_theta_star,
                           refine_theta_star, residual_variances, typical_thetas)
 from ._hmc_ecs_fast import ECSCore
-from .hmc import hamiltonian_info, metric_from_precision
+from .hmc import HMCInfo, is_divergent, metric_from_precision
 
 __all__ = ["HMCECS"]
 
@@ -60,33 +60,13 @@ class ECSState(NamedTuple):
     batch_products: Optional[np.ndarray]
 
 
-class ECSInfo(NamedTuple):
-    accept_prob: float
-    accepted: bool
-    n_evals: int
-    diverging: bool
-    energy_error: float
-    step_size: float
-    n_leapfrog: int
-    alpha_u: float
-    sigma2: float
-    subsample_rows: int
-    data_fraction: float
-
-
-class SignedECSInfo(NamedTuple):
-    accept_prob: float
-    accepted: bool
-    n_evals: int
-    diverging: bool
-    energy_error: float
-    step_size: float
-    n_leapfrog: int
-    alpha_u: float
-    sigma2: float
-    subsample_rows: int
-    data_fraction: float
-    sign: int
+#: Info of a perturbed HMC-ECS iteration: the HMC fields, then the subsample update's
+#: acceptance probability, the estimator's variance, the rows and the data fraction
+ECSInfo = NamedTuple("ECSInfo", [*HMCInfo.__annotations__.items(), ("alpha_u", float),
+                                 ("sigma2", float), ("subsample_rows", int),
+                                 ("data_fraction", float)])
+#: Info of a signed iteration: the same plus the sign of the draw
+SignedECSInfo = NamedTuple("SignedECSInfo", [*ECSInfo.__annotations__.items(), ("sign", int)])
 
 
 # ----------------------------------------------------------------------------------------
@@ -207,16 +187,14 @@ class HMCECSKernel(Kernel):
     def step(self, rng, state):
         state, alpha_u, ev_u = self.update(rng, state)
         pot = state.potential
-        t = pot.hmc_step(self.metric, rng, self.tuner.step_size, self.tuner.n_steps)
-        n_evals = int(t[3] * pot.m + ev_u)
-        extra = dict(alpha_u=alpha_u, sigma2=pot.sigma2, subsample_rows=pot.m,
-                     data_fraction=n_evals / self.n)
-        if self.update.signed:
-            info = hamiltonian_info(t, pot.m, self.tuner, SignedECSInfo, sign=int(pot.sign),
-                                    **extra)
-        else:
-            info = hamiltonian_info(t, pot.m, self.tuner, ECSInfo, **extra)
-        info = info._replace(n_evals=n_evals)
+        accepted, alpha, dE, n_grad = pot.hmc_step(self.metric, rng, self.tuner.step_size,
+                                                   self.tuner.n_steps)
+        m = pot.m
+        n_evals = int(n_grad * m + ev_u)
+        fields = (alpha, accepted, n_evals, is_divergent(dE), dE, self.tuner.step_size,
+                  self.tuner.n_steps, alpha_u, pot.sigma2, m, n_evals / self.n)
+        info = (SignedECSInfo(*fields, int(pot.sign)) if self.update.signed
+                else ECSInfo(*fields))
         return ECSState(pot.position, pot.U, pot, state.batch_products), info
 
     def warmup_step(self, rng, state, iteration):

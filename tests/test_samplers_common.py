@@ -1,0 +1,169 @@
+"""The sampler contract, checked on every registered sampler (in the spirit of
+scikit-learn's ``parametrize_with_checks``), each on a compiled GLM and on the
+same posterior as a user ``FunctionModel``:
+
+* sampler objects: ``clone`` keeps the hyperparameters; ``sample`` never mutates
+  them; invalid hyperparameters raise ``InvalidParameterError`` (bad types and
+  bad values, generated as scikit-learn's common check does);
+* the kernel contract: ``prepare`` returns a ``Prepared``; ``State`` and ``Info``
+  are NamedTuples; every ``Info`` has ``accept_prob`` (float in [0, 1]),
+  ``accepted`` (bool), ``n_evals`` (int >= 0), and the trace records every field;
+* reproducibility: the same ``random_state`` gives identical draws for any
+  ``n_jobs``;
+* compiled vs NumPy: the kernels on a compiled GLM and on the same posterior as
+  a user model (whose NumPy terms the kernels call back) make the same chain
+  from the same preparation and seed.
+"""
+import dataclasses
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import (InvalidParameterError,
+                                             generate_invalid_param_val, make_constraint)
+
+from bayes_subsample import sample
+from bayes_subsample.control_variates import TaylorControlVariate
+from bayes_subsample.models import LogisticRegressionModel
+from bayes_subsample.samplers import SAMPLERS, BaseSampler, Prepared
+
+NAMES = sorted(SAMPLERS)
+#: samplers that need the compiled GLM (per-datum Hessians)
+GLM_ONLY = {"hmc_ecs_signed"}
+RUN = {"n_samples": 30, "n_warmup": 30, "n_chains": 2, "random_state": 3,
+       "check_convergence": False}
+
+
+@pytest.fixture(scope="module")
+def glm():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 3))
+    y = (rng.random(600) < 1 / (1 + np.exp(-(X @ [1.0, -0.5, 0.25] + 0.3)))) * 1.0
+    return LogisticRegressionModel(X, y, prior_scale=5.0)
+
+
+@pytest.fixture(params=["glm", "user"])
+def model(request, glm, as_user_model):
+    if request.param == "user":
+        return as_user_model(glm)
+    return glm
+
+
+def _skip_unsupported(name, model):
+    if name in GLM_ONLY and model.max_cv_order < 2:
+        pytest.skip(f"{name} needs a compiled GLM (tested in test_user_model_rejected)")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_clone_and_no_mutation(name, glm):
+    sampler = SAMPLERS[name]()
+    assert isinstance(sampler, BaseSampler) and sampler.name is not None
+    params = sampler.get_params()
+    twin = clone(sampler)
+    assert twin is not sampler and twin.get_params() == params
+    sample(glm, sampler, **RUN)
+    assert sampler.get_params() == params
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_kernel_contract_and_trace_fields(name, model):
+    _skip_unsupported(name, model)
+    sampler = SAMPLERS[name]()
+    prepared = sampler.prepare(model, np.random.default_rng(0))
+    assert isinstance(prepared, Prepared) and prepared.n_evals >= 0
+    kernel = sampler.build(model, prepared, 5)
+    rng = np.random.default_rng(1)
+    state = kernel.init(rng, prepared.theta_init.copy())
+    assert hasattr(state, "_fields") and state._fields[0] == "theta"
+    for i in range(5):
+        state, info = kernel.warmup_step(rng, state, i)
+    state = kernel.end_warmup(state)
+    for _ in range(5):
+        state, info = kernel.step(rng, state)
+        assert hasattr(info, "_fields")
+        assert {"accept_prob", "accepted", "n_evals"} <= set(info._fields)
+        assert isinstance(info.accepted, (bool, np.bool_))
+        assert 0.0 <= info.accept_prob <= 1.0
+        assert isinstance(info.n_evals, (int, np.integer)) and info.n_evals >= 0
+        assert np.all(np.isfinite(state.theta)) and state.theta.shape == (model.n_params,)
+    assert isinstance(kernel.tuning(), dict)
+    trace = sample(model, sampler, **RUN)
+    assert trace.draws.shape == (2, 30, model.n_params) and np.all(np.isfinite(trace.draws))
+    assert set(info._fields) == set(trace.stats)
+    assert all(v.shape == (2, 30) for v in trace.stats.values())
+    assert np.all(trace.diagnostics()["n_evals"] > 0)
+    assert (trace.signs is not None) == sampler.signed
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_same_draws_any_n_jobs(name, model):
+    _skip_unsupported(name, model)
+    a = sample(model, name, n_jobs=1, **RUN)
+    b = sample(model, name, n_jobs=2, **RUN)
+    np.testing.assert_array_equal(a.draws, b.draws)
+    for k in a.stats:
+        np.testing.assert_array_equal(a.stats[k], b.stats[k])
+
+
+def _first_order(prepared, model):
+    """The preparation with first-order control variates (what a user model has)."""
+    cv = getattr(prepared, "cv", None)
+    if cv is None or cv.order < 2:
+        return prepared
+    return dataclasses.replace(prepared, cv=TaylorControlVariate(model, cv.theta_star, 1))
+
+
+def _chain(sampler, model, prepared, n=40):
+    kernel = sampler.build(model, prepared, 20)
+    rng = np.random.default_rng(11)
+    state = kernel.init(rng, prepared.theta_init.copy())
+    out = []
+    for i in range(n):
+        if i < 20:
+            state, info = kernel.warmup_step(rng, state, i)
+        else:
+            state = kernel.end_warmup(state) if i == 20 else state
+            state, info = kernel.step(rng, state)
+        out.append((*state.theta, float(info.accepted)))
+    return np.array(out), rng.random()
+
+
+@pytest.mark.parametrize("name", sorted(set(NAMES) - GLM_ONLY))
+def test_compiled_matches_numpy(name, glm, as_user_model):
+    sampler = SAMPLERS[name]()
+    prepared = _first_order(sampler.prepare(glm, np.random.default_rng(0)), glm)
+    a, u_a = _chain(sampler, glm, prepared)
+    b, u_b = _chain(sampler, as_user_model(glm), prepared)
+    np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-7)
+    assert u_a == u_b            # the same random numbers were drawn
+
+
+@pytest.mark.parametrize("name", sorted(GLM_ONLY))
+def test_user_model_rejected(name, glm, as_user_model):
+    with pytest.raises(TypeError, match="compiled GLMs"):
+        sample(as_user_model(glm), name, **RUN)
+
+
+def _invalid_values(constraints):
+    """A value of a type no constraint accepts, then values of an accepted type
+    outside every accepted range (as scikit-learn's check_param_validation)."""
+    yield type("BadType", (), {})()
+    for c in constraints:
+        try:
+            yield generate_invalid_param_val(make_constraint(c))
+        except NotImplementedError:
+            continue
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_invalid_hyperparameters_raise(name, glm):
+    sampler = SAMPLERS[name]()
+    for param, constraints in sampler._parameter_constraints.items():
+        for bad in _invalid_values(constraints):
+            s = clone(sampler).set_params(**{param: bad})
+            with pytest.raises(InvalidParameterError, match=param):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", ConvergenceWarning)
+                    s.prepare(glm, np.random.default_rng(0))
