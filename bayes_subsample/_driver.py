@@ -223,7 +223,8 @@ def sample(model, sampler="hmc", *, n_samples=1000, n_warmup=1000, n_chains=4, n
             for c in range(n_chains):
                 run_chain(c)
         else:
-            Parallel(n_jobs=n_jobs, prefer="threads")(delayed(run_chain)(c) for c in range(n_chains))
+            Parallel(n_jobs=n_jobs, prefer="threads")(
+                delayed(run_chain)(c) for c in range(n_chains))
     except KeyboardInterrupt:
         stop.set()
         interrupted = True

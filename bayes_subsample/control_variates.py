@@ -1,5 +1,5 @@
 """Taylor-expansion control variates around a reference point theta*
-(doc/algorithms/building_blocks.rst).
+(:ref:`algo-building-blocks`).
 
 ``q_k(theta)`` is the order-0/1/2 Taylor expansion of ``l_k`` at ``theta*``.
 One full pass at ``theta*`` precomputes ``L* = sum l_k(theta*)``,

@@ -227,9 +227,9 @@ def lognormal_benchmark(mode):
     it = {"quick": 500, "default": 1500, "full": 5000}[mode]
     res = {}
     runs = {"mh": MH(), "confidence_delta0.05": ConfidenceMH(delta=0.05, check_exact=True),
-            "austerity_eps0.05_first2": AusterityMH(epsilon=0.05, first_batch=2, batch_size=50,
+            "austerity_eps0.05_first2": AusterityMH(epsilon=0.05, first_batch_size=2, batch_size=50,
                                                     check_exact=True),
-            "austerity_eps0.05_first500": AusterityMH(epsilon=0.05, first_batch=500,
+            "austerity_eps0.05_first500": AusterityMH(epsilon=0.05, first_batch_size=500,
                                                       batch_size=500, check_exact=True)}
     for name, s in runs.items():
         with warnings.catch_warnings():

@@ -17,7 +17,7 @@ from bayes_subsample import _rng
 from bayes_subsample import diagnostics as diag
 from bayes_subsample._driver import sample
 from bayes_subsample.linear_model import BayesianLogisticRegression
-from bayes_subsample.models import FunctionModel, LogisticRegressionModel
+from bayes_subsample.models import LogisticRegressionModel
 from bayes_subsample.samplers import MH
 from bayes_subsample.samplers import _approx_mh_fast as fast
 from bayes_subsample.samplers.austerity import AusterityMH
@@ -81,7 +81,7 @@ def test_epsilon_zero_is_mh_on_user_model(logistic_model, as_user_model):
 @pytest.mark.parametrize("proposal", ["rw", "sgld"])
 def test_glm_loop_and_python_path_agree(logistic_model, proposal, as_user_model):
     """Same generator -> same Fisher-Yates indices -> same decisions."""
-    s = AusterityMH(epsilon=0.1, batch_size=200, first_batch=50, proposal=proposal)
+    s = AusterityMH(epsilon=0.1, batch_size=200, first_batch_size=50, proposal=proposal)
     a, b = run_kernels_side_by_side(s, logistic_model, as_user_model(logistic_model))
     assert np.allclose(a["theta"], b["theta"], rtol=0, atol=1e-10)
     assert np.array_equal(a["data_fraction"], b["data_fraction"])
@@ -239,7 +239,7 @@ def test_gridsearch_over_epsilon(logistic_data):
     ({"epsilon": 1.0}, "epsilon"),
     ({"epsilon": -0.1}, "epsilon"),
     ({"batch_size": 0}, "batch_size"),
-    ({"first_batch": 1}, "first_batch"),
+    ({"first_batch_size": 1}, "first_batch_size"),
     ({"proposal": "hmc"}, "proposal"),
     ({"step_size": 0.0}, "step_size"),
 ])
@@ -249,8 +249,8 @@ def test_bad_parameters(logistic_model, params, match):
 
 
 def test_first_batch_larger_than_data(logistic_model, logistic_data):
-    with pytest.raises(ValueError, match="first_batch=6000 is larger than the number of data"):
-        sample(logistic_model, AusterityMH(first_batch=6000), n_samples=5, n_chains=1)
+    with pytest.raises(ValueError, match="first_batch_size=6000 is larger than the number of data"):
+        sample(logistic_model, AusterityMH(first_batch_size=6000), n_samples=5, n_chains=1)
     # the default first batch (= batch_size) is clipped to n instead
     X, y = logistic_data(100, 2)
     tr = sample(LogisticRegressionModel(X, y), AusterityMH(epsilon=0.05), n_samples=5,

@@ -164,7 +164,7 @@ def test_confidence_test_wrapper_matches_reference_loop():
 
 def test_glm_loop_and_python_path_agree(logistic_model, as_user_model):
     user = as_user_model(logistic_model)
-    s = ConfidenceMH(delta=0.1, first_batch=20)
+    s = ConfidenceMH(delta=0.1, first_batch_size=20)
     prepared = s.prepare(logistic_model, np.random.default_rng(0))
     recs = []
     for model in (logistic_model, user):
@@ -245,7 +245,7 @@ def test_lognormal_toy_confidence_vs_tiny_batch_ttest():
         tol = 4.5 * math.hypot(diag.mcse_mean(a), diag.mcse_mean(b))
         assert abs(a.mean() - b.mean()) < tol
         assert abs(a.std() / b.std() - 1.0) < 0.15
-    aus = sample(model, AusterityMH(epsilon=0.05, first_batch=2, batch_size=50,
+    aus = sample(model, AusterityMH(epsilon=0.05, first_batch_size=2, batch_size=50,
                                     check_exact=True), **kw)
     print(f"\nlognormal toy: wrong-decision rate confidence(delta={delta}) "
           f"{wrong.mean():.4f} (data {conf.stats['data_fraction'].mean():.3f}); austerity "
@@ -267,7 +267,7 @@ def _check_exact_posterior(tr, mean, cov, n_mcse=4.0, sd_tol=0.10):
     (0, None), pytest.param(1, None, marks=pytest.mark.slow), (0, "taylor"), (1, "taylor")])
 def test_exact_gaussian_posterior(gaussian_model, seed, proxy):
     mean, cov = gaussian_model.exact_posterior()
-    tr = sample(gaussian_model, ConfidenceMH(delta=0.01, proxy=proxy, first_batch=10),
+    tr = sample(gaussian_model, ConfidenceMH(delta=0.01, proxy=proxy, first_batch_size=10),
                 n_samples=3000, n_warmup=1000, n_chains=4, random_state=seed,
                 check_convergence=False)
     _check_exact_posterior(tr, mean, cov)
@@ -283,9 +283,9 @@ def test_exact_gaussian_posterior(gaussian_model, seed, proxy):
     ({"delta": 1.0}, "delta"),
     ({"delta": -0.01}, "delta"),
     ({"bound": "chernoff"}, "bound"),
-    ({"gamma": 1.0}, "gamma"),
+    ({"batch_growth": 1.0}, "batch_growth"),
     ({"p": 1.0}, "'p'"),
-    ({"first_batch": 0}, "first_batch"),
+    ({"first_batch_size": 0}, "first_batch_size"),
     ({"proxy": "linear"}, "proxy"),
 ])
 def test_bad_parameters(logistic_model, params, match):
@@ -294,8 +294,8 @@ def test_bad_parameters(logistic_model, params, match):
 
 
 def test_first_batch_larger_than_data(logistic_model):
-    with pytest.raises(ValueError, match="first_batch=5001 is larger than the number of data"):
-        sample(logistic_model, ConfidenceMH(first_batch=5001), n_samples=5, n_chains=1)
+    with pytest.raises(ValueError, match="first_batch_size=5001 is larger than the number of data"):
+        sample(logistic_model, ConfidenceMH(first_batch_size=5001), n_samples=5, n_chains=1)
 
 
 def test_user_model_without_range_bound_fails_at_prepare():

@@ -18,7 +18,7 @@ import pytest
 from scipy.special import expit, gammaln
 
 from bayes_subsample.control_variates import TaylorControlVariate
-from bayes_subsample.models import GLM, FunctionModel
+from bayes_subsample.models import GLM
 
 FAMILIES = ["logistic", "poisson", "gaussian"]
 DTYPES = [np.float64, np.float32]

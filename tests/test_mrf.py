@@ -280,7 +280,7 @@ def test_sampler_validation():
         ({"epsilon": "0.1"}, ValueError, "epsilon"),
         ({"batch_size": 0}, ValueError, "batch_size"),
         ({"batch_size": 2.5}, TypeError, "batch_size"),
-        ({"epsilon": 0.1, "first_batch": 1}, ValueError, "first_batch"),
+        ({"epsilon": 0.1, "first_batch_size": 1}, ValueError, "first_batch_size"),
         ({"scan": "sideways"}, ValueError, "scan"),
         ({"random_state": "seed"}, TypeError, "random_state"),
     ]
@@ -336,7 +336,7 @@ def test_gibbs_matches_enumerated_joint(name, D, order, scale, n_sweeps, epsilon
     # the model is not close to uniform, so the test has something to detect
     assert 0.5 * np.abs(pi - 1.0 / pi.size).sum() > 0.2
     # small batches so the sequential test really stops early (N_i is 36-66 here)
-    sampler = GibbsSampler(epsilon=epsilon, batch_size=5, first_batch=5, scan=scan,
+    sampler = GibbsSampler(epsilon=epsilon, batch_size=5, first_batch_size=5, scan=scan,
                            random_state=7)
     counts, res = final_state_counts(m, sampler, n_chains=4000, n_sweeps=n_sweeps)
     if epsilon > 0:
@@ -363,7 +363,7 @@ def test_large_epsilon_is_biased_on_small_model():
     target: the chi-square must reject (shows the approximate path is really taken)."""
     m = BinaryMRF.random(n_vars=10, order=3, log_potential_scale=0.2, random_state=1)
     pi = m.enumerate_joint()
-    s = GibbsSampler(epsilon=0.3, batch_size=2, first_batch=2, random_state=3)
+    s = GibbsSampler(epsilon=0.3, batch_size=2, first_batch_size=2, random_state=3)
     counts, res = final_state_counts(m, s, 4000, 15)
     assert res.fraction_examined.mean() < 0.6
     pval, _ = chi_square_pvalue(counts, pi)
@@ -520,7 +520,6 @@ def test_kernel_draws_without_replacement_uniformly():
     """``_rng.draw_without_replacement`` (the index draws of the approximate
     decisions) gives uniform permutations: all 24 orders of 4 items equally likely,
     and each item of 40 equally likely to be among the first 12 (as in test_rng)."""
-    from bayes_subsample.mrf import _gibbs_fast
 
     g = np.random.default_rng(10)
     codes = np.zeros(256)
@@ -588,3 +587,16 @@ def test_kernel_decision_matches_numpy_replay():
         np.testing.assert_array_equal(perm[a:a + n], order[:n])
         early += n < N
     assert early > 50
+
+
+def test_gibbs_sampler_is_an_estimator_and_first_batch_renamed():
+    """GibbsSampler follows scikit-learn's parameter API; the old name of
+    first_batch_size works with a FutureWarning and gives the same chain."""
+    from sklearn.base import clone
+    s = GibbsSampler(epsilon=0.2, batch_size=20, first_batch_size=10, random_state=1)
+    assert clone(s).get_params() == s.get_params()
+    m = BinaryMRF.random(8, random_state=0)
+    ref = s.sample(m, 20).states
+    with pytest.warns(FutureWarning, match="first_batch=.*deprecated"):
+        old = GibbsSampler(epsilon=0.2, batch_size=20, first_batch=10, random_state=1)
+        np.testing.assert_array_equal(old.sample(m, 20).states, ref)

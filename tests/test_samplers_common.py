@@ -167,3 +167,19 @@ def test_invalid_hyperparameters_raise(name, glm):
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", ConvergenceWarning)
                     s.prepare(glm, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("cls, old, new, value", [
+    ("austerity", "first_batch", "first_batch_size", 50),
+    ("confidence", "first_batch", "first_batch_size", 5),
+    ("confidence", "gamma", "batch_growth", 3.0),
+])
+def test_renamed_hyperparameters(cls, old, new, value, glm):
+    """The old names of renamed hyperparameters still work, with a FutureWarning, and
+    give the same chain as the new names; both at once is an error."""
+    new_run = sample(glm, SAMPLERS[cls](**{new: value}), **RUN)
+    with pytest.warns(FutureWarning, match=f"{old}=.*deprecated.*{new}="):
+        old_run = sample(glm, SAMPLERS[cls](**{old: value}), **RUN)
+    np.testing.assert_array_equal(old_run.draws, new_run.draws)
+    with pytest.raises(ValueError, match=f"give {new} only"):
+        sample(glm, SAMPLERS[cls](**{old: value, new: value}), **RUN)

@@ -5,7 +5,9 @@ from numbers import Real
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
+from sklearn.base import BaseEstimator
 
+from .._deprecation import DEPRECATED, renamed
 from .._seeding import chain_generators, seed_sequence
 from . import _gibbs_fast
 from ._model import BinaryMRF, _as_int, _check_states
@@ -76,7 +78,7 @@ class GibbsResult:
                 f"mean time_per_sweep={self.time_per_sweep.mean():.3g} s)")
 
 
-class GibbsSampler:
+class GibbsSampler(BaseEstimator):
     """Exact or approximate (austerity) Gibbs sampler for a :class:`BinaryMRF`.
 
     Updating x_i draws ``u ~ U(0, 1)`` and sets ``x_i = 1`` iff the mean of the
@@ -95,7 +97,7 @@ class GibbsSampler:
         (every term is summed).  The paper uses 0.01 to 0.25.
     batch_size : int, default=500
         Number of factor terms added per test.
-    first_batch : int, optional
+    first_batch_size : int, optional
         Size of the first mini-batch (>= 2); default ``batch_size``.
     scan : {"systematic", "random"}, default="systematic"
         Systematic scan updates x_0, ..., x_{D-1} in order each sweep; random scan
@@ -115,29 +117,14 @@ class GibbsSampler:
     True
     """
 
-    def __init__(self, epsilon=0.0, batch_size=500, first_batch=None, scan="systematic",
-                 random_state=None):
+    def __init__(self, epsilon=0.0, batch_size=500, first_batch_size=None, scan="systematic",
+                 random_state=None, first_batch=DEPRECATED):
         self.epsilon = epsilon
         self.batch_size = batch_size
-        self.first_batch = first_batch
+        self.first_batch_size = first_batch_size
         self.scan = scan
         self.random_state = random_state
-
-    def get_params(self, deep=True):
-        return {k: getattr(self, k) for k in
-                ("epsilon", "batch_size", "first_batch", "scan", "random_state")}
-
-    def set_params(self, **params):
-        valid = self.get_params()
-        for k, v in params.items():
-            if k not in valid:
-                raise ValueError(f"invalid parameter {k!r} for GibbsSampler")
-            setattr(self, k, v)
-        return self
-
-    def __repr__(self):
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"GibbsSampler({args})"
+        self.first_batch = first_batch
 
     # ------------------------------------------------------------------ validation
     def _validated(self):
@@ -145,10 +132,10 @@ class GibbsSampler:
         if isinstance(eps, bool) or not isinstance(eps, Real) or not (0.0 <= eps < 1.0):
             raise ValueError(f"epsilon must be a number in [0, 1), got {eps!r}")
         batch = _as_int(self.batch_size, "batch_size", 1)
-        first = batch if self.first_batch is None else _as_int(
-            self.first_batch, "first_batch", 1)
+        first = renamed(self, "first_batch", "first_batch_size")
+        first = batch if first is None else _as_int(first, "first_batch_size", 1)
         if eps > 0 and first < 2:
-            raise ValueError("first_batch must be >= 2 when epsilon > 0 (the t-test needs "
+            raise ValueError("first_batch_size must be >= 2 when epsilon > 0 (the t-test needs "
                              f"two terms to estimate a variance), got {first}")
         if self.scan not in ("systematic", "random"):
             raise ValueError(f"scan must be 'systematic' or 'random', got {self.scan!r}")

@@ -1,5 +1,5 @@
 """Step-size adaptation of the Hamiltonian samplers: dual averaging and the
-trajectory tuner (doc/algorithms/full_data.rst). Mass matrices come from
+trajectory tuner (:ref:`algo-dual-averaging`). Mass matrices come from
 ``bayes_subsample._linalg.factor_precision``; proposals adapt themselves
 (``_proposals``)."""
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The approximate-MH kernel shared by austerity MH and the confidence sampler:
 MH whose accept/reject decision is made by a *decision rule* on a subsample
-(doc/algorithms/austerity.rst, doc/algorithms/confidence.rst).
+(:ref:`algo-austerity`, :ref:`algo-confidence`).
 
 The MH decision ``log u < log pi(theta') - log pi(theta) + log q-ratio`` is
 rewritten as ``sum_k t_k > threshold`` over the ``n`` data, with
@@ -123,17 +123,17 @@ class DecisionRule:
         raise NotImplementedError
 
 
-def resolve_first_batch(first_batch, default, n, owner):
+def resolve_first_batch(first_batch_size, default, n, owner):
     """The first batch size for a model of ``n`` data: an explicit value must not
     exceed ``n``; the default is clipped to ``n``."""
-    if first_batch is None:
+    if first_batch_size is None:
         return int(min(default, n))
-    if first_batch > n:
+    if first_batch_size > n:
         raise ValueError(
-            f"{owner}: first_batch={first_batch} is larger than the number of data "
-            f"n_data={n}; use first_batch <= {n}"
+            f"{owner}: first_batch_size={first_batch_size} is larger than the number of "
+            f"data n_data={n}; use first_batch_size <= {n}"
         )
-    return int(first_batch)
+    return int(first_batch_size)
 
 
 def build_proposal(sampler, prepared, model):

@@ -21,7 +21,7 @@ recorded by the driver field by field. Every ``Info`` has the fields
   without a correction; the 0/1 decision for decision-based samplers);
 * ``accepted`` (bool);
 * ``n_evals`` (int): per-datum likelihood (+ gradient) evaluations of the
-  step, the cost measure of doc/algorithms/diagnostics.rst;
+  step, the cost measure of :ref:`algo-cost`;
 
 and may have ``diverging`` (bool), ``energy_error`` (float) and, for
 samplers whose draws carry a sign, ``sign`` (+1/-1). Evaluations outside

@@ -1,4 +1,4 @@
-"""Tuning of HMC-ECS (doc/algorithms/hmc_ecs.rst): the expansion point theta*,
+"""Tuning of HMC-ECS (:ref:`algo-hmc-ecs-tuning`): the expansion point theta*,
 the subsample size m of the perturbed estimator and the number of products
 lambda of the signed one."""
 from __future__ import annotations

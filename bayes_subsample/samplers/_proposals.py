@@ -88,7 +88,7 @@ class RandomWalkProposal:
 
 class SGLDProposal:
     """Stochastic-gradient Langevin proposal, MH-corrected
-    (doc/algorithms/austerity.rst).
+    (:ref:`algo-austerity-sgld`).
 
     ``theta' = theta + (alpha/2) M g(theta) + sqrt(alpha) L xi`` with ``g`` the
     minibatch gradient estimate of the log posterior (the samplers'

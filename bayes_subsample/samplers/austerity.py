@@ -1,5 +1,5 @@
 """Approximate MH with a sequential t-test on mini-batches ("austerity",
-Korattikara, Chen & Welling; doc/algorithms/austerity.rst).
+Korattikara, Chen & Welling; :ref:`algo-austerity`).
 
 The MH decision ``log u < log pi(theta') - log pi(theta) + log q-ratio`` is
 rewritten as ``mean_k l_k > mu0`` over the ``N`` data, with
@@ -18,6 +18,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from . import _approx_mh_fast as _fast
 from ._approx_mh import ApproxMHKernel, DecisionRule, build_proposal, resolve_first_batch
+from .._deprecation import DEPRECATED, deprecated_constraint, renamed
 from ._base import BaseSampler, prepare_laplace
 
 __all__ = ["AusterityMH"]
@@ -27,11 +28,11 @@ class SequentialTestRule(DecisionRule):
     """The sequential t-test decision (``epsilon = 0``: every datum, in storage
     order, one check)."""
 
-    def __init__(self, model, epsilon, batch_size, first_batch):
+    def __init__(self, model, epsilon, batch_size, first_batch_size):
         super().__init__(model)
         self.epsilon = float(epsilon)
         self.batch_size = int(batch_size)
-        self.first_batch = int(first_batch)
+        self.first_batch_size = int(first_batch_size)
 
     def decide(self, state, theta_new, threshold):
         n = self.model.n_data
@@ -39,7 +40,7 @@ class SequentialTestRule(DecisionRule):
             return self.exact_sum(state.theta, theta_new) > threshold, n, 1
         acc, n_used, n_batches, _ = _fast.austerity_decide(
             state.sub_rng, self.cy, state.theta, theta_new, state.perm, threshold / n,
-            self.epsilon, self.first_batch, self.batch_size)
+            self.epsilon, self.first_batch_size, self.batch_size)
         return acc, n_used, n_batches
 
 
@@ -51,7 +52,7 @@ class AusterityMH(BaseSampler):
     ratios) using a sequential Student-t test on mini-batches drawn without
     replacement (lazy Fisher-Yates, compiled loop for GLMs), with the
     finite-population correction; it stops once the p-value falls below
-    ``epsilon`` or all ``N`` data are used. See doc/algorithms/austerity.rst and
+    ``epsilon`` or all ``N`` data are used. See :ref:`algo-austerity` and
     Korattikara, Chen & Welling (2014).
 
     The chain targets the posterior only approximately for ``epsilon > 0``
@@ -66,7 +67,7 @@ class AusterityMH(BaseSampler):
         p-value tolerance of the test (0: exact MH). The paper uses 0.01-0.25.
     batch_size : int, default=500
         Data added per test after the first batch.
-    first_batch : int, optional
+    first_batch_size : int, optional
         Size ``m0 >= 2`` of the first batch (default ``batch_size``, clipped to
         the number of data). An explicit value larger than the number of data
         is an error.
@@ -74,7 +75,7 @@ class AusterityMH(BaseSampler):
         ``"rw"``: random walk ``theta + s L xi`` from the Laplace covariance,
         adapted during warmup exactly as :class:`MH` does (on the accept
         decisions). ``"sgld"``: the MH-corrected stochastic-gradient Langevin
-        proposal (doc/algorithms/austerity.rst).
+        proposal (:ref:`algo-austerity-sgld`).
     step_size : float, optional
         ``"rw"``: initial scale ``s`` (default ``2.38/sqrt(d)``). ``"sgld"``:
         the Langevin step ``alpha`` (fixed if given; default
@@ -109,7 +110,7 @@ class AusterityMH(BaseSampler):
     batches of 500); fewer, larger batches bring it below ``epsilon``. Use
     ``check_exact=True`` to measure it, or :class:`ConfidenceMH` for a
     guaranteed per-step error bound (heavy-tailed ``l_k`` break the t
-    approximation, most with a tiny ``first_batch``).
+    approximation, most with a tiny ``first_batch_size``).
 
     Examples
     --------
@@ -124,7 +125,7 @@ class AusterityMH(BaseSampler):
     _parameter_constraints = {
         "epsilon": [Interval(Real, 0, 1, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "first_batch": [Interval(Integral, 2, None, closed="left"), None],
+        "first_batch_size": [Interval(Integral, 2, None, closed="left"), None],
         "proposal": [StrOptions({"rw", "sgld"})],
         "step_size": [Interval(Real, 0, None, closed="neither"), None],
         "adapt": ["boolean"],
@@ -132,14 +133,15 @@ class AusterityMH(BaseSampler):
         "proposal_batch_size": [Interval(Integral, 1, None, closed="left"), None],
         "precondition": ["boolean"],
         "check_exact": ["boolean"],
+        "first_batch": deprecated_constraint(Interval(Integral, 2, None, closed="left"), None),
     }
 
-    def __init__(self, epsilon=0.05, batch_size=500, first_batch=None, proposal="rw",
+    def __init__(self, epsilon=0.05, batch_size=500, first_batch_size=None, proposal="rw",
                  step_size=None, adapt=True, target_accept=None, proposal_batch_size=None,
-                 precondition=True, check_exact=False):
+                 precondition=True, check_exact=False, first_batch=DEPRECATED):
         self.epsilon = epsilon
         self.batch_size = batch_size
-        self.first_batch = first_batch
+        self.first_batch_size = first_batch_size
         self.proposal = proposal
         self.step_size = step_size
         self.adapt = adapt
@@ -147,16 +149,19 @@ class AusterityMH(BaseSampler):
         self.proposal_batch_size = proposal_batch_size
         self.precondition = precondition
         self.check_exact = check_exact
+        self.first_batch = first_batch
+
+    def _first_batch_size(self, model, warn=False):
+        return resolve_first_batch(renamed(self, "first_batch", "first_batch_size", warn),
+                                   self.batch_size, model.n_data, type(self).__name__)
 
     def prepare(self, model, rng):
         self._validate_params()
-        resolve_first_batch(self.first_batch, self.batch_size, model.n_data,
-                            type(self).__name__)
+        self._first_batch_size(model, warn=True)
         return prepare_laplace(model)
 
     def build(self, model, prepared, n_warmup):
-        first = resolve_first_batch(self.first_batch, self.batch_size, model.n_data,
-                                    type(self).__name__)
+        first = self._first_batch_size(model)
         rule = SequentialTestRule(model, self.epsilon, self.batch_size, first)
         return ApproxMHKernel(model, build_proposal(self, prepared, model), rule,
                               self.check_exact)

@@ -1,5 +1,5 @@
 """The confidence sampler MHSubLhd (Bardenet, Doucet & Holmes 2014;
-doc/algorithms/confidence.rst): approximate MH whose subsampled decision is
+:ref:`algo-confidence`): approximate MH whose subsampled decision is
 stopped by a concentration inequality valid for sampling without
 replacement, so each decision agrees with the exact MH decision with
 probability at least ``1 - delta``.
@@ -22,6 +22,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..control_variates import TaylorControlVariate
 from . import _approx_mh_fast as _fast
 from ._approx_mh import ApproxMHKernel, DecisionRule, build_proposal, resolve_first_batch
+from .._deprecation import DEPRECATED, deprecated_constraint, renamed
 from ._base import BaseSampler, LaplacePrepared, prepare_laplace
 
 __all__ = ["ConfidenceMH"]
@@ -38,13 +39,13 @@ class ConfidenceRule(DecisionRule):
     """The concentration-bound decision (``delta = 0``: every datum, in storage
     order, one check), optionally on control-variate residual differences."""
 
-    def __init__(self, model, sampler, first_batch, cv=None):
+    def __init__(self, model, sampler, first_batch_size, cv=None):
         super().__init__(model)
         self.delta = float(sampler.delta)
         self.bound_code = _fast.BOUNDS[sampler.bound]
-        self.gamma = float(sampler.gamma)
+        self.batch_growth = float(renamed(sampler, "gamma", "batch_growth", warn=False))
         self.p = float(sampler.p)
-        self.first_batch = int(first_batch)
+        self.first_batch_size = int(first_batch_size)
         self.cv = cv
 
     def _range(self, theta, theta_new):
@@ -67,7 +68,7 @@ class ConfidenceRule(DecisionRule):
             extra = {"cv_order": cv.order, "theta_star": cv.theta_star, "eta_star": cv.cache}
         acc, t, k, _, _ = _fast.confidence_decide(
             state.sub_rng, self.cy, theta, theta_new, state.perm, psi, C, self.delta,
-            self.bound_code, self.gamma, self.p, self.first_batch, **extra)
+            self.bound_code, self.batch_growth, self.p, self.first_batch_size, **extra)
         return acc, t, k
 
 
@@ -78,14 +79,14 @@ class ConfidenceMH(BaseSampler):
     Each MH decision compares ``Lambda_t``, the mean of ``t`` terms
     ``l_k = l_k(theta') - l_k(theta)`` drawn without replacement, with
     ``psi = log[u p(theta) q(theta'|theta) / (p(theta') q(theta|theta'))] / n``.
-    Batches grow geometrically (``b_{k+1} = ceil(gamma t)``) and check ``k``
+    Batches grow geometrically (``b_{k+1} = ceil(batch_growth t)``) and check ``k``
     stops when ``|Lambda_t - psi| > c_t(delta_k)`` with
     ``delta_k = (p - 1) / (p k^p) delta``, so that the decision equals the
     full-data one with probability at least ``1 - delta``. ``c_t`` is a
     concentration bound for sampling without replacement using the range
     ``C(theta, theta') >= max_k |l_k(theta') - l_k(theta)|`` from
     ``model.range_bound`` (the GLMs implement it; user models must provide
-    one). See doc/algorithms/confidence.rst and Bardenet, Doucet & Holmes (2014).
+    one). See :ref:`algo-confidence` and Bardenet, Doucet & Holmes (2014).
 
     Parameters
     ----------
@@ -96,11 +97,11 @@ class ConfidenceMH(BaseSampler):
     bound : {"bernstein_serfling", "empirical_bernstein", "hoeffding_serfling"}, \
 default="bernstein_serfling"
         Concentration inequality.
-    gamma : float > 1, default=2.0
-        Geometric growth of the number of data examined between checks.
+    batch_growth : float > 1, default=2.0
+        ``gamma``: geometric growth of the number of data examined between checks.
     p : float > 1, default=2.0
         Exponent of the error schedule ``delta_k``.
-    first_batch : int, default=1
+    first_batch_size : int, default=1
         Data examined before the first check (must not exceed the data size).
     proxy : {None, "taylor"}, default=None
         ``"taylor"``: test the differences of second-order Taylor
@@ -140,33 +141,44 @@ default="bernstein_serfling"
         "delta": [Interval(Real, 0, 1, closed="left")],
         "bound": [StrOptions({"bernstein_serfling", "empirical_bernstein",
                               "hoeffding_serfling"})],
-        "gamma": [Interval(Real, 1, None, closed="neither")],
+        "batch_growth": [Interval(Real, 1, None, closed="neither")],
         "p": [Interval(Real, 1, None, closed="neither")],
-        "first_batch": [Interval(Integral, 1, None, closed="left")],
+        "first_batch_size": [Interval(Integral, 1, None, closed="left")],
         "proxy": [StrOptions({"taylor"}), None],
         "step_size": [Interval(Real, 0, None, closed="neither"), None],
         "adapt": ["boolean"],
         "target_accept": [Interval(Real, 0, 1, closed="neither"), None],
         "check_exact": ["boolean"],
+        "gamma": deprecated_constraint(Interval(Real, 1, None, closed="neither")),
+        "first_batch": deprecated_constraint(Interval(Integral, 1, None, closed="left")),
     }
 
-    def __init__(self, delta=0.01, bound="bernstein_serfling", gamma=2.0, p=2.0, first_batch=1,
-                 proxy=None, step_size=None, adapt=True, target_accept=None, check_exact=False):
+    def __init__(self, delta=0.01, bound="bernstein_serfling", batch_growth=2.0, p=2.0,
+                 first_batch_size=1, proxy=None, step_size=None, adapt=True,
+                 target_accept=None, check_exact=False, gamma=DEPRECATED,
+                 first_batch=DEPRECATED):
         self.delta = delta
         self.bound = bound
-        self.gamma = gamma
+        self.batch_growth = batch_growth
         self.p = p
-        self.first_batch = first_batch
+        self.first_batch_size = first_batch_size
         self.proxy = proxy
         self.step_size = step_size
         self.adapt = adapt
         self.target_accept = target_accept
         self.check_exact = check_exact
+        self.gamma = gamma
+        self.first_batch = first_batch
+
+    def _first_batch_size(self, model, warn=False):
+        return resolve_first_batch(renamed(self, "first_batch", "first_batch_size", warn), 1,
+                                   model.n_data, type(self).__name__)
 
     def prepare(self, model, rng):
         self._validate_params()
         name = type(self).__name__
-        resolve_first_batch(self.first_batch, 1, model.n_data, name)
+        self._first_batch_size(model, warn=True)
+        renamed(self, "gamma", "batch_growth")
         z = np.zeros(model.n_params)
         # surface a missing range bound now, not at the first step
         try:
@@ -194,7 +206,7 @@ default="bernstein_serfling"
                              cv=cv)
 
     def build(self, model, prepared, n_warmup):
-        first = resolve_first_batch(self.first_batch, 1, model.n_data, type(self).__name__)
+        first = self._first_batch_size(model)
         rule = ConfidenceRule(model, self, first,
                               cv=prepared.cv if isinstance(prepared, ProxyPrepared) else None)
         return ApproxMHKernel(model, build_proposal(self, prepared, model), rule,

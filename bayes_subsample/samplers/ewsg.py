@@ -1,5 +1,5 @@
 """Exponentially weighted stochastic gradients (EWSG) for stochastic-gradient
-underdamped Langevin dynamics (doc/algorithms/sgmcmc.rst).
+underdamped Langevin dynamics (:ref:`algo-ewsg`).
 
 The minibatch used at each Euler-Maruyama step is chosen non-uniformly, by a
 short Metropolis chain over minibatch indices whose target weights
@@ -94,7 +94,7 @@ class EWSGKernel(Kernel):
 
 class EWSG(BaseSampler):
     """Exponentially weighted stochastic gradients for underdamped Langevin
-    dynamics (the EWSG paper's Algorithm 1; doc/algorithms/sgmcmc.rst).
+    dynamics (the EWSG paper's Algorithm 1; :ref:`algo-ewsg`).
 
     Euler-Maruyama steps of ``d theta = r dt``,
     ``dr = -(grad V(theta) + gamma r) dt + sigma dW`` with ``sigma = sqrt(2 gamma)``

@@ -1,5 +1,5 @@
 """Full-data Hamiltonian Monte Carlo with a dense mass matrix and dual
-averaging (doc/algorithms/full_data.rst). The potential is one fused full pass per
+averaging (:ref:`algo-hmc`). The potential is one fused full pass per
 gradient (``FullPotential`` on the compiled model object); the leapfrog
 transition is the compiled one HMC-ECS shares."""
 from __future__ import annotations

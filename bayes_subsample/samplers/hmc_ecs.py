@@ -1,5 +1,5 @@
 """HMC with energy-conserving subsampling (Dang, Quiroz, Kohn, Tran, Villani 2019;
-doc/algorithms/hmc_ecs.rst), composed of three parts:
+:ref:`algo-hmc-ecs`), composed of three parts:
 
 * the **proxy**: Taylor control variates around theta* (:class:`TaylorControlVariate`),
   loaded into a subsampled potential (the compiled ``ECSCore`` for GLMs, the
@@ -267,8 +267,8 @@ class HMCECSKernel(Kernel):
 class HMCECS(BaseSampler):
     """HMC with energy-conserving subsampling (perturbed or signed).
 
-    Each iteration is a Gibbs sweep (doc/algorithms/hmc_ecs.rst): (1) the subsample ``u`` is refreshed
-    in part by a pseudo-marginal MH step at fixed theta (perturbed: one of
+    Each iteration is a Gibbs sweep (:ref:`algo-hmc-ecs`): (1) the subsample ``u``
+    is refreshed in part by a pseudo-marginal MH step at fixed theta (perturbed: one of
     ``n_blocks`` blocks; signed: ``kappa = max(1, round(lambda (1 - rho)))`` of
     the lambda products), (2) an HMC move of theta given ``u``, with the *same*
     subsampled estimator in the dynamics and the acceptance. The log-likelihood

@@ -1,5 +1,5 @@
 """Full-data random-walk Metropolis-Hastings with an adaptive proposal
-(doc/algorithms/full_data.rst), and the kernel base of the MH family."""
+(:ref:`algo-mh`), and the kernel base of the MH family."""
 from __future__ import annotations
 
 from numbers import Real
@@ -81,7 +81,7 @@ class MH(BaseSampler):
     empirical covariance (Haario et al.), and the scale ``s`` adapted by
     Robbins-Monro to acceptance 0.25 (d > 2; 0.5 otherwise). Proposal frozen
     after warmup. Every step evaluates the log-likelihood on all ``n`` data.
-    See doc/algorithms/full_data.rst.
+    See :ref:`algo-mh`.
 
     Parameters
     ----------

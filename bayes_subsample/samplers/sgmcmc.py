@@ -1,5 +1,5 @@
 """Stochastic-gradient Langevin (SGLD) and Hamiltonian (SGHMC) samplers with
-optional Taylor control variates (doc/algorithms/sgmcmc.rst), the step-size
+optional Taylor control variates (:ref:`algo-sgmcmc`), the step-size
 helper shared with EWSG, and budgets in data passes.
 
 These samplers have **no Metropolis-Hastings correction**: their stationary
@@ -284,7 +284,7 @@ class SGLDKernel(_SGKernelBase):
 
 
 class SGLD(BaseSampler):
-    """Stochastic-gradient Langevin dynamics (Welling & Teh 2011; doc/algorithms/sgmcmc.rst).
+    """Stochastic-gradient Langevin dynamics (Welling & Teh 2011; :ref:`algo-sgmcmc`).
 
     Each step draws ``batch_size`` indices ``u`` iid uniformly (with
     replacement) and moves ``theta <- theta + eps/2 g_hat(theta) + N(0, eps I)``
@@ -400,7 +400,7 @@ class SGHMCKernel(_SGKernelBase):
 class SGHMC(BaseSampler):
     """Stochastic-gradient Hamiltonian Monte Carlo (Chen et al. 2014) with friction
     ``C = friction * M`` (``= friction * I`` for the default identity mass) and
-    ``B_hat = 0`` (doc/algorithms/sgmcmc.rst).
+    ``B_hat = 0`` (:ref:`algo-sgmcmc`).
 
     Each iteration refreshes ``p ~ N(0, M)`` (``refresh_momentum=True``, as
     assumed for the HMC-ECS comparisons) and runs ``n_steps`` steps
