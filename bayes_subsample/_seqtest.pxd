@@ -1,3 +1,7 @@
+# The stopping rules of the approximate MH decisions, over one Welford/Chan
+# running mean: the sequential Student-t test of Korattikara, Chen & Welling
+# and (at the end) the concentration-bound rule of Bardenet, Doucet & Holmes.
+#
 # The sequential Student-t test of Korattikara, Chen & Welling
 # (doc/algorithms/austerity.rst, section "The sequential t-test").
 # One implementation, shared by AusterityMH (doc/algorithms/austerity.rst) and
@@ -23,7 +27,7 @@
 # mean is within rounding of its threshold (tests/test_rng.py: ~1 random problem in
 # 10^4, on data with a large common offset where per-term Welford loses ~1e-4 of the
 # p-value; there the batch update is the one that agrees with exact arithmetic).
-from libc.math cimport sqrt, fabs
+from libc.math cimport sqrt, fabs, log, ceil, pow, NAN
 from libc.stdint cimport int64_t
 from scipy.special.cython_special cimport stdtr
 
@@ -47,15 +51,7 @@ cdef struct SeqTest:
 
 
 cdef inline void seqtest_init(SeqTest* t, int64_t N, double mu0, double eps) noexcept nogil:
-    t.N = N
-    t.n = 0
-    t.n_batches = 0
-    t.mean = 0.0
-    t.m2 = 0.0
-    t.mu0 = mu0
-    t.eps = eps
-    t.done = False
-    t.accept = False
+    t[0] = SeqTest(N, 0, 0, 0.0, 0.0, mu0, eps, False, False)
 
 
 cdef inline int64_t seqtest_next_batch(SeqTest* t, int64_t first_batch,
@@ -168,3 +164,97 @@ cdef inline bint seqtest_check(SeqTest* t) noexcept nogil:
         t.done = True
         t.accept = t.mean > t.mu0
     return t.done
+
+
+# ---------------------------------------------------------------------------
+# The confidence sampler's stopping rule (doc/algorithms/confidence.rst)
+# ---------------------------------------------------------------------------
+# concentration bounds (doc/algorithms/confidence.rst)
+cdef enum:
+    BOUND_BERNSTEIN_SERFLING = 0
+    BOUND_EMPIRICAL_BERNSTEIN = 1
+    BOUND_HOEFFDING_SERFLING = 2
+
+# ---------------------------------------------------------------------------
+# The confidence stopping rule (struct + inline nogil functions, as SeqTest)
+# ---------------------------------------------------------------------------
+cdef struct ConfTest:
+    int64_t n          # population size
+    int64_t t          # terms examined
+    int64_t k          # checks made
+    double mean        # Welford running mean of the terms
+    double m2          # Welford sum of squared deviations
+    double psi         # threshold: accept iff the mean over all n exceeds psi
+    double C           # range constant: |term| <= C
+    double delta       # total error budget (0: exact, every term examined)
+    double gamma       # geometric batch growth
+    double p           # delta_k = (p - 1) / (p k^p) delta
+    int kind           # BOUND_*
+    double last_bound  # c_t at the last check (nan before any)
+    bint done
+    bint accept
+
+
+cdef inline void conftest_init(ConfTest* c, int64_t n, double psi, double C, double delta,
+                               double gamma, double p, int kind) noexcept nogil:
+    c[0] = ConfTest(n, 0, 0, 0.0, 0.0, psi, C, delta, gamma, p, kind, NAN, False, False)
+
+
+cdef inline int64_t conftest_next_batch(ConfTest* c, int64_t first_batch) noexcept nogil:
+    """Number of new terms to draw before the next check (b_{k+1} - t)."""
+    cdef int64_t target
+    if c.t == 0:
+        target = first_batch
+    else:
+        target = <int64_t> ceil(c.gamma * c.t)
+        if target <= c.t:
+            target = c.t + 1
+    if target > c.n:
+        target = c.n
+    return target - c.t
+
+
+cdef inline void conftest_push_batch(ConfTest* c, const double* l, Py_ssize_t b) noexcept nogil:
+    """Add the b terms l[0..b) (Chan et al. merge in chunks, as seqtest_push_batch)."""
+    welford_merge_batch(&c.t, &c.mean, &c.m2, l, b)
+
+
+cdef inline double concentration_bound(int kind, int64_t t, int64_t n, double sd, double C,
+                                       double dk) noexcept nogil:
+    """Half-width c_t with P(|mean_t - mean_n| > c_t) <= dk, sampling without
+    replacement; sd = sd of the t terms (divisor t), range 2C."""
+    cdef double tt = <double> t, nn = <double> n, rho, lg
+    cdef double kappa = 7.0 / 3.0 + 3.0 / sqrt(2.0)
+    if kind == BOUND_HOEFFDING_SERFLING:
+        return C * sqrt(2.0 * (1.0 - (tt - 1.0) / nn) * log(2.0 / dk) / tt)
+    if kind == BOUND_EMPIRICAL_BERNSTEIN:
+        lg = log(3.0 / dk)
+        return sd * sqrt(2.0 * lg / tt) + 6.0 * C * lg / tt
+    # Bernstein-Serfling
+    if tt <= nn / 2.0:
+        rho = 1.0 - (tt - 1.0) / nn
+    else:
+        rho = (1.0 - tt / nn) * (1.0 + 1.0 / tt)
+    lg = log(5.0 / dk)
+    return sd * sqrt(2.0 * rho * lg / tt) + 2.0 * kappa * C * lg / tt
+
+
+cdef inline bint conftest_check(ConfTest* c) noexcept nogil:
+    """Check k+1 on the terms pushed so far; sets done/accept; returns done."""
+    cdef double dk, sd, bound
+    c.k += 1
+    if c.t >= c.n:
+        c.done = True
+        c.accept = c.mean > c.psi
+        return True
+    if c.delta <= 0.0:
+        return False
+    dk = (c.p - 1.0) / (c.p * pow(<double> c.k, c.p)) * c.delta
+    sd = sqrt(c.m2 / c.t) if c.m2 > 0.0 else 0.0
+    bound = concentration_bound(c.kind, c.t, c.n, sd, c.C, dk)
+    c.last_bound = bound
+    # non-finite C, bound or mean: the comparison is False, keep drawing
+    if fabs(c.mean - c.psi) > bound:
+        c.done = True
+        c.accept = c.mean > c.psi
+    return c.done

@@ -22,6 +22,7 @@ from bayes_subsample.models import (
     PoissonRegressionModel,
 )
 from bayes_subsample.samplers import MH
+from bayes_subsample import _seqtest
 from bayes_subsample.samplers import _approx_mh_fast as fast
 from bayes_subsample.samplers.austerity import AusterityMH
 from bayes_subsample.models import logistic_residual_range_bound
@@ -120,7 +121,7 @@ def test_bound_formulas(kind):
         n = int(rng.integers(2, 10**6))
         t = int(rng.integers(1, n))
         sd, C, dk = rng.random(), rng.random() * 10, 10 ** rng.uniform(-8, -1)
-        assert fast.bound_value(kind, t, n, sd, C, dk) == pytest.approx(
+        assert _seqtest.bound_value(kind, t, n, sd, C, dk) == pytest.approx(
             ref_bound(kind, t, n, sd, C, dk), rel=1e-12)
 
 
@@ -147,18 +148,13 @@ def test_confidence_test_wrapper_matches_reference_loop():
         n = int(rng.integers(5, 5000))
         terms = rng.uniform(-1, 1, size=n) * rng.random()
         psi = rng.normal(scale=0.2)
-        kind = str(rng.choice(list(fast.BOUNDS)))
+        kind = str(rng.choice(list(_seqtest.BOUNDS)))
         delta = float(rng.choice([0.001, 0.05, 0.3]))
         gamma, p, b1 = float(rng.uniform(1.1, 3)), float(rng.uniform(1.1, 3)), int(rng.integers(1, 20))
         b1 = min(b1, n)
-        ct = fast.ConfidenceTest(n, psi, 1.0, delta, kind, gamma, p)
-        pos = 0
-        while not ct.done:
-            b = ct.next_batch(b1)
-            ct.push(terms[pos:pos + b])
-            pos += b
-            ct.check()
-        assert (ct.accept, ct.n_examined, ct.n_checks) == python_confidence_test(
+        accept, n_examined, n_checks, _ = _seqtest.conf_test(terms, psi, 1.0, delta, kind,
+                                                             gamma, p, b1)
+        assert (accept, n_examined, n_checks) == python_confidence_test(
             terms, psi, 1.0, delta, kind, gamma, p, b1)
 
 

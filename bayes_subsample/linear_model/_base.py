@@ -32,6 +32,20 @@ class BayesianGLMBase(BaseEstimator):
         "progress": ["boolean"],
     }
 
+    def __init__(self, sampler="hmc", n_samples=1000, n_warmup=1000, n_chains=4, n_jobs=None,
+                 prior_scale=10.0, intercept_prior_scale=10.0, fit_intercept=True,
+                 random_state=None, progress=False):
+        self.sampler = sampler
+        self.n_samples = n_samples
+        self.n_warmup = n_warmup
+        self.n_chains = n_chains
+        self.n_jobs = n_jobs
+        self.prior_scale = prior_scale
+        self.intercept_prior_scale = intercept_prior_scale
+        self.fit_intercept = fit_intercept
+        self.random_state = random_state
+        self.progress = progress
+
     def _validate(self):
         self._validate_params()
         if self.n_jobs == 0:

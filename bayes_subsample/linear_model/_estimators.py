@@ -86,20 +86,6 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
     (3, 2)
     """
 
-    def __init__(self, sampler="hmc", n_samples=1000, n_warmup=1000, n_chains=4, n_jobs=None,
-                 prior_scale=10.0, intercept_prior_scale=10.0, fit_intercept=True,
-                 random_state=None, progress=False):
-        self.sampler = sampler
-        self.n_samples = n_samples
-        self.n_warmup = n_warmup
-        self.n_chains = n_chains
-        self.n_jobs = n_jobs
-        self.prior_scale = prior_scale
-        self.intercept_prior_scale = intercept_prior_scale
-        self.fit_intercept = fit_intercept
-        self.random_state = random_state
-        self.progress = progress
-
     def fit(self, X, y):
         """Sample the posterior of the coefficients given ``X`` and binary ``y``.
 
@@ -247,16 +233,11 @@ class BayesianLinearRegression(_BayesianRegressorBase):
                  n_chains=4, n_jobs=None, prior_scale=10.0, intercept_prior_scale=10.0,
                  fit_intercept=True, random_state=None, progress=False):
         self.noise_scale = noise_scale
-        self.sampler = sampler
-        self.n_samples = n_samples
-        self.n_warmup = n_warmup
-        self.n_chains = n_chains
-        self.n_jobs = n_jobs
-        self.prior_scale = prior_scale
-        self.intercept_prior_scale = intercept_prior_scale
-        self.fit_intercept = fit_intercept
-        self.random_state = random_state
-        self.progress = progress
+        super().__init__(sampler=sampler, n_samples=n_samples, n_warmup=n_warmup,
+                         n_chains=n_chains, n_jobs=n_jobs, prior_scale=prior_scale,
+                         intercept_prior_scale=intercept_prior_scale,
+                         fit_intercept=fit_intercept, random_state=random_state,
+                         progress=progress)
 
     def fit(self, X, y):
         """Sample the posterior of the coefficients given ``X`` and ``y``.
@@ -332,20 +313,6 @@ class BayesianPoissonRegression(_BayesianRegressorBase):
     >>> reg.predict(X[:2]).shape
     (2,)
     """
-
-    def __init__(self, sampler="hmc", n_samples=1000, n_warmup=1000, n_chains=4, n_jobs=None,
-                 prior_scale=10.0, intercept_prior_scale=10.0, fit_intercept=True,
-                 random_state=None, progress=False):
-        self.sampler = sampler
-        self.n_samples = n_samples
-        self.n_warmup = n_warmup
-        self.n_chains = n_chains
-        self.n_jobs = n_jobs
-        self.prior_scale = prior_scale
-        self.intercept_prior_scale = intercept_prior_scale
-        self.fit_intercept = fit_intercept
-        self.random_state = random_state
-        self.progress = progress
 
     def fit(self, X, y):
         """Sample the posterior given ``X`` and non-negative integer counts ``y``.

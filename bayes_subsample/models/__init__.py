@@ -7,7 +7,8 @@ sampler kernels take as a typed argument: the GLMs' family classes, or a
 :class:`CyCallbackModel` that calls a Python model back.
 """
 from ._base import FunctionModel, GaussianPrior, Model, SubsetModel, WeightedModel
-from ._cymodel import CyCallbackModel, CyGLM, CyModel
+from ._callback import CyCallbackModel
+from ._cymodel import CyGLM, CyModel
 from ._glm import (GLM, GaussianRegressionModel, LogisticRegressionModel,
                    PoissonRegressionModel, logistic_residual_range_bound)
 

@@ -109,7 +109,7 @@ class Model:
         compiled family objects."""
         cy = self.__dict__.get("_compiled")
         if cy is None:
-            from ._cymodel import CyCallbackModel
+            from ._callback import CyCallbackModel
             cy = CyCallbackModel(self)
             self.__dict__["_compiled"] = cy
         return cy

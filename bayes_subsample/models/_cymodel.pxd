@@ -11,9 +11,9 @@
 # ``CyGLM`` implements them for canonical GLMs over a ``Rows`` object: the
 # family is a subclass (``CyLogistic``, ``CyPoisson``, ``CyGaussian``) that
 # provides three chunk methods of the scalar linear predictor ``eta``;
-# everything else is shared. ``CyCallbackModel`` runs a Python ``Model``
-# (e.g. ``FunctionModel``) through the same interface, calling back into
-# NumPy with the GIL, so user models go through the very same kernels.
+# everything else is shared. ``CyCallbackModel`` (``_callback.pxd``) runs a
+# Python ``Model`` (e.g. ``FunctionModel``) through the same interface, calling
+# back into NumPy with the GIL, so user models go through the very same kernels.
 from libc.stdint cimport int64_t
 from bayes_subsample.models._rows cimport Rows
 
@@ -106,7 +106,3 @@ cdef class CyPoisson(CyGLM):
 
 cdef class CyGaussian(CyGLM):
     pass
-
-
-cdef class CyCallbackModel(CyModel):
-    cdef readonly object model       # the Python Model

@@ -19,10 +19,11 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from .._deprecation import DEPRECATED, deprecated_constraint, renamed
+from .._seqtest import BOUNDS
 from ..control_variates import TaylorControlVariate
 from . import _approx_mh_fast as _fast
 from ._approx_mh import ApproxMHKernel, DecisionRule, build_proposal, resolve_first_batch
-from .._deprecation import DEPRECATED, deprecated_constraint, renamed
 from ._base import BaseSampler, LaplacePrepared, prepare_laplace
 
 __all__ = ["ConfidenceMH"]
@@ -42,7 +43,7 @@ class ConfidenceRule(DecisionRule):
     def __init__(self, model, sampler, first_batch_size, cv=None):
         super().__init__(model)
         self.delta = float(sampler.delta)
-        self.bound_code = _fast.BOUNDS[sampler.bound]
+        self.bound_code = BOUNDS[sampler.bound]
         self.batch_growth = float(renamed(sampler, "gamma", "batch_growth", warn=False))
         self.p = float(sampler.p)
         self.first_batch_size = int(first_batch_size)
