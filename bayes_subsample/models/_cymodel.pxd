@@ -10,12 +10,13 @@
 #
 # ``CyGLM`` implements them for canonical GLMs over a ``Rows`` object: the
 # family is a subclass (``CyLogistic``, ``CyPoisson``, ``CyGaussian``) that
-# provides three chunk methods of the scalar linear predictor ``eta``;
-# everything else is shared. ``CyCallbackModel`` (``_callback.pxd``) runs a
+# chooses its per-datum functions of the scalar linear predictor ``eta``
+# (a ``GLMFamily`` of ``_glm_terms.pxd``); every loop over data is shared. ``CyCallbackModel`` (``_callback.pxd``) runs a
 # Python ``Model`` (e.g. ``FunctionModel``) through the same interface, calling
 # back into NumPy with the GIL, so user models go through the very same kernels.
 from libc.stdint cimport int64_t
 from bayes_subsample.models._rows cimport Rows
+from bayes_subsample.models._glm_terms cimport GLMFamily
 
 cdef enum:
     # indices per chunk inside the methods (stack buffers of this size)
@@ -70,8 +71,9 @@ cdef class CyGLM(CyModel):
     cdef readonly double phi            # dispersion (Gaussian: noise variance)
     cdef readonly Py_ssize_t n_features
     cdef readonly bint intercept
+    cdef GLMFamily family               # set by the family subclass
 
-    # ---- the family: per-datum scalar terms of eta over a chunk ----------------------
+    # ---- the family's per-datum scalar terms of eta over a chunk ---------------------
     # ll = log-likelihood term, r = d ll / d eta, w = -d^2 ll / d eta^2
     cdef void link_terms(self, Py_ssize_t m, const double* y, const double* eta,
                          bint want_ll, double* ll, double* r, double* w) noexcept nogil

@@ -16,8 +16,8 @@ from libc.string cimport memset
 from libc.stdlib cimport calloc, free
 from bayes_subsample.models._rows cimport Rows, DenseRows
 from bayes_subsample.models._glm_terms cimport (
-    logistic_terms, poisson_terms, gaussian_terms, logistic_cv_consts, poisson_cv_consts,
-    gaussian_cv_consts, logistic_cv_residual, poisson_cv_residual, gaussian_cv_residual)
+    GLMFamily, GLM_LOGISTIC, GLM_POISSON, GLM_GAUSSIAN, Family, Logistic, Poisson, Gaussian,
+    glm_terms, glm_cv_consts, glm_cv_residual)
 
 # rows per task of the threaded full pass: the reduction is over fixed chunks
 # in a fixed order, so the result does not depend on the number of threads
@@ -26,6 +26,30 @@ DEF PASS_CHUNK = 4096
 
 cdef inline Py_ssize_t _imin(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
     return a if a < b else b
+
+
+# the family's terms over a chunk of m data (one loop, compiled once per family)
+cdef inline void _link_terms(Family f, Py_ssize_t m, const double* y, const double* eta,
+                             bint want_ll, double* ll, double* r, double* w) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(m):
+        glm_terms(f, y[i], eta[i], want_ll, &ll[i], &r[i], &w[i])
+
+
+cdef inline void _cv_consts(Family f, Py_ssize_t m, const double* eta_star, double* c0,
+                            double* c1, double* c2) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(m):
+        glm_cv_consts(f, eta_star[i], &c0[i], &c1[i], &c2[i])
+
+
+cdef inline void _cv_terms(Family f, int order, Py_ssize_t m, const double* y,
+                           const double* eta, const double* eta_star, const double* c0,
+                           const double* c1, const double* c2, double* d,
+                           double* dp) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(m):
+        glm_cv_residual(f, order, y[i], eta[i], eta_star[i], c0[i], c1[i], c2[i], &d[i], &dp[i])
 
 
 # ---------------------------------------------------------------------------------------
@@ -254,6 +278,9 @@ cdef class CyGLM(CyModel):
     """
 
     def __init__(self, Rows rows, y, double phi=1.0):
+        if type(self) is CyGLM:
+            raise TypeError("CyGLM is abstract: use its family subclasses "
+                            "(CyLogistic, CyPoisson, CyGaussian)")
         y = np.ascontiguousarray(y, dtype=np.float64)
         if y.shape != (rows.n_rows,):
             raise ValueError(f"y must have shape ({rows.n_rows},), got {y.shape}")
@@ -268,19 +295,34 @@ cdef class CyGLM(CyModel):
         self.intercept = rows.intercept
         self.cv_cost = 1
 
-    # ---- the family (subclasses) ---------------------------------------------------------
+    # ---- the family's terms over a chunk (the family is chosen once per chunk) ----------
     cdef void link_terms(self, Py_ssize_t m, const double* y, const double* eta,
                          bint want_ll, double* ll, double* r, double* w) noexcept nogil:
-        pass
+        if self.family == GLM_LOGISTIC:
+            _link_terms(Logistic(self.phi), m, y, eta, want_ll, ll, r, w)
+        elif self.family == GLM_POISSON:
+            _link_terms(Poisson(self.phi), m, y, eta, want_ll, ll, r, w)
+        else:
+            _link_terms(Gaussian(self.phi), m, y, eta, want_ll, ll, r, w)
 
     cdef void cv_consts(self, Py_ssize_t m, const double* eta_star, double* c0, double* c1,
                         double* c2) noexcept nogil:
-        pass
+        if self.family == GLM_LOGISTIC:
+            _cv_consts(Logistic(self.phi), m, eta_star, c0, c1, c2)
+        elif self.family == GLM_POISSON:
+            _cv_consts(Poisson(self.phi), m, eta_star, c0, c1, c2)
+        else:
+            _cv_consts(Gaussian(self.phi), m, eta_star, c0, c1, c2)
 
     cdef void cv_terms(self, int order, Py_ssize_t m, const double* y, const double* eta,
                        const double* eta_star, const double* c0, const double* c1,
                        const double* c2, double* d, double* dp) noexcept nogil:
-        pass
+        if self.family == GLM_LOGISTIC:
+            _cv_terms(Logistic(self.phi), order, m, y, eta, eta_star, c0, c1, c2, d, dp)
+        elif self.family == GLM_POISSON:
+            _cv_terms(Poisson(self.phi), order, m, y, eta, eta_star, c0, c1, c2, d, dp)
+        else:
+            _cv_terms(Gaussian(self.phi), order, m, y, eta, eta_star, c0, c1, c2, d, dp)
 
     # ---- per-datum terms over index chunks -----------------------------------------------
     cdef int loglik(self, const double* theta, const int64_t* idx, Py_ssize_t m,
@@ -605,70 +647,19 @@ cdef class CyGLM(CyModel):
 cdef class CyLogistic(CyGLM):
     """Logistic regression, ``y`` in {0, 1}."""
 
-    cdef void link_terms(self, Py_ssize_t m, const double* y, const double* eta,
-                         bint want_ll, double* ll, double* r, double* w) noexcept nogil:
-        cdef Py_ssize_t i
-        for i in range(m):
-            logistic_terms(y[i], eta[i], want_ll, &ll[i], &r[i], &w[i])
-
-    cdef void cv_consts(self, Py_ssize_t m, const double* eta_star, double* c0, double* c1,
-                        double* c2) noexcept nogil:
-        cdef Py_ssize_t i
-        for i in range(m):
-            logistic_cv_consts(eta_star[i], &c0[i], &c1[i], &c2[i])
-
-    cdef void cv_terms(self, int order, Py_ssize_t m, const double* y, const double* eta,
-                       const double* eta_star, const double* c0, const double* c1,
-                       const double* c2, double* d, double* dp) noexcept nogil:
-        cdef Py_ssize_t i
-        for i in range(m):
-            logistic_cv_residual(order, y[i], eta[i], eta_star[i], c0[i], c1[i], c2[i],
-                                 &d[i], &dp[i])
+    def __cinit__(self, *args, **kwargs):
+        self.family = GLM_LOGISTIC
 
 
 cdef class CyPoisson(CyGLM):
     """Poisson regression with the log link, ``y`` counts."""
 
-    cdef void link_terms(self, Py_ssize_t m, const double* y, const double* eta,
-                         bint want_ll, double* ll, double* r, double* w) noexcept nogil:
-        cdef Py_ssize_t i
-        for i in range(m):
-            poisson_terms(y[i], eta[i], want_ll, &ll[i], &r[i], &w[i])
-
-    cdef void cv_consts(self, Py_ssize_t m, const double* eta_star, double* c0, double* c1,
-                        double* c2) noexcept nogil:
-        cdef Py_ssize_t i
-        for i in range(m):
-            poisson_cv_consts(eta_star[i], &c0[i], &c1[i], &c2[i])
-
-    cdef void cv_terms(self, int order, Py_ssize_t m, const double* y, const double* eta,
-                       const double* eta_star, const double* c0, const double* c1,
-                       const double* c2, double* d, double* dp) noexcept nogil:
-        cdef Py_ssize_t i
-        for i in range(m):
-            poisson_cv_residual(order, y[i], eta[i], eta_star[i], c0[i], c1[i], c2[i],
-                                &d[i], &dp[i])
+    def __cinit__(self, *args, **kwargs):
+        self.family = GLM_POISSON
 
 
 cdef class CyGaussian(CyGLM):
     """Linear regression with Gaussian noise of known variance ``phi``."""
 
-    cdef void link_terms(self, Py_ssize_t m, const double* y, const double* eta,
-                         bint want_ll, double* ll, double* r, double* w) noexcept nogil:
-        cdef Py_ssize_t i
-        for i in range(m):
-            gaussian_terms(y[i], eta[i], self.phi, want_ll, &ll[i], &r[i], &w[i])
-
-    cdef void cv_consts(self, Py_ssize_t m, const double* eta_star, double* c0, double* c1,
-                        double* c2) noexcept nogil:
-        cdef Py_ssize_t i
-        for i in range(m):
-            gaussian_cv_consts(eta_star[i], self.phi, &c0[i], &c1[i], &c2[i])
-
-    cdef void cv_terms(self, int order, Py_ssize_t m, const double* y, const double* eta,
-                       const double* eta_star, const double* c0, const double* c1,
-                       const double* c2, double* d, double* dp) noexcept nogil:
-        cdef Py_ssize_t i
-        for i in range(m):
-            gaussian_cv_residual(order, y[i], eta[i], eta_star[i], c0[i], c1[i], c2[i],
-                                 self.phi, &d[i], &dp[i])
+    def __cinit__(self, *args, **kwargs):
+        self.family = GLM_GAUSSIAN
