@@ -1,7 +1,9 @@
 """Exact and approximate (austerity) Gibbs sampling for binary MRFs, and the error
 measures of Korattikara, Chen & Welling (2014, §6.3)."""
 
+from dataclasses import dataclass
 from numbers import Real
+from typing import Optional
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
@@ -24,7 +26,7 @@ __all__ = [
 ]
 
 
-
+@dataclass(eq=False)
 class GibbsResult:
     """Output of :meth:`GibbsSampler.sample`.
 
@@ -45,14 +47,12 @@ class GibbsResult:
         Last state of each chain (pass as ``x0`` to continue from it).
     """
 
-    def __init__(self, states, fraction_examined, time_per_sweep, exact_conditionals=None,
-                 decisions=None, updated_variables=None):
-        self.states = states
-        self.fraction_examined = fraction_examined
-        self.time_per_sweep = time_per_sweep
-        self.exact_conditionals = exact_conditionals
-        self.decisions = decisions
-        self.updated_variables = updated_variables
+    states: np.ndarray
+    fraction_examined: np.ndarray
+    time_per_sweep: np.ndarray
+    exact_conditionals: Optional[np.ndarray] = None
+    decisions: Optional[np.ndarray] = None
+    updated_variables: Optional[np.ndarray] = None
 
     @property
     def final_state(self):
