@@ -11,6 +11,7 @@ from sklearn.utils.multiclass import check_classification_targets, type_of_targe
 from sklearn.utils.validation import validate_data
 
 from .._driver import seed_sequence
+from .._params import store_params
 from ..models import GaussianRegressionModel, LogisticRegressionModel, PoissonRegressionModel
 from ._base import BayesianGLMBase
 
@@ -232,12 +233,7 @@ class BayesianLinearRegression(_BayesianRegressorBase):
     def __init__(self, noise_scale=None, sampler="hmc", n_samples=1000, n_warmup=1000,
                  n_chains=4, n_jobs=None, prior_scale=10.0, intercept_prior_scale=10.0,
                  fit_intercept=True, random_state=None, progress=False):
-        self.noise_scale = noise_scale
-        super().__init__(sampler=sampler, n_samples=n_samples, n_warmup=n_warmup,
-                         n_chains=n_chains, n_jobs=n_jobs, prior_scale=prior_scale,
-                         intercept_prior_scale=intercept_prior_scale,
-                         fit_intercept=fit_intercept, random_state=random_state,
-                         progress=progress)
+        store_params(self, locals())
 
     def fit(self, X, y):
         """Sample the posterior of the coefficients given ``X`` and ``y``.

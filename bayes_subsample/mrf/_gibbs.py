@@ -10,6 +10,7 @@ from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.base import BaseEstimator
 
 from .._deprecation import DEPRECATED, renamed
+from .._params import store_params
 from .._seeding import chain_generators, seed_sequence
 from . import _gibbs_fast
 from ._model import BinaryMRF, _as_int, _check_states
@@ -119,12 +120,7 @@ class GibbsSampler(BaseEstimator):
 
     def __init__(self, epsilon=0.0, batch_size=500, first_batch_size=None, scan="systematic",
                  random_state=None, first_batch=DEPRECATED):
-        self.epsilon = epsilon
-        self.batch_size = batch_size
-        self.first_batch_size = first_batch_size
-        self.scan = scan
-        self.random_state = random_state
-        self.first_batch = first_batch
+        store_params(self, locals())
 
     # ------------------------------------------------------------------ validation
     def _validated(self):

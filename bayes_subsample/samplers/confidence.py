@@ -20,6 +20,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._deprecation import DEPRECATED, deprecated_constraint, renamed
+from .._params import store_params
 from .._seqtest import BOUNDS
 from ..control_variates import TaylorControlVariate
 from . import _approx_mh_fast as _fast
@@ -158,18 +159,7 @@ default="bernstein_serfling"
                  first_batch_size=1, proxy=None, step_size=None, adapt=True,
                  target_accept=None, check_exact=False, gamma=DEPRECATED,
                  first_batch=DEPRECATED):
-        self.delta = delta
-        self.bound = bound
-        self.batch_growth = batch_growth
-        self.p = p
-        self.first_batch_size = first_batch_size
-        self.proxy = proxy
-        self.step_size = step_size
-        self.adapt = adapt
-        self.target_accept = target_accept
-        self.check_exact = check_exact
-        self.gamma = gamma
-        self.first_batch = first_batch
+        store_params(self, locals())
 
     def _first_batch_size(self, model, warn=False):
         return resolve_first_batch(renamed(self, "first_batch", "first_batch_size", warn), 1,

@@ -18,6 +18,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .. import _rng
+from .._params import store_params
 from . import _sgmcmc_fast as _fast
 from ._base import BaseSampler, Kernel
 from ._sgmcmc_fast import GradientEstimator
@@ -169,12 +170,7 @@ class EWSG(BaseSampler):
 
     def __init__(self, step_size=None, batch_size=100, friction=10.0, index_chain_length=1,
                  index_chain="restart", n_steps=1):
-        self.step_size = step_size
-        self.batch_size = batch_size
-        self.friction = friction
-        self.index_chain_length = index_chain_length
-        self.index_chain = index_chain
-        self.n_steps = n_steps
+        store_params(self, locals())
 
     def prepare(self, model, rng):
         self._validate_params()

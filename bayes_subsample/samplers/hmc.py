@@ -12,6 +12,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval
 
 from .._linalg import factor_precision
+from .._params import store_params
 from ._adapt import TrajectoryTuner
 from ._base import BaseSampler, Kernel, prepare_laplace
 from ._hamiltonian import FullPotential, Metric
@@ -151,12 +152,7 @@ class HMC(BaseSampler):
 
     def __init__(self, step_size=None, trajectory_length=1.2, target_accept=0.8,
                  n_leapfrog=None, max_leapfrog=1000, adapt_mass=True):
-        self.step_size = step_size
-        self.trajectory_length = trajectory_length
-        self.target_accept = target_accept
-        self.n_leapfrog = n_leapfrog
-        self.max_leapfrog = max_leapfrog
-        self.adapt_mass = adapt_mass
+        store_params(self, locals())
 
     def prepare(self, model, rng):
         self._validate_params()

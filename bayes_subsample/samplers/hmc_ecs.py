@@ -24,6 +24,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .. import _rng
+from .._params import store_params
 from ..control_variates import TaylorControlVariate
 from ..models import CyGLM
 from ._adapt import TrajectoryTuner
@@ -362,22 +363,7 @@ class HMCECS(BaseSampler):
                  trajectory_length=1.2, target_accept=0.8, n_leapfrog=None, max_leapfrog=100,
                  theta_star=None, recentre_every=200, target_variance=1.0,
                  subset_fraction=0.01):
-        self.variant = variant
-        self.subsample_size = subsample_size
-        self.batch_size = batch_size
-        self.n_blocks = n_blocks
-        self.n_products = n_products
-        self.correlation = correlation
-        self.cv_order = cv_order
-        self.step_size = step_size
-        self.trajectory_length = trajectory_length
-        self.target_accept = target_accept
-        self.n_leapfrog = n_leapfrog
-        self.max_leapfrog = max_leapfrog
-        self.theta_star = theta_star
-        self.recentre_every = recentre_every
-        self.target_variance = target_variance
-        self.subset_fraction = subset_fraction
+        store_params(self, locals())
 
     @property
     def signed(self):

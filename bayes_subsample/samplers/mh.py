@@ -9,6 +9,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval
 
 from .. import _rng
+from .._params import store_params
 from ._base import BaseSampler, Kernel, prepare_laplace
 from ._proposals import RandomWalkProposal
 
@@ -108,9 +109,7 @@ class MH(BaseSampler):
     }
 
     def __init__(self, step_size=None, adapt=True, target_accept=None):
-        self.step_size = step_size
-        self.adapt = adapt
-        self.target_accept = target_accept
+        store_params(self, locals())
 
     def prepare(self, model, rng):
         self._validate_params()

@@ -22,6 +22,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from .._params import store_params
 from ..control_variates import TaylorControlVariate
 from . import _sgmcmc_fast as _fast
 from ._base import BaseSampler, Kernel, LaplacePrepared, prepare_laplace
@@ -346,10 +347,7 @@ class SGLD(BaseSampler):
     }
 
     def __init__(self, step_size=None, batch_size=100, control_variates=True, n_steps=1):
-        self.step_size = step_size
-        self.batch_size = batch_size
-        self.control_variates = control_variates
-        self.n_steps = n_steps
+        store_params(self, locals())
 
     def prepare(self, model, rng):
         self._validate_params()
@@ -475,13 +473,7 @@ class SGHMC(BaseSampler):
 
     def __init__(self, step_size=None, batch_size=100, n_steps=20, friction=1.0,
                  control_variates=True, mass="identity", refresh_momentum=True):
-        self.step_size = step_size
-        self.batch_size = batch_size
-        self.n_steps = n_steps
-        self.friction = friction
-        self.control_variates = control_variates
-        self.mass = mass
-        self.refresh_momentum = refresh_momentum
+        store_params(self, locals())
 
     def prepare(self, model, rng):
         self._validate_params()
