@@ -44,6 +44,14 @@ class BayesianGLMBase(BaseEstimator):
             raise ValueError("n_jobs == 0 has no meaning; use None, -1 or a positive integer")
 
     # ---- fitting -------------------------------------------------------------------
+    def _fit_model(self, model_class, X, y, **params):
+        """Sample the posterior of ``model_class(X, y, **params)`` with the
+        estimator's intercept and priors; returns ``self``."""
+        self._run(model_class(X, y, fit_intercept=self.fit_intercept,
+                              prior_scale=self.prior_scale,
+                              intercept_prior_scale=self.intercept_prior_scale, **params))
+        return self
+
     def _run(self, model):
         rs = self.random_state
         if isinstance(rs, np.random.RandomState):

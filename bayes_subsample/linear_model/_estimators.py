@@ -109,12 +109,7 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
                 f"{type_of_target(y)}: BayesianLogisticRegression got "
                 f"{self.classes_.shape[0]} classes: {self.classes_.tolist()}"
             )
-        model = LogisticRegressionModel(X, y_enc.astype(np.float64),
-                                        fit_intercept=self.fit_intercept,
-                                        prior_scale=self.prior_scale,
-                                        intercept_prior_scale=self.intercept_prior_scale)
-        self._run(model)
-        return self
+        return self._fit_model(LogisticRegressionModel, X, y_enc.astype(np.float64))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -172,6 +167,13 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
 
 
 class _BayesianRegressorBase(RegressorMixin, BayesianGLMBase):
+    def _validate_fit_data(self, X, y):
+        """Validate the hyperparameters and the training data (``y`` as float64)."""
+        self._validate()
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], order="C",
+                             y_numeric=True)
+        return X, np.asarray(y, dtype=np.float64)
+
     def _predictive_moments(self, X):
         """Mean and sd of the posterior predictive of y."""
         raise NotImplementedError
@@ -242,18 +244,10 @@ class BayesianLinearRegression(_BayesianRegressorBase):
         -------
         self
         """
-        self._validate()
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], order="C",
-                             y_numeric=True)
-        y = np.asarray(y, dtype=np.float64)
+        X, y = self._validate_fit_data(X, y)
         self.noise_scale_ = (float(self.noise_scale) if self.noise_scale is not None
                              else self._estimate_noise(X, y))
-        model = GaussianRegressionModel(X, y, noise_scale=self.noise_scale_,
-                                        fit_intercept=self.fit_intercept,
-                                        prior_scale=self.prior_scale,
-                                        intercept_prior_scale=self.intercept_prior_scale)
-        self._run(model)
-        return self
+        return self._fit_model(GaussianRegressionModel, X, y, noise_scale=self.noise_scale_)
 
     def _estimate_noise(self, X, y):
         n = X.shape[0]
@@ -317,17 +311,10 @@ class BayesianPoissonRegression(_BayesianRegressorBase):
         -------
         self
         """
-        self._validate()
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], order="C",
-                             y_numeric=True)
-        y = np.asarray(y, dtype=np.float64)
+        X, y = self._validate_fit_data(X, y)
         if np.any(y < 0) or np.any(y != np.round(y)):
             raise ValueError("BayesianPoissonRegression needs non-negative integer counts y")
-        model = PoissonRegressionModel(X, y, fit_intercept=self.fit_intercept,
-                                       prior_scale=self.prior_scale,
-                                       intercept_prior_scale=self.intercept_prior_scale)
-        self._run(model)
-        return self
+        return self._fit_model(PoissonRegressionModel, X, y)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
