@@ -13,7 +13,16 @@ from ._gibbs import (
     subset_l1_error,
     subset_marginals,
 )
-from ._gibbs import __all__ as _gibbs_all
 from ._model import BinaryMRF
 
-__all__ = ["BinaryMRF", *_gibbs_all]
+__all__ = [
+    "BinaryMRF",
+    "GibbsResult",
+    "GibbsSampler",
+    "calibration_curve",
+    "l1_error_trace",
+    "random_subsets",
+    "state_codes",
+    "subset_l1_error",
+    "subset_marginals",
+]

@@ -1,5 +1,6 @@
 """Exact and approximate (austerity) Gibbs sampling for binary MRFs, and the error
-measures of Korattikara, Chen & Welling (2014, §6.3)."""
+measures of Korattikara, Chen & Welling (2014, §6.3); the public names are those
+that :mod:`bayes_subsample.mrf` lists."""
 
 from dataclasses import dataclass
 from numbers import Real
@@ -14,17 +15,6 @@ from .._params import store_params
 from .._seeding import chain_generators, seed_sequence
 from . import _gibbs_fast
 from ._model import BinaryMRF, _as_int, _check_states
-
-__all__ = [
-    "GibbsResult",
-    "GibbsSampler",
-    "calibration_curve",
-    "l1_error_trace",
-    "random_subsets",
-    "state_codes",
-    "subset_l1_error",
-    "subset_marginals",
-]
 
 
 @dataclass(eq=False)
