@@ -20,7 +20,7 @@ from . import _approx_mh_fast as _fast
 from ._approx_mh import ApproxMHKernel, DecisionRule, build_proposal, resolve_first_batch
 from .._deprecation import DEPRECATED, deprecated_constraint, renamed
 from .._params import store_params
-from ._base import BaseSampler, prepare_laplace
+from ._base import BaseSampler, prepare_laplace, shared_constraints
 
 __all__ = ["AusterityMH"]
 
@@ -124,16 +124,13 @@ class AusterityMH(BaseSampler):
     name = "austerity"
     exact = False
     _parameter_constraints = {
+        **shared_constraints("batch_size", "step_size", "adapt", "check_exact"),
         "epsilon": [Interval(Real, 0, 1, closed="left")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
         "first_batch_size": [Interval(Integral, 2, None, closed="left"), None],
         "proposal": [StrOptions({"rw", "sgld"})],
-        "step_size": [Interval(Real, 0, None, closed="neither"), None],
-        "adapt": ["boolean"],
         "target_accept": [Interval(Real, 0, 1, closed="neither"), None],
         "proposal_batch_size": [Interval(Integral, 1, None, closed="left"), None],
         "precondition": ["boolean"],
-        "check_exact": ["boolean"],
         "first_batch": deprecated_constraint(Interval(Integral, 2, None, closed="left"), None),
     }
 

@@ -25,7 +25,7 @@ from .._seqtest import BOUNDS
 from ..control_variates import TaylorControlVariate
 from . import _approx_mh_fast as _fast
 from ._approx_mh import ApproxMHKernel, DecisionRule, build_proposal, resolve_first_batch
-from ._base import BaseSampler, LaplacePrepared, prepare_laplace
+from ._base import BaseSampler, LaplacePrepared, prepare_laplace, shared_constraints
 
 __all__ = ["ConfidenceMH"]
 
@@ -140,6 +140,7 @@ default="bernstein_serfling"
     name = "confidence"
     exact = False
     _parameter_constraints = {
+        **shared_constraints("step_size", "adapt", "check_exact"),
         "delta": [Interval(Real, 0, 1, closed="left")],
         "bound": [StrOptions({"bernstein_serfling", "empirical_bernstein",
                               "hoeffding_serfling"})],
@@ -147,10 +148,7 @@ default="bernstein_serfling"
         "p": [Interval(Real, 1, None, closed="neither")],
         "first_batch_size": [Interval(Integral, 1, None, closed="left")],
         "proxy": [StrOptions({"taylor"}), None],
-        "step_size": [Interval(Real, 0, None, closed="neither"), None],
-        "adapt": ["boolean"],
         "target_accept": [Interval(Real, 0, 1, closed="neither"), None],
-        "check_exact": ["boolean"],
         "gamma": deprecated_constraint(Interval(Real, 1, None, closed="neither")),
         "first_batch": deprecated_constraint(Interval(Integral, 1, None, closed="left")),
     }

@@ -28,7 +28,7 @@ from .._params import store_params
 from ..control_variates import TaylorControlVariate
 from ..models import CyGLM
 from ._adapt import TrajectoryTuner
-from ._base import BaseSampler, Kernel, Prepared
+from ._base import BaseSampler, Kernel, Prepared, shared_constraints
 from ._ecs_numpy import NumpyECSPotential
 from ._ecs_tuning import (choose_n_products, choose_subsample_size, initial_theta_star,
                           refine_theta_star, residual_variances, typical_thetas)
@@ -340,6 +340,7 @@ class HMCECS(BaseSampler):
     name = "hmc_ecs"
     exact = False
     _parameter_constraints = {
+        **shared_constraints("step_size", "trajectory_length", "n_leapfrog", "max_leapfrog"),
         "variant": [StrOptions({"perturbed", "signed"})],
         "subsample_size": [Interval(Integral, 1, None, closed="left"), None],
         "batch_size": [Interval(Integral, 1, None, closed="left"), None],
@@ -347,11 +348,7 @@ class HMCECS(BaseSampler):
         "n_products": [Interval(Integral, 1, None, closed="left"), None],
         "correlation": [Interval(Real, 0, 1, closed="left")],
         "cv_order": [StrOptions({"auto"}), Interval(Integral, 0, 2, closed="both"), None],
-        "step_size": [Interval(Real, 0, None, closed="neither"), None],
-        "trajectory_length": [Interval(Real, 0, None, closed="neither")],
         "target_accept": [Interval(Real, 0, 1, closed="neither")],
-        "n_leapfrog": [Interval(Integral, 1, None, closed="left"), None],
-        "max_leapfrog": [Interval(Integral, 1, None, closed="left")],
         "theta_star": ["array-like", None],
         "recentre_every": [Interval(Integral, 1, None, closed="left"), None],
         "target_variance": [Interval(Real, 0, None, closed="neither")],

@@ -10,7 +10,7 @@ from sklearn.utils._param_validation import Interval
 
 from .. import _rng
 from .._params import store_params
-from ._base import BaseSampler, Kernel, prepare_laplace
+from ._base import BaseSampler, Kernel, prepare_laplace, shared_constraints
 from ._proposals import RandomWalkProposal
 
 __all__ = ["MH"]
@@ -103,8 +103,7 @@ class MH(BaseSampler):
     name = "mh"
     exact = True
     _parameter_constraints = {
-        "step_size": [Interval(Real, 0, None, closed="neither"), None],
-        "adapt": ["boolean"],
+        **shared_constraints("step_size", "adapt"),
         "target_accept": [Interval(Real, 0, 1, closed="neither"), None],
     }
 

@@ -20,12 +20,12 @@ from numbers import Integral, Real
 from typing import NamedTuple, Optional
 
 import numpy as np
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import StrOptions
 
 from .._params import store_params
 from ..control_variates import TaylorControlVariate
 from . import _sgmcmc_fast as _fast
-from ._base import BaseSampler, Kernel, LaplacePrepared, prepare_laplace
+from ._base import BaseSampler, Kernel, LaplacePrepared, prepare_laplace, shared_constraints
 from ._hamiltonian import Metric
 from ._sgmcmc_fast import GradientEstimator
 from .hmc import metric_from_precision
@@ -339,12 +339,8 @@ class SGLD(BaseSampler):
 
     name = "sgld"
     exact = False
-    _parameter_constraints = {
-        "step_size": [Interval(Real, 0, None, closed="neither"), None],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "control_variates": ["boolean"],
-        "n_steps": [Interval(Integral, 1, None, closed="left")],
-    }
+    _parameter_constraints = shared_constraints("step_size", "batch_size", "control_variates",
+                                                "n_steps")
 
     def __init__(self, step_size=None, batch_size=100, control_variates=True, n_steps=1):
         store_params(self, locals())
@@ -462,11 +458,7 @@ class SGHMC(BaseSampler):
     name = "sghmc"
     exact = False
     _parameter_constraints = {
-        "step_size": [Interval(Real, 0, None, closed="neither"), None],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "n_steps": [Interval(Integral, 1, None, closed="left")],
-        "friction": [Interval(Real, 0, None, closed="neither")],
-        "control_variates": ["boolean"],
+        **shared_constraints("step_size", "batch_size", "n_steps", "friction", "control_variates"),
         "mass": [StrOptions({"identity", "laplace"})],
         "refresh_momentum": ["boolean"],
     }
