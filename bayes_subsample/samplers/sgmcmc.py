@@ -43,6 +43,14 @@ _BIAS_NOTE = """
        change the summaries you report.
 """
 
+# the data set-up of the SGLD and SGHMC examples ({example_data} in their docstrings)
+_EXAMPLE_DATA = """\
+    >>> import numpy as np
+    >>> from bayes_subsample import sample
+    >>> from bayes_subsample.models import GaussianRegressionModel
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(2000, 2)); y = X @ [1.0, -1.0] + rng.normal(size=2000)"""
+
 
 # --------------------------------------------------------------------------------------
 # budgets and step sizes
@@ -326,11 +334,7 @@ class SGLD(BaseSampler):
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from bayes_subsample import sample
-    >>> from bayes_subsample.models import GaussianRegressionModel
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(2000, 2)); y = X @ [1.0, -1.0] + rng.normal(size=2000)
+    {example_data}
     >>> trace = sample(GaussianRegressionModel(X, y), SGLD(batch_size=20), n_samples=200,
     ...                n_warmup=100, n_chains=1, random_state=0, check_convergence=False)
     >>> trace.draws.shape
@@ -443,11 +447,7 @@ class SGHMC(BaseSampler):
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from bayes_subsample import sample
-    >>> from bayes_subsample.models import GaussianRegressionModel
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(2000, 2)); y = X @ [1.0, -1.0] + rng.normal(size=2000)
+    {example_data}
     >>> trace = sample(GaussianRegressionModel(X, y), SGHMC(batch_size=20, n_steps=10),
     ...                n_samples=100, n_warmup=50, n_chains=1, random_state=0,
     ...                check_convergence=False)
@@ -476,5 +476,6 @@ class SGHMC(BaseSampler):
         return SGHMCKernel(model, prepared, self)
 
 
-SGLD.__doc__ = SGLD.__doc__.replace("{bias}", _BIAS_NOTE)
-SGHMC.__doc__ = SGHMC.__doc__.replace("{bias}", _BIAS_NOTE)
+for _cls in (SGLD, SGHMC):
+    _cls.__doc__ = (_cls.__doc__.replace("{bias}", _BIAS_NOTE)
+                    .replace("    {example_data}", _EXAMPLE_DATA))
