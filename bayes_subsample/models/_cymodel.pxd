@@ -32,18 +32,19 @@ cdef enum:
     LOGLIK = -1
 
 
-# the scratch of one chunk of at most MODEL_CHUNK data (on the stack of a loop)
+# the scratch of one chunk of at most MODEL_CHUNK data (on the stack of a loop;
+# the buffers every loop uses first, so that they are contiguous)
 cdef struct Chunk:
     double y[MODEL_CHUNK]           # targets
     double eta[MODEL_CHUNK]         # linear predictors at theta
-    double eta_new[MODEL_CHUNK]     # ... at theta_new
+    double t[MODEL_CHUNK]           # terms (log-likelihood or residuals)
+    double dt[MODEL_CHUNK]          # their derivatives in eta
+    double w[MODEL_CHUNK]           # -d^2 l / d eta^2
+    double eta_new[MODEL_CHUNK]     # linear predictors at theta_new
     double eta_star[MODEL_CHUNK]    # ... at theta_star (control variates)
     double c0[MODEL_CHUNK]          # Taylor constants at eta_star
     double c1[MODEL_CHUNK]
     double c2[MODEL_CHUNK]
-    double t[MODEL_CHUNK]           # terms (log-likelihood or residuals)
-    double dt[MODEL_CHUNK]          # their derivatives in eta
-    double w[MODEL_CHUNK]           # -d^2 l / d eta^2
 
 
 cdef class CyModel:
