@@ -1,23 +1,24 @@
-# The stopping rules of the approximate MH decisions, over one Welford/Chan
-# running mean: the sequential Student-t test of Korattikara, Chen & Welling
-# and (at the end) the concentration-bound rule of Bardenet, Doucet & Holmes.
-#
-# The sequential Student-t test of Korattikara, Chen & Welling
-# (doc/algorithms/austerity.rst, section "The sequential t-test").
-# One implementation, shared by AusterityMH (doc/algorithms/austerity.rst) and
-# approximate Gibbs (doc/algorithms/mrf.rst).
+# The stopping rules of the approximate MH decisions and of approximate Gibbs,
+# over one Welford/Chan running mean of the terms examined so far: the
+# sequential Student-t test of Korattikara, Chen & Welling
+# (doc/algorithms/austerity.rst, section "The sequential t-test"; AusterityMH
+# and approximate Gibbs, doc/algorithms/mrf.rst) and the concentration-bound
+# rule of Bardenet, Doucet & Holmes (doc/algorithms/confidence.rst). Both
+# decide "mean of all N terms > mu0" and differ only in the batch sizes and in
+# when they stop, so one struct and one loop serve both.
 #
 # Usage inside a nogil kernel (caller owns drawing without replacement):
 #     cdef SeqTest t
-#     seqtest_init(&t, N, mu0, eps)
+#     seqtest_init(&t, N, mu0, eps, first_batch, batch_size)    # t-test, or
+#     conftest_init(&t, N, psi, C, delta, gamma, p, bound, first_batch)
 #     while not t.done:
-#         b = seqtest_next_batch(&t, first_batch, batch_size)
+#         b = seqtest_next_batch(&t)
 #         for each chunk of at most SEQTEST_CHUNK of the b terms:
 #             buf[0..c) = l(next c indices without replacement)
 #             seqtest_push_batch(&t, buf, c)
 #         seqtest_check(&t)
 #     accept = t.accept; examined = t.n
-# eps == 0 gives the exact decision (all N terms are always examined).
+# eps == 0 (delta == 0) gives the exact decision (all N terms are always examined).
 #
 # seqtest_push_batch is the update to use in loops: it merges a whole batch with
 # Chan et al.'s parallel formula (one division per batch, independent adds per term),
@@ -28,6 +29,7 @@
 # 10^4, on data with a large common offset where per-term Welford loses ~1e-4 of the
 # p-value; there the batch update is the one that agrees with exact arithmetic).
 from libc.math cimport sqrt, fabs, log, ceil, pow, NAN
+from libc.string cimport memset
 from libc.stdint cimport int64_t
 from scipy.special.cython_special cimport stdtr
 
@@ -38,28 +40,76 @@ cdef enum:
     SEQTEST_CHUNK = 256
 
 
+# the rule of a SeqTest: the sequential t-test, or the concentration-bound rule
+# with one of these bounds (doc/algorithms/confidence.rst)
+cdef enum:
+    TTEST = -1
+    BOUND_BERNSTEIN_SERFLING = 0
+    BOUND_EMPIRICAL_BERNSTEIN = 1
+    BOUND_HOEFFDING_SERFLING = 2
+
+
 cdef struct SeqTest:
-    int64_t N          # population size
-    int64_t n          # terms examined so far
-    int64_t n_batches  # batches (= checks) so far
-    double mean        # running mean of the l_i (Welford / Chan batch merge)
-    double m2          # running sum of squared deviations (Welford / Chan)
-    double mu0         # threshold: accept iff mean over all N exceeds mu0
-    double eps         # p-value tolerance
+    int64_t N           # population size
+    int64_t n           # terms examined so far
+    int64_t n_checks    # checks (= batches) so far
+    double mean         # running mean of the terms (Welford / Chan batch merge)
+    double m2           # running sum of squared deviations (Welford / Chan)
+    double mu0          # threshold: accept iff the mean over all N exceeds mu0
+    double tol          # t-test: p-value tolerance eps; bounds: error budget delta
+    int rule            # TTEST or a BOUND_*
+    int64_t first_batch # terms before the first check
+    int64_t batch_size  # t-test: terms added per later check
+    double gamma        # bounds: n grows to ceil(gamma n) at each later check
+    double C            # bounds: range constant, |term| <= C
+    double p            # bounds: delta_k = (p - 1) / (p k^p) delta
+    double last_bound   # bounds: c_t at the last check (nan before any)
     bint done
     bint accept
 
 
-cdef inline void seqtest_init(SeqTest* t, int64_t N, double mu0, double eps) noexcept nogil:
-    t[0] = SeqTest(N, 0, 0, 0.0, 0.0, mu0, eps, False, False)
+cdef inline void _seqtest_start(SeqTest* t, int rule, int64_t N, double mu0, double tol,
+                                int64_t first_batch) noexcept nogil:
+    memset(t, 0, sizeof(SeqTest))
+    t.rule = rule
+    t.N = N
+    t.mu0 = mu0
+    t.tol = tol
+    t.first_batch = first_batch
+    t.last_bound = NAN
 
 
-cdef inline int64_t seqtest_next_batch(SeqTest* t, int64_t first_batch,
-                                       int64_t batch_size) noexcept nogil:
-    cdef int64_t b = first_batch if t.n == 0 else batch_size
-    if b > t.N - t.n:
-        b = t.N - t.n
-    return b
+cdef inline void seqtest_init(SeqTest* t, int64_t N, double mu0, double eps,
+                              int64_t first_batch, int64_t batch_size) noexcept nogil:
+    """The sequential t-test: batches of first_batch, then batch_size terms."""
+    _seqtest_start(t, TTEST, N, mu0, eps, first_batch)
+    t.batch_size = batch_size
+
+
+cdef inline void conftest_init(SeqTest* t, int64_t N, double psi, double C, double delta,
+                               double gamma, double p, int bound,
+                               int64_t first_batch) noexcept nogil:
+    """The concentration-bound rule: first_batch terms, then geometric growth."""
+    _seqtest_start(t, bound, N, psi, delta, first_batch)
+    t.C = C
+    t.gamma = gamma
+    t.p = p
+
+
+cdef inline int64_t seqtest_next_batch(SeqTest* t) noexcept nogil:
+    """Number of new terms to draw before the next check."""
+    cdef int64_t target
+    if t.n == 0:
+        target = t.first_batch
+    elif t.rule == TTEST:
+        target = t.n + t.batch_size
+    else:
+        target = <int64_t> ceil(t.gamma * t.n)
+        if target <= t.n:
+            target = t.n + 1
+    if target > t.N:
+        target = t.N
+    return target - t.n
 
 
 cdef inline void seqtest_push(SeqTest* t, double l) noexcept nogil:
@@ -128,8 +178,7 @@ cdef inline void welford_merge_batch(int64_t* n, double* mean, double* m2,
                                      const double* l, Py_ssize_t b) noexcept nogil:
     """Merge the b terms l[0..b) into a running (count n, mean, M2), SEQTEST_CHUNK
     terms at a time.  A caller that computes a batch into a SEQTEST_CHUNK buffer and
-    merges chunk by chunk gets bit-identical results to one call on the whole batch.
-    Shared by SeqTest and the confidence sampler's ConfTest."""
+    merges chunk by chunk gets bit-identical results to one call on the whole batch."""
     cdef Py_ssize_t m
     while b > 0:
         m = b if b < SEQTEST_CHUNK else SEQTEST_CHUNK
@@ -143,15 +192,10 @@ cdef inline void seqtest_push_batch(SeqTest* t, const double* l, Py_ssize_t b) n
     welford_merge_batch(&t.n, &t.mean, &t.m2, l, b)
 
 
-cdef inline bint seqtest_check(SeqTest* t) noexcept nogil:
-    """Run the test on the terms pushed so far; sets done/accept; returns done."""
+cdef inline bint _ttest_stops(SeqTest* t) noexcept nogil:
+    """The t-test on the terms so far: is the p-value below eps?"""
     cdef double s, tval, pval
-    t.n_batches += 1
-    if t.n >= t.N:
-        t.done = True
-        t.accept = t.mean > t.mu0
-        return True
-    if t.n < 2 or t.eps <= 0.0:
+    if t.n < 2:
         return False
     # standard error of the mean with the finite-population correction
     s = sqrt(t.m2 / (t.n - 1)) / sqrt(<double> t.n) * sqrt(
@@ -160,63 +204,7 @@ cdef inline bint seqtest_check(SeqTest* t) noexcept nogil:
         return False  # cannot judge yet [R]
     tval = (t.mean - t.mu0) / s
     pval = stdtr(<double> (t.n - 1), -fabs(tval))
-    if pval < t.eps:
-        t.done = True
-        t.accept = t.mean > t.mu0
-    return t.done
-
-
-# ---------------------------------------------------------------------------
-# The confidence sampler's stopping rule (doc/algorithms/confidence.rst)
-# ---------------------------------------------------------------------------
-# concentration bounds (doc/algorithms/confidence.rst)
-cdef enum:
-    BOUND_BERNSTEIN_SERFLING = 0
-    BOUND_EMPIRICAL_BERNSTEIN = 1
-    BOUND_HOEFFDING_SERFLING = 2
-
-# ---------------------------------------------------------------------------
-# The confidence stopping rule (struct + inline nogil functions, as SeqTest)
-# ---------------------------------------------------------------------------
-cdef struct ConfTest:
-    int64_t n          # population size
-    int64_t t          # terms examined
-    int64_t k          # checks made
-    double mean        # Welford running mean of the terms
-    double m2          # Welford sum of squared deviations
-    double psi         # threshold: accept iff the mean over all n exceeds psi
-    double C           # range constant: |term| <= C
-    double delta       # total error budget (0: exact, every term examined)
-    double gamma       # geometric batch growth
-    double p           # delta_k = (p - 1) / (p k^p) delta
-    int kind           # BOUND_*
-    double last_bound  # c_t at the last check (nan before any)
-    bint done
-    bint accept
-
-
-cdef inline void conftest_init(ConfTest* c, int64_t n, double psi, double C, double delta,
-                               double gamma, double p, int kind) noexcept nogil:
-    c[0] = ConfTest(n, 0, 0, 0.0, 0.0, psi, C, delta, gamma, p, kind, NAN, False, False)
-
-
-cdef inline int64_t conftest_next_batch(ConfTest* c, int64_t first_batch) noexcept nogil:
-    """Number of new terms to draw before the next check (b_{k+1} - t)."""
-    cdef int64_t target
-    if c.t == 0:
-        target = first_batch
-    else:
-        target = <int64_t> ceil(c.gamma * c.t)
-        if target <= c.t:
-            target = c.t + 1
-    if target > c.n:
-        target = c.n
-    return target - c.t
-
-
-cdef inline void conftest_push_batch(ConfTest* c, const double* l, Py_ssize_t b) noexcept nogil:
-    """Add the b terms l[0..b) (Chan et al. merge in chunks, as seqtest_push_batch)."""
-    welford_merge_batch(&c.t, &c.mean, &c.m2, l, b)
+    return pval < t.tol
 
 
 cdef inline double concentration_bound(int kind, int64_t t, int64_t n, double sd, double C,
@@ -239,22 +227,27 @@ cdef inline double concentration_bound(int kind, int64_t t, int64_t n, double sd
     return sd * sqrt(2.0 * rho * lg / tt) + 2.0 * kappa * C * lg / tt
 
 
-cdef inline bint conftest_check(ConfTest* c) noexcept nogil:
-    """Check k+1 on the terms pushed so far; sets done/accept; returns done."""
-    cdef double dk, sd, bound
-    c.k += 1
-    if c.t >= c.n:
-        c.done = True
-        c.accept = c.mean > c.psi
-        return True
-    if c.delta <= 0.0:
-        return False
-    dk = (c.p - 1.0) / (c.p * pow(<double> c.k, c.p)) * c.delta
-    sd = sqrt(c.m2 / c.t) if c.m2 > 0.0 else 0.0
-    bound = concentration_bound(c.kind, c.t, c.n, sd, c.C, dk)
-    c.last_bound = bound
+cdef inline bint _bound_stops(SeqTest* t) noexcept nogil:
+    """Check k of the concentration-bound rule: is |mean - psi| above c_t?"""
+    cdef double dk, sd
+    dk = (t.p - 1.0) / (t.p * pow(<double> t.n_checks, t.p)) * t.tol
+    sd = sqrt(t.m2 / t.n) if t.m2 > 0.0 else 0.0
+    t.last_bound = concentration_bound(t.rule, t.n, t.N, sd, t.C, dk)
     # non-finite C, bound or mean: the comparison is False, keep drawing
-    if fabs(c.mean - c.psi) > bound:
-        c.done = True
-        c.accept = c.mean > c.psi
-    return c.done
+    return fabs(t.mean - t.mu0) > t.last_bound
+
+
+cdef inline bint seqtest_check(SeqTest* t) noexcept nogil:
+    """Check the terms pushed so far; sets done/accept; returns done."""
+    t.n_checks += 1
+    if t.n >= t.N:
+        t.done = True           # every term examined: the exact decision
+    elif t.tol <= 0.0:
+        t.done = False          # the exact rule examines every term
+    elif t.rule == TTEST:
+        t.done = _ttest_stops(t)
+    else:
+        t.done = _bound_stops(t)
+    if t.done:
+        t.accept = t.mean > t.mu0
+    return t.done

@@ -4,10 +4,9 @@ a rule over terms already in (random) draw order."""
 import numpy as np
 from libc.stdint cimport int64_t
 from bayes_subsample._seqtest cimport (
-    SeqTest, seqtest_init, seqtest_next_batch, seqtest_push, seqtest_push_batch,
-    seqtest_check, ConfTest, conftest_init, conftest_next_batch, conftest_push_batch,
-    conftest_check, concentration_bound, welford_merge_batch, BOUND_BERNSTEIN_SERFLING,
-    BOUND_EMPIRICAL_BERNSTEIN, BOUND_HOEFFDING_SERFLING)
+    SeqTest, seqtest_init, conftest_init, seqtest_next_batch, seqtest_push,
+    seqtest_push_batch, seqtest_check, concentration_bound, welford_merge_batch,
+    BOUND_BERNSTEIN_SERFLING, BOUND_EMPIRICAL_BERNSTEIN, BOUND_HOEFFDING_SERFLING)
 
 #: the concentration bounds of the confidence sampler, by name
 BOUNDS = {"bernstein_serfling": BOUND_BERNSTEIN_SERFLING,
@@ -42,9 +41,9 @@ def seq_ttest(const double[::1] l_in_draw_order, double mu0, double eps,
     cdef Py_ssize_t pos = 0, b, j
     cdef const double* l = &l_in_draw_order[0]
     with nogil:
-        seqtest_init(&t, N, mu0, eps)
+        seqtest_init(&t, N, mu0, eps, first_batch, batch_size)
         while not t.done:
-            b = seqtest_next_batch(&t, first_batch, batch_size)
+            b = seqtest_next_batch(&t)
             if per_term:
                 for j in range(b):
                     seqtest_push(&t, l[pos + j])
@@ -52,7 +51,7 @@ def seq_ttest(const double[::1] l_in_draw_order, double mu0, double eps,
                 seqtest_push_batch(&t, l + pos, b)
             pos += b
             seqtest_check(&t)
-    return bool(t.accept), int(t.n), int(t.n_batches)
+    return bool(t.accept), int(t.n), int(t.n_checks)
 
 
 def conf_test(const double[::1] l_in_draw_order, double psi, double C, double delta,
@@ -66,16 +65,16 @@ def conf_test(const double[::1] l_in_draw_order, double psi, double C, double de
     if n < 1:
         raise ValueError("need at least one term")
     cdef int kind = _bound_code(bound)
-    cdef ConfTest c
+    cdef SeqTest c
     cdef int64_t b
     cdef const double* l = &l_in_draw_order[0]
     with nogil:
-        conftest_init(&c, n, psi, C, delta, gamma, p, kind)
+        conftest_init(&c, n, psi, C, delta, gamma, p, kind, first_batch)
         while not c.done:
-            b = conftest_next_batch(&c, first_batch)
-            conftest_push_batch(&c, l + c.t, b)
-            conftest_check(&c)
-    return bool(c.accept), int(c.t), int(c.k), float(c.last_bound)
+            b = seqtest_next_batch(&c)
+            seqtest_push_batch(&c, l + c.n, b)
+            seqtest_check(&c)
+    return bool(c.accept), int(c.n), int(c.n_checks), float(c.last_bound)
 
 
 def bound_value(str bound, int64_t t, int64_t n, double sd, double C, double delta_k):

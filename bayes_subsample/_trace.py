@@ -4,6 +4,8 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
@@ -16,6 +18,7 @@ __all__ = ["Trace"]
 _CONTRACT_FIELDS = ("accept_prob", "accepted", "n_evals", "diverging", "energy_error", "sign")
 
 
+@dataclass(eq=False, kw_only=True)
 class Trace:
     """Result of :func:`sample`.
 
@@ -46,20 +49,23 @@ class Trace:
         True if the run was stopped by KeyboardInterrupt; the draws made are kept.
     """
 
-    def __init__(self, *, draws, stats, warmup_draws, warmup_stats, tuning, n_evals_prepare,
-                 n_evals_setup, wall_time, sampler, n_data, interrupted, param_names=None):
-        self.draws = draws
-        self.stats = stats
-        self.warmup_draws = warmup_draws
-        self.warmup_stats = warmup_stats
-        self.tuning = tuning
-        self.n_evals_prepare = int(n_evals_prepare)
-        self.n_evals_setup = np.asarray(n_evals_setup)
-        self.wall_time = wall_time
-        self.sampler = sampler
-        self.n_data = int(n_data)
-        self.interrupted = interrupted
-        self.param_names = param_names
+    draws: np.ndarray
+    stats: dict
+    warmup_draws: np.ndarray
+    warmup_stats: dict
+    tuning: list
+    n_evals_prepare: int
+    n_evals_setup: np.ndarray
+    wall_time: dict
+    sampler: object
+    n_data: int
+    interrupted: bool
+    param_names: Optional[list] = None
+
+    def __post_init__(self):
+        self.n_evals_prepare = int(self.n_evals_prepare)
+        self.n_evals_setup = np.asarray(self.n_evals_setup)
+        self.n_data = int(self.n_data)
 
     @property
     def n_chains(self):

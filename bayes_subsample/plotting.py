@@ -25,6 +25,8 @@ is ``axes.flat[0].figure``); :func:`plot_roc` returns one ``Axes``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -46,16 +48,16 @@ def _pyplot():
 # reading posteriors
 # --------------------------------------------------------------------------
 
+@dataclass(eq=False)
 class _Posterior:
     """Draws ``(n_chains, n_draws, n_params)``, names, signs and (for an
     estimator) the estimator itself."""
 
-    def __init__(self, draws, names, signs=None, estimator=None, warmup=None):
-        self.draws = draws
-        self.names = names
-        self.signs = signs
-        self.estimator = estimator
-        self.warmup = warmup
+    draws: np.ndarray
+    names: list
+    signs: Optional[np.ndarray] = None
+    estimator: object = None
+    warmup: Optional[np.ndarray] = None
 
     @property
     def n_params(self):

@@ -10,6 +10,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._driver import sample, seed_sequence
+from .._params import store_params
 from ..samplers import SAMPLERS, BaseSampler
 
 #: draws used by predict_proba / predict (evenly spaced over the pooled draws)
@@ -35,16 +36,7 @@ class BayesianGLMBase(BaseEstimator):
     def __init__(self, sampler="hmc", n_samples=1000, n_warmup=1000, n_chains=4, n_jobs=None,
                  prior_scale=10.0, intercept_prior_scale=10.0, fit_intercept=True,
                  random_state=None, progress=False):
-        self.sampler = sampler
-        self.n_samples = n_samples
-        self.n_warmup = n_warmup
-        self.n_chains = n_chains
-        self.n_jobs = n_jobs
-        self.prior_scale = prior_scale
-        self.intercept_prior_scale = intercept_prior_scale
-        self.fit_intercept = fit_intercept
-        self.random_state = random_state
-        self.progress = progress
+        store_params(self, locals())
 
     def _validate(self):
         self._validate_params()
@@ -52,6 +44,14 @@ class BayesianGLMBase(BaseEstimator):
             raise ValueError("n_jobs == 0 has no meaning; use None, -1 or a positive integer")
 
     # ---- fitting -------------------------------------------------------------------
+    def _fit_model(self, model_class, X, y, **params):
+        """Sample the posterior of ``model_class(X, y, **params)`` with the
+        estimator's intercept and priors; returns ``self``."""
+        self._run(model_class(X, y, fit_intercept=self.fit_intercept,
+                              prior_scale=self.prior_scale,
+                              intercept_prior_scale=self.intercept_prior_scale, **params))
+        return self
+
     def _run(self, model):
         rs = self.random_state
         if isinstance(rs, np.random.RandomState):

@@ -11,6 +11,7 @@ from sklearn.utils.multiclass import check_classification_targets, type_of_targe
 from sklearn.utils.validation import validate_data
 
 from .._driver import seed_sequence
+from .._params import store_params
 from ..models import GaussianRegressionModel, LogisticRegressionModel, PoissonRegressionModel
 from ._base import BayesianGLMBase
 
@@ -108,12 +109,7 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
                 f"{type_of_target(y)}: BayesianLogisticRegression got "
                 f"{self.classes_.shape[0]} classes: {self.classes_.tolist()}"
             )
-        model = LogisticRegressionModel(X, y_enc.astype(np.float64),
-                                        fit_intercept=self.fit_intercept,
-                                        prior_scale=self.prior_scale,
-                                        intercept_prior_scale=self.intercept_prior_scale)
-        self._run(model)
-        return self
+        return self._fit_model(LogisticRegressionModel, X, y_enc.astype(np.float64))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -171,6 +167,13 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
 
 
 class _BayesianRegressorBase(RegressorMixin, BayesianGLMBase):
+    def _validate_fit_data(self, X, y):
+        """Validate the hyperparameters and the training data (``y`` as float64)."""
+        self._validate()
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], order="C",
+                             y_numeric=True)
+        return X, np.asarray(y, dtype=np.float64)
+
     def _predictive_moments(self, X):
         """Mean and sd of the posterior predictive of y."""
         raise NotImplementedError
@@ -232,12 +235,7 @@ class BayesianLinearRegression(_BayesianRegressorBase):
     def __init__(self, noise_scale=None, sampler="hmc", n_samples=1000, n_warmup=1000,
                  n_chains=4, n_jobs=None, prior_scale=10.0, intercept_prior_scale=10.0,
                  fit_intercept=True, random_state=None, progress=False):
-        self.noise_scale = noise_scale
-        super().__init__(sampler=sampler, n_samples=n_samples, n_warmup=n_warmup,
-                         n_chains=n_chains, n_jobs=n_jobs, prior_scale=prior_scale,
-                         intercept_prior_scale=intercept_prior_scale,
-                         fit_intercept=fit_intercept, random_state=random_state,
-                         progress=progress)
+        store_params(self, locals())
 
     def fit(self, X, y):
         """Sample the posterior of the coefficients given ``X`` and ``y``.
@@ -246,18 +244,10 @@ class BayesianLinearRegression(_BayesianRegressorBase):
         -------
         self
         """
-        self._validate()
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], order="C",
-                             y_numeric=True)
-        y = np.asarray(y, dtype=np.float64)
+        X, y = self._validate_fit_data(X, y)
         self.noise_scale_ = (float(self.noise_scale) if self.noise_scale is not None
                              else self._estimate_noise(X, y))
-        model = GaussianRegressionModel(X, y, noise_scale=self.noise_scale_,
-                                        fit_intercept=self.fit_intercept,
-                                        prior_scale=self.prior_scale,
-                                        intercept_prior_scale=self.intercept_prior_scale)
-        self._run(model)
-        return self
+        return self._fit_model(GaussianRegressionModel, X, y, noise_scale=self.noise_scale_)
 
     def _estimate_noise(self, X, y):
         n = X.shape[0]
@@ -321,17 +311,10 @@ class BayesianPoissonRegression(_BayesianRegressorBase):
         -------
         self
         """
-        self._validate()
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], order="C",
-                             y_numeric=True)
-        y = np.asarray(y, dtype=np.float64)
+        X, y = self._validate_fit_data(X, y)
         if np.any(y < 0) or np.any(y != np.round(y)):
             raise ValueError("BayesianPoissonRegression needs non-negative integer counts y")
-        model = PoissonRegressionModel(X, y, fit_intercept=self.fit_intercept,
-                                       prior_scale=self.prior_scale,
-                                       intercept_prior_scale=self.intercept_prior_scale)
-        self._run(model)
-        return self
+        return self._fit_model(PoissonRegressionModel, X, y)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

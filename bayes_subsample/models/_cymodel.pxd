@@ -8,18 +8,43 @@
 # user callback (the exception is kept; ``raise_error()`` re-raises it with
 # the GIL held).
 #
-# ``CyGLM`` implements them for canonical GLMs over a ``Rows`` object: the
-# family is a subclass (``CyLogistic``, ``CyPoisson``, ``CyGaussian``) that
-# provides three chunk methods of the scalar linear predictor ``eta``;
-# everything else is shared. ``CyCallbackModel`` (``_callback.pxd``) runs a
-# Python ``Model`` (e.g. ``FunctionModel``) through the same interface, calling
-# back into NumPy with the GIL, so user models go through the very same kernels.
+# The ``term_*`` methods take the Taylor order as an argument, a negative one
+# (``LOGLIK``) standing for the log-likelihood terms themselves: kernels that
+# run with or without control variates call those.
+#
+# ``CyGLM`` implements them for canonical GLMs over a ``Rows`` object: its loops
+# over data are the three ``term_*`` methods, which the six kernel methods
+# call at a fixed order; the family is a subclass (``CyLogistic``,
+# ``CyPoisson``, ``CyGaussian``) that only names its per-datum functions of the
+# scalar linear predictor ``eta`` (a ``GLMFamily`` of ``_glm_terms.pxd``).
+# ``CyCallbackModel`` (``_callback.pxd``) runs a Python ``Model`` (e.g.
+# ``FunctionModel``) through the same interface, calling back into NumPy with
+# the GIL, so user models go through the very same kernels.
 from libc.stdint cimport int64_t
 from bayes_subsample.models._rows cimport Rows
+from bayes_subsample.models._glm_terms cimport GLMFamily
 
 cdef enum:
     # indices per chunk inside the methods (stack buffers of this size)
     MODEL_CHUNK = 256
+    # the Taylor order that stands for the log-likelihood terms themselves
+    # (``term_*`` methods; any negative order)
+    LOGLIK = -1
+
+
+# the scratch of one chunk of at most MODEL_CHUNK data (on the stack of a loop;
+# the buffers every loop uses first, so that they are contiguous)
+cdef struct Chunk:
+    double y[MODEL_CHUNK]           # targets
+    double eta[MODEL_CHUNK]         # linear predictors at theta
+    double t[MODEL_CHUNK]           # terms (log-likelihood or residuals)
+    double dt[MODEL_CHUNK]          # their derivatives in eta
+    double w[MODEL_CHUNK]           # -d^2 l / d eta^2
+    double eta_new[MODEL_CHUNK]     # linear predictors at theta_new
+    double eta_star[MODEL_CHUNK]    # ... at theta_star (control variates)
+    double c0[MODEL_CHUNK]          # Taylor constants at eta_star
+    double c1[MODEL_CHUNK]
+    double c2[MODEL_CHUNK]
 
 
 cdef class CyModel:
@@ -55,6 +80,20 @@ cdef class CyModel:
                           const double* theta, const int64_t* idx, Py_ssize_t m,
                           double* d) noexcept nogil
 
+    # the same by Taylor order: the terms t_k are the log-likelihood l_k for a
+    # negative order (LOGLIK), else the residuals d_k of that order; out[i] =
+    # t_{idx[i]}(theta), out[i] = t_{idx[i]}(theta_new) - t_{idx[i]}(theta), grad[:p]
+    # = sum_i grad t_{idx[i]}(theta) and total[0] = sum_i t_{idx[i]}(theta) (if not NULL)
+    cdef int term_values(self, int order, const double* theta_star, const double* eta_star,
+                         const double* theta, const int64_t* idx, Py_ssize_t m,
+                         double* out) noexcept nogil
+    cdef int term_diffs(self, int order, const double* theta_star, const double* eta_star,
+                        const double* theta, const double* theta_new, const int64_t* idx,
+                        Py_ssize_t m, double* out) noexcept nogil
+    cdef int term_grad_sum(self, int order, const double* theta_star, const double* eta_star,
+                           const double* theta, const int64_t* idx, Py_ssize_t m,
+                           double* grad, double* total) noexcept nogil
+
     # full-data sums: ll[0] = sum_k l_k, grad[:p] = sum_k grad l_k, hess[:p*p] = sum_k
     # Hessian l_k (symmetric, row-major); NULL outputs are skipped. Results do not
     # depend on n_threads.
@@ -70,8 +109,9 @@ cdef class CyGLM(CyModel):
     cdef readonly double phi            # dispersion (Gaussian: noise variance)
     cdef readonly Py_ssize_t n_features
     cdef readonly bint intercept
+    cdef GLMFamily family               # set by the family subclass
 
-    # ---- the family: per-datum scalar terms of eta over a chunk ----------------------
+    # ---- the family's per-datum scalar terms of eta over a chunk ---------------------
     # ll = log-likelihood term, r = d ll / d eta, w = -d^2 ll / d eta^2
     cdef void link_terms(self, Py_ssize_t m, const double* y, const double* eta,
                          bint want_ll, double* ll, double* r, double* w) noexcept nogil
@@ -84,16 +124,20 @@ cdef class CyGLM(CyModel):
                        const double* eta_star, const double* c0, const double* c1,
                        const double* c2, double* d, double* dp) noexcept nogil
 
-    # ---- shared --------------------------------------------------------------------------
+    # ---- shared ----------------------------------------------------------------------------
     # one contiguous range of rows of the fused full pass (log-likelihood sum,
     # gradient sum, lower triangle of the sum of -Hessians)
     cdef double pass_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta,
                            bint want_ll, double* grad, double* neg_hess) noexcept nogil
-    cdef void _eta_star(self, const double* theta_star, const double* eta_star,
-                        const int64_t* idx, Py_ssize_t m, double* out) noexcept nogil
-    cdef void _residuals(self, int order, const double* theta_star, const double* eta_star,
-                         const double* theta, const int64_t* idx, Py_ssize_t m, double* yb,
-                         double* es, double* d, double* dp) noexcept nogil
+    # term_values with dt = the derivatives of the terms in eta (or NULL)
+    cdef int _values(self, int order, const double* theta_star, const double* eta_star,
+                     const double* theta, const int64_t* idx, Py_ssize_t m, double* t,
+                     double* dt) noexcept nogil
+    # one chunk of the term_* loops (idx: the chunk's c indices)
+    cdef void _setup(self, Chunk* b, int order, const double* theta_star,
+                     const double* eta_star, const int64_t* idx, Py_ssize_t c) noexcept nogil
+    cdef void _terms(self, Chunk* b, int order, Py_ssize_t c, const double* eta, bint want_t,
+                     double* t, double* dt) noexcept nogil
 
 
 cdef class CyLogistic(CyGLM):

@@ -16,8 +16,8 @@ from libc.string cimport memset
 from libc.stdlib cimport calloc, free
 from bayes_subsample.models._rows cimport Rows, DenseRows
 from bayes_subsample.models._glm_terms cimport (
-    logistic_terms, poisson_terms, gaussian_terms, logistic_cv_consts, poisson_cv_consts,
-    gaussian_cv_consts, logistic_cv_residual, poisson_cv_residual, gaussian_cv_residual)
+    GLMFamily, GLM_LOGISTIC, GLM_POISSON, GLM_GAUSSIAN, Family, Logistic, Poisson, Gaussian,
+    glm_terms, glm_cv_consts, glm_cv_residual)
 
 # rows per task of the threaded full pass: the reduction is over fixed chunks
 # in a fixed order, so the result does not depend on the number of threads
@@ -26,6 +26,30 @@ DEF PASS_CHUNK = 4096
 
 cdef inline Py_ssize_t _imin(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
     return a if a < b else b
+
+
+# the family's terms over a chunk of m data (one loop, compiled once per family)
+cdef inline void _link_terms(Family f, Py_ssize_t m, const double* y, const double* eta,
+                             bint want_ll, double* ll, double* r, double* w) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(m):
+        glm_terms(f, y[i], eta[i], want_ll, &ll[i], &r[i], &w[i])
+
+
+cdef inline void _cv_consts(Family f, Py_ssize_t m, const double* eta_star, double* c0,
+                            double* c1, double* c2) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(m):
+        glm_cv_consts(f, eta_star[i], &c0[i], &c1[i], &c2[i])
+
+
+cdef inline void _cv_terms(Family f, int order, Py_ssize_t m, const double* y,
+                           const double* eta, const double* eta_star, const double* c0,
+                           const double* c1, const double* c2, double* d,
+                           double* dp) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(m):
+        glm_cv_residual(f, order, y[i], eta[i], eta_star[i], c0[i], c1[i], c2[i], &d[i], &dp[i])
 
 
 # ---------------------------------------------------------------------------------------
@@ -102,6 +126,27 @@ cdef class CyModel:
                        int n_threads) noexcept nogil:
         return -1
 
+    cdef int term_values(self, int order, const double* theta_star, const double* eta_star,
+                         const double* theta, const int64_t* idx, Py_ssize_t m,
+                         double* out) noexcept nogil:
+        if order < 0:
+            return self.loglik(theta, idx, m, out)
+        return self.cv_residuals(order, theta_star, eta_star, theta, idx, m, out)
+
+    cdef int term_diffs(self, int order, const double* theta_star, const double* eta_star,
+                        const double* theta, const double* theta_new, const int64_t* idx,
+                        Py_ssize_t m, double* out) noexcept nogil:
+        if order < 0:
+            return self.loglik_diff(theta, theta_new, idx, m, out)
+        return self.cv_residual_diff(order, theta_star, eta_star, theta, theta_new, idx, m, out)
+
+    cdef int term_grad_sum(self, int order, const double* theta_star, const double* eta_star,
+                           const double* theta, const int64_t* idx, Py_ssize_t m,
+                           double* grad, double* total) noexcept nogil:
+        if order < 0:
+            return self.grad_sum(theta, idx, m, grad, total)
+        return self.cv_grad_sum(order, theta_star, eta_star, theta, idx, m, grad, total)
+
     cdef int _fail(self) noexcept:
         """Keep the exception being handled for this thread; returns -1."""
         import sys
@@ -146,94 +191,70 @@ cdef class CyModel:
 
     def loglik_terms(self, theta, idx=None):
         """``l_k(theta)`` for ``k`` in ``idx`` (all data if None)."""
-        cdef double[::1] th = _theta(self, theta)
-        cdef int64_t[::1] ix = _indices(self, idx)
-        cdef double[::1] out = np.empty(ix.shape[0])
-        cdef int rc = 0
-        if ix.shape[0]:
-            with nogil:
-                rc = self.loglik(&th[0], &ix[0], ix.shape[0], &out[0])
-        if rc:
-            self.raise_error()
-        return np.asarray(out)
+        return self._evaluate(LOGLIK, None, theta, None, idx, None)
 
     def loglik_diff_terms(self, theta, theta_new, idx=None):
         """``l_k(theta_new) - l_k(theta)`` for ``k`` in ``idx``."""
-        cdef double[::1] th = _theta(self, theta)
-        cdef double[::1] th2 = _theta(self, theta_new, "theta_new")
-        cdef int64_t[::1] ix = _indices(self, idx)
-        cdef double[::1] out = np.empty(ix.shape[0])
-        cdef int rc = 0
-        if ix.shape[0]:
-            with nogil:
-                rc = self.loglik_diff(&th[0], &th2[0], &ix[0], ix.shape[0], &out[0])
-        if rc:
-            self.raise_error()
-        return np.asarray(out)
+        return self._evaluate(LOGLIK, None, theta, theta_new, idx, None)
 
     def grad_sum_terms(self, theta, idx=None):
         """``(sum_k grad l_k(theta), sum_k l_k(theta))`` over ``idx``."""
-        cdef double[::1] th = _theta(self, theta)
-        cdef int64_t[::1] ix = _indices(self, idx)
-        cdef double[::1] g = np.zeros(self.n_params)
-        cdef double ll = 0.0
-        cdef int rc = 0
-        if ix.shape[0]:
-            with nogil:
-                rc = self.grad_sum(&th[0], &ix[0], ix.shape[0], &g[0], &ll)
-        if rc:
-            self.raise_error()
-        return np.asarray(g), ll
+        return self._evaluate_grad_sum(LOGLIK, None, theta, idx, None)
 
     def cv_residual_terms(self, int order, theta_star, theta, idx=None, eta_star=None):
         """Control-variate residuals ``d_k(theta)`` (Taylor order 0/1/2 at theta_star)."""
-        cdef double[::1] ts = _theta(self, theta_star, "theta_star")
-        cdef double[::1] th = _theta(self, theta)
-        cdef int64_t[::1] ix = _indices(self, idx)
-        cdef const double* es = _eta_star_ptr(self, eta_star)
-        cdef double[::1] out = np.empty(ix.shape[0])
-        cdef int rc = 0
-        if ix.shape[0]:
-            with nogil:
-                rc = self.cv_residuals(order, &ts[0], es, &th[0], &ix[0], ix.shape[0], &out[0])
-        if rc:
-            self.raise_error()
-        return np.asarray(out)
+        return self._evaluate(order, theta_star, theta, None, idx, eta_star)
 
     def cv_residual_diff_terms(self, int order, theta_star, theta, theta_new, idx=None,
                                eta_star=None):
         """``d_k(theta_new) - d_k(theta)`` for ``k`` in ``idx``."""
-        cdef double[::1] ts = _theta(self, theta_star, "theta_star")
+        return self._evaluate(order, theta_star, theta, theta_new, idx, eta_star)
+
+    def cv_grad_sum_terms(self, int order, theta_star, theta, idx=None, eta_star=None):
+        """``(sum_k grad d_k(theta), sum_k d_k(theta))`` over ``idx``."""
+        return self._evaluate_grad_sum(order, theta_star, theta, idx, eta_star)
+
+    def _evaluate(self, int order, theta_star, theta, theta_new, idx, eta_star):
+        """``t_k(theta)``, or ``t_k(theta_new) - t_k(theta)`` if ``theta_new`` is given,
+        for ``k`` in ``idx`` (``t`` by ``order``, see ``term_values``)."""
+        cdef double[::1] ts = None if order < 0 else _theta(self, theta_star, "theta_star")
         cdef double[::1] th = _theta(self, theta)
-        cdef double[::1] th2 = _theta(self, theta_new, "theta_new")
+        cdef double[::1] th2 = None if theta_new is None else _theta(self, theta_new,
+                                                                     "theta_new")
         cdef int64_t[::1] ix = _indices(self, idx)
         cdef const double* es = _eta_star_ptr(self, eta_star)
+        cdef const double* tsp = NULL if ts is None else &ts[0]
         cdef double[::1] out = np.empty(ix.shape[0])
         cdef int rc = 0
-        if ix.shape[0]:
+        if ix.shape[0] and th2 is None:
             with nogil:
-                rc = self.cv_residual_diff(order, &ts[0], es, &th[0], &th2[0], &ix[0],
-                                           ix.shape[0], &out[0])
+                rc = self.term_values(order, tsp, es, &th[0], &ix[0], ix.shape[0], &out[0])
+        elif ix.shape[0]:
+            with nogil:
+                rc = self.term_diffs(order, tsp, es, &th[0], &th2[0], &ix[0], ix.shape[0],
+                                     &out[0])
         if rc:
             self.raise_error()
         return np.asarray(out)
 
-    def cv_grad_sum_terms(self, int order, theta_star, theta, idx=None, eta_star=None):
-        """``(sum_k grad d_k(theta), sum_k d_k(theta))`` over ``idx``."""
-        cdef double[::1] ts = _theta(self, theta_star, "theta_star")
+    def _evaluate_grad_sum(self, int order, theta_star, theta, idx, eta_star):
+        """``(sum_k grad t_k(theta), sum_k t_k(theta))`` over ``idx`` (``t`` by
+        ``order``, see ``term_values``)."""
+        cdef double[::1] ts = None if order < 0 else _theta(self, theta_star, "theta_star")
         cdef double[::1] th = _theta(self, theta)
         cdef int64_t[::1] ix = _indices(self, idx)
         cdef const double* es = _eta_star_ptr(self, eta_star)
+        cdef const double* tsp = NULL if ts is None else &ts[0]
         cdef double[::1] g = np.zeros(self.n_params)
-        cdef double dsum = 0.0
+        cdef double total = 0.0
         cdef int rc = 0
         if ix.shape[0]:
             with nogil:
-                rc = self.cv_grad_sum(order, &ts[0], es, &th[0], &ix[0], ix.shape[0], &g[0],
-                                      &dsum)
+                rc = self.term_grad_sum(order, tsp, es, &th[0], &ix[0], ix.shape[0], &g[0],
+                                        &total)
         if rc:
             self.raise_error()
-        return np.asarray(g), dsum
+        return np.asarray(g), total
 
 
 # ---------------------------------------------------------------------------------------
@@ -254,6 +275,9 @@ cdef class CyGLM(CyModel):
     """
 
     def __init__(self, Rows rows, y, double phi=1.0):
+        if type(self) is CyGLM:
+            raise TypeError("CyGLM is abstract: use its family subclasses "
+                            "(CyLogistic, CyPoisson, CyGaussian)")
         y = np.ascontiguousarray(y, dtype=np.float64)
         if y.shape != (rows.n_rows,):
             raise ValueError(f"y must have shape ({rows.n_rows},), got {y.shape}")
@@ -268,199 +292,167 @@ cdef class CyGLM(CyModel):
         self.intercept = rows.intercept
         self.cv_cost = 1
 
-    # ---- the family (subclasses) ---------------------------------------------------------
+    # ---- the family's terms over a chunk (the family is chosen once per chunk) ----------
     cdef void link_terms(self, Py_ssize_t m, const double* y, const double* eta,
                          bint want_ll, double* ll, double* r, double* w) noexcept nogil:
-        pass
+        if self.family == GLM_LOGISTIC:
+            _link_terms(Logistic(self.phi), m, y, eta, want_ll, ll, r, w)
+        elif self.family == GLM_POISSON:
+            _link_terms(Poisson(self.phi), m, y, eta, want_ll, ll, r, w)
+        else:
+            _link_terms(Gaussian(self.phi), m, y, eta, want_ll, ll, r, w)
 
     cdef void cv_consts(self, Py_ssize_t m, const double* eta_star, double* c0, double* c1,
                         double* c2) noexcept nogil:
-        pass
+        if self.family == GLM_LOGISTIC:
+            _cv_consts(Logistic(self.phi), m, eta_star, c0, c1, c2)
+        elif self.family == GLM_POISSON:
+            _cv_consts(Poisson(self.phi), m, eta_star, c0, c1, c2)
+        else:
+            _cv_consts(Gaussian(self.phi), m, eta_star, c0, c1, c2)
 
     cdef void cv_terms(self, int order, Py_ssize_t m, const double* y, const double* eta,
                        const double* eta_star, const double* c0, const double* c1,
                        const double* c2, double* d, double* dp) noexcept nogil:
-        pass
+        if self.family == GLM_LOGISTIC:
+            _cv_terms(Logistic(self.phi), order, m, y, eta, eta_star, c0, c1, c2, d, dp)
+        elif self.family == GLM_POISSON:
+            _cv_terms(Poisson(self.phi), order, m, y, eta, eta_star, c0, c1, c2, d, dp)
+        else:
+            _cv_terms(Gaussian(self.phi), order, m, y, eta, eta_star, c0, c1, c2, d, dp)
 
-    # ---- per-datum terms over index chunks -----------------------------------------------
+    # ---- the kernel methods: the term_* loops below at a given order ---------------------
     cdef int loglik(self, const double* theta, const int64_t* idx, Py_ssize_t m,
                     double* out) noexcept nogil:
-        cdef double eta[MODEL_CHUNK]
-        cdef double yb[MODEL_CHUNK]
-        cdef double r[MODEL_CHUNK]
-        cdef double w[MODEL_CHUNK]
-        cdef Py_ssize_t s, c, i
-        s = 0
-        while s < m:
-            c = _imin(MODEL_CHUNK, m - s)
-            self.rows.dot(idx + s, c, theta, eta)
-            for i in range(c):
-                yb[i] = self.y[idx[s + i]]
-            self.link_terms(c, yb, eta, True, out + s, r, w)
-            s += c
-        return 0
-
-    cdef int loglik_diff(self, const double* theta, const double* theta_new,
-                         const int64_t* idx, Py_ssize_t m, double* out) noexcept nogil:
-        cdef double e0[MODEL_CHUNK]
-        cdef double e1[MODEL_CHUNK]
-        cdef double yb[MODEL_CHUNK]
-        cdef double l0[MODEL_CHUNK]
-        cdef double r[MODEL_CHUNK]
-        cdef double w[MODEL_CHUNK]
-        cdef Py_ssize_t s, c, i
-        s = 0
-        while s < m:
-            c = _imin(MODEL_CHUNK, m - s)
-            self.rows.dot2(idx + s, c, theta, theta_new, e0, e1)
-            for i in range(c):
-                yb[i] = self.y[idx[s + i]]
-            self.link_terms(c, yb, e0, True, l0, r, w)
-            self.link_terms(c, yb, e1, True, out + s, r, w)
-            for i in range(c):
-                out[s + i] = out[s + i] - l0[i]
-            s += c
-        return 0
-
-    cdef int grad_sum(self, const double* theta, const int64_t* idx, Py_ssize_t m,
-                      double* grad, double* ll) noexcept nogil:
-        cdef double eta[MODEL_CHUNK]
-        cdef double yb[MODEL_CHUNK]
-        cdef double lb[MODEL_CHUNK]
-        cdef double r[MODEL_CHUNK]
-        cdef double w[MODEL_CHUNK]
-        cdef Py_ssize_t s, c, i
-        cdef double llsum = 0.0
-        memset(grad, 0, self.n_params * sizeof(double))
-        s = 0
-        while s < m:
-            c = _imin(MODEL_CHUNK, m - s)
-            self.rows.dot(idx + s, c, theta, eta)
-            for i in range(c):
-                yb[i] = self.y[idx[s + i]]
-            self.link_terms(c, yb, eta, ll != NULL, lb, r, w)
-            if ll != NULL:
-                for i in range(c):
-                    llsum += lb[i]
-            self.rows.add_xt(idx + s, c, r, grad)
-            s += c
-        if ll != NULL:
-            ll[0] = llsum
-        return 0
-
-    cdef double pass_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta,
-                           bint want_ll, double* grad, double* neg_hess) noexcept nogil:
-        cdef double eta[MODEL_CHUNK]
-        cdef double lb[MODEL_CHUNK]
-        cdef double r[MODEL_CHUNK]
-        cdef double w[MODEL_CHUNK]
-        cdef Py_ssize_t s, c, i
-        cdef double llsum = 0.0
-        s = start
-        while s < stop:
-            c = _imin(MODEL_CHUNK, stop - s)
-            self.rows.dot_range(s, s + c, theta, eta)
-            self.link_terms(c, &self.y[s], eta, want_ll, lb, r, w)
-            if want_ll:
-                for i in range(c):
-                    llsum += lb[i]
-            if grad != NULL:
-                self.rows.add_xt_range(s, s + c, r, grad)
-            if neg_hess != NULL:
-                self.rows.add_xwx_range(s, s + c, w, neg_hess)
-            s += c
-        return llsum
-
-    # ---- control variates -----------------------------------------------------------------
-    cdef void _eta_star(self, const double* theta_star, const double* eta_star,
-                        const int64_t* idx, Py_ssize_t m, double* out) noexcept nogil:
-        cdef Py_ssize_t i
-        if eta_star != NULL:
-            for i in range(m):
-                out[i] = eta_star[idx[i]]
-        else:
-            self.rows.dot(idx, m, theta_star, out)
-
-    cdef void _residuals(self, int order, const double* theta_star, const double* eta_star,
-                         const double* theta, const int64_t* idx, Py_ssize_t m, double* yb,
-                         double* es, double* d, double* dp) noexcept nogil:
-        """Residuals of one chunk (m <= MODEL_CHUNK) at theta into d, dp."""
-        cdef double eta[MODEL_CHUNK]
-        cdef double c0[MODEL_CHUNK]
-        cdef double c1[MODEL_CHUNK]
-        cdef double c2[MODEL_CHUNK]
-        cdef Py_ssize_t i
-        self.rows.dot(idx, m, theta, eta)
-        self._eta_star(theta_star, eta_star, idx, m, es)
-        for i in range(m):
-            yb[i] = self.y[idx[i]]
-        self.cv_consts(m, es, c0, c1, c2)
-        self.cv_terms(order, m, yb, eta, es, c0, c1, c2, d, dp)
+        return self.term_values(LOGLIK, NULL, NULL, theta, idx, m, out)
 
     cdef int cv_residuals(self, int order, const double* theta_star, const double* eta_star,
                           const double* theta, const int64_t* idx, Py_ssize_t m,
                           double* d) noexcept nogil:
-        cdef double yb[MODEL_CHUNK]
-        cdef double es[MODEL_CHUNK]
-        cdef double dp[MODEL_CHUNK]
-        cdef Py_ssize_t s, c
-        s = 0
-        while s < m:
-            c = _imin(MODEL_CHUNK, m - s)
-            self._residuals(order, theta_star, eta_star, theta, idx + s, c, yb, es, d + s, dp)
-            s += c
-        return 0
+        return self.term_values(order, theta_star, eta_star, theta, idx, m, d)
+
+    cdef int loglik_diff(self, const double* theta, const double* theta_new,
+                         const int64_t* idx, Py_ssize_t m, double* out) noexcept nogil:
+        return self.term_diffs(LOGLIK, NULL, NULL, theta, theta_new, idx, m, out)
 
     cdef int cv_residual_diff(self, int order, const double* theta_star,
                               const double* eta_star, const double* theta,
                               const double* theta_new, const int64_t* idx, Py_ssize_t m,
                               double* out) noexcept nogil:
-        cdef double e0[MODEL_CHUNK]
-        cdef double e1[MODEL_CHUNK]
-        cdef double es[MODEL_CHUNK]
-        cdef double yb[MODEL_CHUNK]
-        cdef double c0[MODEL_CHUNK]
-        cdef double c1[MODEL_CHUNK]
-        cdef double c2[MODEL_CHUNK]
-        cdef double d0[MODEL_CHUNK]
-        cdef double dp[MODEL_CHUNK]
-        cdef Py_ssize_t s, c, i
-        s = 0
-        while s < m:
-            c = _imin(MODEL_CHUNK, m - s)
-            self.rows.dot2(idx + s, c, theta, theta_new, e0, e1)
-            self._eta_star(theta_star, eta_star, idx + s, c, es)
-            for i in range(c):
-                yb[i] = self.y[idx[s + i]]
-            self.cv_consts(c, es, c0, c1, c2)
-            self.cv_terms(order, c, yb, e0, es, c0, c1, c2, d0, dp)
-            self.cv_terms(order, c, yb, e1, es, c0, c1, c2, out + s, dp)
-            for i in range(c):
-                out[s + i] = out[s + i] - d0[i]
-            s += c
-        return 0
+        return self.term_diffs(order, theta_star, eta_star, theta, theta_new, idx, m, out)
+
+    cdef int grad_sum(self, const double* theta, const int64_t* idx, Py_ssize_t m,
+                      double* grad, double* ll) noexcept nogil:
+        return self.term_grad_sum(LOGLIK, NULL, NULL, theta, idx, m, grad, ll)
 
     cdef int cv_grad_sum(self, int order, const double* theta_star, const double* eta_star,
                          const double* theta, const int64_t* idx, Py_ssize_t m,
                          double* grad, double* dsum) noexcept nogil:
-        cdef double yb[MODEL_CHUNK]
-        cdef double es[MODEL_CHUNK]
-        cdef double d[MODEL_CHUNK]
-        cdef double dp[MODEL_CHUNK]
+        return self.term_grad_sum(order, theta_star, eta_star, theta, idx, m, grad, dsum)
+
+    # ---- the loops over chunks of indices ------------------------------------------------
+    cdef void _setup(self, Chunk* b, int order, const double* theta_star,
+                     const double* eta_star, const int64_t* idx, Py_ssize_t c) noexcept nogil:
+        """The chunk's targets and, for residuals, its linear predictors at theta_star
+        (from the cache eta_star if given) and Taylor constants."""
+        cdef Py_ssize_t i
+        for i in range(c):
+            b.y[i] = self.y[idx[i]]
+        if order < 0:
+            return
+        if eta_star != NULL:
+            for i in range(c):
+                b.eta_star[i] = eta_star[idx[i]]
+        else:
+            self.rows.dot(idx, c, theta_star, b.eta_star)
+        self.cv_consts(c, b.eta_star, b.c0, b.c1, b.c2)
+
+    cdef void _terms(self, Chunk* b, int order, Py_ssize_t c, const double* eta, bint want_t,
+                     double* t, double* dt) noexcept nogil:
+        """t = the chunk's terms at the linear predictors eta (only if want_t for the
+        log-likelihood), dt = their derivatives in eta."""
+        if order < 0:
+            self.link_terms(c, b.y, eta, want_t, t, dt, b.w)
+        else:
+            self.cv_terms(order, c, b.y, eta, b.eta_star, b.c0, b.c1, b.c2, t, dt)
+
+    cdef int _values(self, int order, const double* theta_star, const double* eta_star,
+                     const double* theta, const int64_t* idx, Py_ssize_t m, double* t,
+                     double* dt) noexcept nogil:
+        cdef Chunk b
+        cdef Py_ssize_t s, c
+        s = 0
+        while s < m:
+            c = _imin(MODEL_CHUNK, m - s)
+            self.rows.dot(idx + s, c, theta, b.eta)
+            self._setup(&b, order, theta_star, eta_star, idx + s, c)
+            self._terms(&b, order, c, b.eta, True, t + s, &b.dt[0] if dt == NULL else dt + s)
+            s += c
+        return 0
+
+    cdef int term_values(self, int order, const double* theta_star, const double* eta_star,
+                         const double* theta, const int64_t* idx, Py_ssize_t m,
+                         double* out) noexcept nogil:
+        return self._values(order, theta_star, eta_star, theta, idx, m, out, NULL)
+
+    cdef int term_diffs(self, int order, const double* theta_star, const double* eta_star,
+                        const double* theta, const double* theta_new, const int64_t* idx,
+                        Py_ssize_t m, double* out) noexcept nogil:
+        cdef Chunk b
         cdef Py_ssize_t s, c, i
-        cdef double tot = 0.0
+        s = 0
+        while s < m:
+            c = _imin(MODEL_CHUNK, m - s)
+            self.rows.dot2(idx + s, c, theta, theta_new, b.eta, b.eta_new)
+            self._setup(&b, order, theta_star, eta_star, idx + s, c)
+            self._terms(&b, order, c, b.eta, True, b.t, b.dt)
+            self._terms(&b, order, c, b.eta_new, True, out + s, b.dt)
+            for i in range(c):
+                out[s + i] = out[s + i] - b.t[i]
+            s += c
+        return 0
+
+    cdef int term_grad_sum(self, int order, const double* theta_star, const double* eta_star,
+                           const double* theta, const int64_t* idx, Py_ssize_t m,
+                           double* grad, double* total) noexcept nogil:
+        cdef Chunk b
+        cdef Py_ssize_t s, c, i
+        cdef double tsum = 0.0
         memset(grad, 0, self.n_params * sizeof(double))
         s = 0
         while s < m:
             c = _imin(MODEL_CHUNK, m - s)
-            self._residuals(order, theta_star, eta_star, theta, idx + s, c, yb, es, d, dp)
-            for i in range(c):
-                tot += d[i]
-            self.rows.add_xt(idx + s, c, dp, grad)
+            self.rows.dot(idx + s, c, theta, b.eta)
+            self._setup(&b, order, theta_star, eta_star, idx + s, c)
+            self._terms(&b, order, c, b.eta, total != NULL, b.t, b.dt)
+            if total != NULL:
+                for i in range(c):
+                    tsum += b.t[i]
+            self.rows.add_xt(idx + s, c, b.dt, grad)
             s += c
-        if dsum != NULL:
-            dsum[0] = tot
+        if total != NULL:
+            total[0] = tsum
         return 0
+
+    cdef double pass_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta,
+                           bint want_ll, double* grad, double* neg_hess) noexcept nogil:
+        cdef Chunk b
+        cdef Py_ssize_t s, c, i
+        cdef double llsum = 0.0
+        s = start
+        while s < stop:
+            c = _imin(MODEL_CHUNK, stop - s)
+            self.rows.dot_range(s, s + c, theta, b.eta)
+            self.link_terms(c, &self.y[s], b.eta, want_ll, b.t, b.dt, b.w)
+            if want_ll:
+                for i in range(c):
+                    llsum += b.t[i]
+            if grad != NULL:
+                self.rows.add_xt_range(s, s + c, b.dt, grad)
+            if neg_hess != NULL:
+                self.rows.add_xwx_range(s, s + c, b.w, neg_hess)
+            s += c
+        return llsum
 
     # ---- Python-callable GLM extras -------------------------------------------------------
     def eta(self, theta, idx=None):
@@ -528,17 +520,11 @@ cdef class CyGLM(CyModel):
         cdef double[::1] th = _theta(self, theta)
         cdef int64_t[::1] ix = _indices(self, idx)
         cdef const double* es = _eta_star_ptr(self, eta_star)
-        cdef Py_ssize_t m = ix.shape[0], s, c
+        cdef Py_ssize_t m = ix.shape[0]
         cdef double[::1] d = np.empty(m), dp = np.empty(m)
-        cdef double[::1] yb = np.empty(MODEL_CHUNK), eb = np.empty(MODEL_CHUNK)
         if m:
             with nogil:
-                s = 0
-                while s < m:
-                    c = _imin(MODEL_CHUNK, m - s)
-                    self._residuals(order, &ts[0], es, &th[0], &ix[s], c, &yb[0], &eb[0],
-                                    &d[s], &dp[s])
-                    s += c
+                self._values(order, &ts[0], es, &th[0], &ix[0], m, &d[0], &dp[0])
         return np.asarray(d), np.asarray(dp)
 
     def grad_terms(self, theta, idx=None):
@@ -605,70 +591,19 @@ cdef class CyGLM(CyModel):
 cdef class CyLogistic(CyGLM):
     """Logistic regression, ``y`` in {0, 1}."""
 
-    cdef void link_terms(self, Py_ssize_t m, const double* y, const double* eta,
-                         bint want_ll, double* ll, double* r, double* w) noexcept nogil:
-        cdef Py_ssize_t i
-        for i in range(m):
-            logistic_terms(y[i], eta[i], want_ll, &ll[i], &r[i], &w[i])
-
-    cdef void cv_consts(self, Py_ssize_t m, const double* eta_star, double* c0, double* c1,
-                        double* c2) noexcept nogil:
-        cdef Py_ssize_t i
-        for i in range(m):
-            logistic_cv_consts(eta_star[i], &c0[i], &c1[i], &c2[i])
-
-    cdef void cv_terms(self, int order, Py_ssize_t m, const double* y, const double* eta,
-                       const double* eta_star, const double* c0, const double* c1,
-                       const double* c2, double* d, double* dp) noexcept nogil:
-        cdef Py_ssize_t i
-        for i in range(m):
-            logistic_cv_residual(order, y[i], eta[i], eta_star[i], c0[i], c1[i], c2[i],
-                                 &d[i], &dp[i])
+    def __cinit__(self, *args, **kwargs):
+        self.family = GLM_LOGISTIC
 
 
 cdef class CyPoisson(CyGLM):
     """Poisson regression with the log link, ``y`` counts."""
 
-    cdef void link_terms(self, Py_ssize_t m, const double* y, const double* eta,
-                         bint want_ll, double* ll, double* r, double* w) noexcept nogil:
-        cdef Py_ssize_t i
-        for i in range(m):
-            poisson_terms(y[i], eta[i], want_ll, &ll[i], &r[i], &w[i])
-
-    cdef void cv_consts(self, Py_ssize_t m, const double* eta_star, double* c0, double* c1,
-                        double* c2) noexcept nogil:
-        cdef Py_ssize_t i
-        for i in range(m):
-            poisson_cv_consts(eta_star[i], &c0[i], &c1[i], &c2[i])
-
-    cdef void cv_terms(self, int order, Py_ssize_t m, const double* y, const double* eta,
-                       const double* eta_star, const double* c0, const double* c1,
-                       const double* c2, double* d, double* dp) noexcept nogil:
-        cdef Py_ssize_t i
-        for i in range(m):
-            poisson_cv_residual(order, y[i], eta[i], eta_star[i], c0[i], c1[i], c2[i],
-                                &d[i], &dp[i])
+    def __cinit__(self, *args, **kwargs):
+        self.family = GLM_POISSON
 
 
 cdef class CyGaussian(CyGLM):
     """Linear regression with Gaussian noise of known variance ``phi``."""
 
-    cdef void link_terms(self, Py_ssize_t m, const double* y, const double* eta,
-                         bint want_ll, double* ll, double* r, double* w) noexcept nogil:
-        cdef Py_ssize_t i
-        for i in range(m):
-            gaussian_terms(y[i], eta[i], self.phi, want_ll, &ll[i], &r[i], &w[i])
-
-    cdef void cv_consts(self, Py_ssize_t m, const double* eta_star, double* c0, double* c1,
-                        double* c2) noexcept nogil:
-        cdef Py_ssize_t i
-        for i in range(m):
-            gaussian_cv_consts(eta_star[i], self.phi, &c0[i], &c1[i], &c2[i])
-
-    cdef void cv_terms(self, int order, Py_ssize_t m, const double* y, const double* eta,
-                       const double* eta_star, const double* c0, const double* c1,
-                       const double* c2, double* d, double* dp) noexcept nogil:
-        cdef Py_ssize_t i
-        for i in range(m):
-            gaussian_cv_residual(order, y[i], eta[i], eta_star[i], c0[i], c1[i], c2[i],
-                                 self.phi, &d[i], &dp[i])
+    def __cinit__(self, *args, **kwargs):
+        self.family = GLM_GAUSSIAN

@@ -1,8 +1,9 @@
 # Per-datum terms of the canonical GLMs as functions of the linear predictor
 # eta, and the Taylor control-variate residuals d, d' (doc/algorithms/building_blocks.rst),
-# one set of inline nogil functions per family. The family classes of
-# ``_cymodel.pyx`` loop over chunks of data with them; nothing else computes
-# these terms.
+# one set of inline nogil functions per family, and at the end the three
+# functions ``glm_terms``, ``glm_cv_consts``, ``glm_cv_residual`` that call the
+# set of a ``Family``. ``CyGLM`` (``_cymodel.pyx``) loops over chunks of data
+# with those; nothing else computes these terms.
 #
 # Log-likelihood l(eta) = (y eta - b(eta)) / phi + c(y):
 #   logistic  b = softplus, phi = 1       Poisson  b = exp, phi = 1, c = -log y!
@@ -164,3 +165,58 @@ cdef inline void gaussian_cv_residual(int order, double y, double eta, double et
         return
     # the second-order expansion of a quadratic is exact
     finish_order(order, delta, c2, 0.0, 0.0, d, dp)
+
+
+# ---- the families as types ---------------------------------------------------------------
+# ``glm_terms``, ``glm_cv_consts`` and ``glm_cv_residual`` call the function of
+# the family ``Family`` (a fused type: ``if Family is Logistic`` is decided at
+# compile time). A loop written once with them is compiled once per family,
+# with the family's math inlined; ``GLMFamily`` names the family at run time.
+cdef enum GLMFamily:
+    GLM_LOGISTIC
+    GLM_POISSON
+    GLM_GAUSSIAN
+
+
+cdef struct Logistic:
+    double phi      # 1
+cdef struct Poisson:
+    double phi      # 1
+cdef struct Gaussian:
+    double phi      # the noise variance
+
+ctypedef fused Family:
+    Logistic
+    Poisson
+    Gaussian
+
+
+cdef inline void glm_terms(Family f, double y, double eta, bint want_ll, double* ll, double* r,
+                           double* w) noexcept nogil:
+    if Family is Logistic:
+        logistic_terms(y, eta, want_ll, ll, r, w)
+    elif Family is Poisson:
+        poisson_terms(y, eta, want_ll, ll, r, w)
+    else:
+        gaussian_terms(y, eta, f.phi, want_ll, ll, r, w)
+
+
+cdef inline void glm_cv_consts(Family f, double eta_star, double* c0, double* c1,
+                               double* c2) noexcept nogil:
+    if Family is Logistic:
+        logistic_cv_consts(eta_star, c0, c1, c2)
+    elif Family is Poisson:
+        poisson_cv_consts(eta_star, c0, c1, c2)
+    else:
+        gaussian_cv_consts(eta_star, f.phi, c0, c1, c2)
+
+
+cdef inline void glm_cv_residual(Family f, int order, double y, double eta, double eta_star,
+                                 double c0, double c1, double c2, double* d,
+                                 double* dp) noexcept nogil:
+    if Family is Logistic:
+        logistic_cv_residual(order, y, eta, eta_star, c0, c1, c2, d, dp)
+    elif Family is Poisson:
+        poisson_cv_residual(order, y, eta, eta_star, c0, c1, c2, d, dp)
+    else:
+        gaussian_cv_residual(order, y, eta, eta_star, c0, c1, c2, f.phi, d, dp)

@@ -1,30 +1,23 @@
 """Exact and approximate (austerity) Gibbs sampling for binary MRFs, and the error
-measures of Korattikara, Chen & Welling (2014, §6.3)."""
+measures of Korattikara, Chen & Welling (2014, §6.3); the public names are those
+that :mod:`bayes_subsample.mrf` lists."""
 
+from dataclasses import dataclass
 from numbers import Real
+from typing import Optional
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.base import BaseEstimator
 
 from .._deprecation import DEPRECATED, renamed
+from .._params import store_params
 from .._seeding import chain_generators, seed_sequence
 from . import _gibbs_fast
 from ._model import BinaryMRF, _as_int, _check_states
 
-__all__ = [
-    "GibbsResult",
-    "GibbsSampler",
-    "calibration_curve",
-    "l1_error_trace",
-    "random_subsets",
-    "state_codes",
-    "subset_l1_error",
-    "subset_marginals",
-]
 
-
-
+@dataclass(eq=False)
 class GibbsResult:
     """Output of :meth:`GibbsSampler.sample`.
 
@@ -45,14 +38,12 @@ class GibbsResult:
         Last state of each chain (pass as ``x0`` to continue from it).
     """
 
-    def __init__(self, states, fraction_examined, time_per_sweep, exact_conditionals=None,
-                 decisions=None, updated_variables=None):
-        self.states = states
-        self.fraction_examined = fraction_examined
-        self.time_per_sweep = time_per_sweep
-        self.exact_conditionals = exact_conditionals
-        self.decisions = decisions
-        self.updated_variables = updated_variables
+    states: np.ndarray
+    fraction_examined: np.ndarray
+    time_per_sweep: np.ndarray
+    exact_conditionals: Optional[np.ndarray] = None
+    decisions: Optional[np.ndarray] = None
+    updated_variables: Optional[np.ndarray] = None
 
     @property
     def final_state(self):
@@ -119,12 +110,7 @@ class GibbsSampler(BaseEstimator):
 
     def __init__(self, epsilon=0.0, batch_size=500, first_batch_size=None, scan="systematic",
                  random_state=None, first_batch=DEPRECATED):
-        self.epsilon = epsilon
-        self.batch_size = batch_size
-        self.first_batch_size = first_batch_size
-        self.scan = scan
-        self.random_state = random_state
-        self.first_batch = first_batch
+        store_params(self, locals())
 
     # ------------------------------------------------------------------ validation
     def _validated(self):

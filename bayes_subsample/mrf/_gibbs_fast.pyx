@@ -130,11 +130,11 @@ cdef inline bint _decide(const floating* diff, const int32_t* other,
                + _touch_range(diff + 4 * start, 4 * N * sizeof(floating))
                + _touch_range(other + 2 * start, 2 * N * sizeof(int32_t)))
     BS_KEEP(touched)
-    seqtest_init(&t, N, logit_u / N, eps)
+    seqtest_init(&t, N, logit_u / N, eps, first_batch, batch_size)
     u32_init(&rs, bg)
     pos = 0
     while not t.done:
-        b = seqtest_next_batch(&t, first_batch, batch_size)
+        b = seqtest_next_batch(&t)
         while b > 0:
             c = b if b < SEQTEST_CHUNK else SEQTEST_CHUNK
             # draw the chunk's indices, then gather its terms in a loop free of RNG

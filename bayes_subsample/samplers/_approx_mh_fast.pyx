@@ -14,9 +14,11 @@ datum for both linear predictors), the same code for GLMs and user models.
 The cost of a decision is proportional to the data examined, not to ``n``.
 
 * :func:`austerity_decide` - the sequential Student-t test of Korattikara,
-  Chen & Welling through the shared ``_seqtest.pxd``.
+  Chen & Welling;
 * :func:`confidence_decide` - the concentration-bound stopping rule of
-  Bardenet, Doucet & Holmes (``ConfTest``, in ``_seqtest.pxd`` too).
+  Bardenet, Doucet & Holmes;
+
+one decision loop (``_decide``) with either rule of the shared ``_seqtest.pxd``.
 """
 import numpy as np
 from libc.math cimport fabs
@@ -24,9 +26,8 @@ from libc.stdint cimport int64_t
 from numpy.random cimport bitgen_t
 from bayes_subsample._rng cimport get_bitgen, U32Stream, u32_init, u32_fisher_yates_step
 from bayes_subsample._seqtest cimport (
-    SeqTest, SEQTEST_CHUNK, seqtest_init, seqtest_next_batch, seqtest_push_batch,
-    seqtest_check, ConfTest, conftest_init, conftest_next_batch, conftest_push_batch,
-    conftest_check)
+    SeqTest, SEQTEST_CHUNK, seqtest_init, conftest_init, seqtest_next_batch,
+    seqtest_push_batch, seqtest_check)
 from bayes_subsample.models._cymodel cimport CyModel
 
 # ---------------------------------------------------------------------------
@@ -43,10 +44,8 @@ cdef struct TermSource:
 
 cdef inline int _terms(CyModel model, TermSource* src, const int64_t* idx, Py_ssize_t c,
                        double* out) noexcept nogil:
-    if src.cv_order < 0:
-        return model.loglik_diff(src.theta, src.theta_new, idx, c, out)
-    return model.cv_residual_diff(src.cv_order, src.theta_star, src.eta_star, src.theta,
-                                  src.theta_new, idx, c, out)
+    return model.term_diffs(src.cv_order, src.theta_star, src.eta_star, src.theta,
+                            src.theta_new, idx, c, out)
 
 
 cdef object _source(CyModel model, TermSource* src, const double[::1] theta,
@@ -82,6 +81,38 @@ def _check_perm(int64_t[::1] perm, Py_ssize_t n):
         raise ValueError(f"perm must have length n_data={n}, got {perm.shape[0]}")
 
 
+cdef int _decide(generator, CyModel model, TermSource* src, int64_t[::1] perm,
+                 SeqTest* t) except -1:
+    """Run the stopping rule ``t`` to its decision on terms drawn without
+    replacement from ``generator`` (lazy Fisher-Yates on ``perm``, modified in
+    place, 32-bit Lemire index draws)."""
+    cdef Py_ssize_t n = model.n_data
+    cdef int64_t pos = 0, b, c, j
+    cdef U32Stream rs
+    cdef double buf[SEQTEST_CHUNK]
+    cdef bint failed = False
+    cdef bitgen_t* bg = get_bitgen(generator)
+    with generator.bit_generator.lock, nogil:
+        u32_init(&rs, bg)
+        while not t.done and not failed:
+            b = seqtest_next_batch(t)
+            while b > 0:
+                c = b if b < SEQTEST_CHUNK else SEQTEST_CHUNK
+                for j in range(pos, pos + c):
+                    u32_fisher_yates_step(&rs, &perm[0], j, n)
+                if _terms(model, src, &perm[pos], c, buf) != 0:
+                    failed = True
+                    break
+                seqtest_push_batch(t, buf, c)
+                pos += c
+                b -= c
+            if not failed:
+                seqtest_check(t)
+    if failed:
+        model.raise_error()
+    return 0
+
+
 def austerity_decide(generator, CyModel model, const double[::1] theta,
                      const double[::1] theta_new, int64_t[::1] perm, double mu0, double eps,
                      int64_t first_batch, int64_t batch_size, int cv_order=-1,
@@ -103,36 +134,13 @@ def austerity_decide(generator, CyModel model, const double[::1] theta,
     mean : float
         Running mean of the examined terms.
     """
-    cdef Py_ssize_t n = model.n_data
-    cdef int64_t pos = 0, b, c, j
     cdef SeqTest t
-    cdef U32Stream rs
     cdef TermSource src
-    cdef double buf[SEQTEST_CHUNK]
-    cdef bint failed = False
-    _check_perm(perm, n)
+    _check_perm(perm, model.n_data)
     keep = _source(model, &src, theta, theta_new, cv_order, theta_star, eta_star)
-    cdef bitgen_t* bg = get_bitgen(generator)
-    with generator.bit_generator.lock, nogil:
-        seqtest_init(&t, n, mu0, eps)
-        u32_init(&rs, bg)
-        while not t.done and not failed:
-            b = seqtest_next_batch(&t, first_batch, batch_size)
-            while b > 0:
-                c = b if b < SEQTEST_CHUNK else SEQTEST_CHUNK
-                for j in range(pos, pos + c):
-                    u32_fisher_yates_step(&rs, &perm[0], j, n)
-                if _terms(model, &src, &perm[pos], c, buf) != 0:
-                    failed = True
-                    break
-                seqtest_push_batch(&t, buf, c)
-                pos += c
-                b -= c
-            if not failed:
-                seqtest_check(&t)
-    if failed:
-        model.raise_error()
-    return bool(t.accept), int(t.n), int(t.n_batches), float(t.mean)
+    seqtest_init(&t, model.n_data, mu0, eps, first_batch, batch_size)
+    _decide(generator, model, &src, perm, &t)
+    return bool(t.accept), int(t.n), int(t.n_checks), float(t.mean)
 
 
 def confidence_decide(generator, CyModel model, const double[::1] theta,
@@ -154,89 +162,61 @@ def confidence_decide(generator, CyModel model, const double[::1] theta,
     bound : float
         The half-width ``c_t`` at the last check (nan if none was computed).
     """
-    cdef Py_ssize_t n = model.n_data
-    cdef int64_t pos = 0, b, m, j
-    cdef ConfTest ct
-    cdef U32Stream rs
+    cdef SeqTest t
     cdef TermSource src
-    cdef double buf[SEQTEST_CHUNK]
-    cdef bint failed = False
-    _check_perm(perm, n)
+    _check_perm(perm, model.n_data)
     if bound not in (0, 1, 2):
         raise ValueError(f"unknown bound code {bound}")
     keep = _source(model, &src, theta, theta_new, cv_order, theta_star, eta_star)
-    cdef bitgen_t* bg = get_bitgen(generator)
-    with generator.bit_generator.lock, nogil:
-        conftest_init(&ct, n, psi, C, delta, gamma, p, bound)
-        u32_init(&rs, bg)
-        while not ct.done and not failed:
-            b = conftest_next_batch(&ct, first_batch)
-            while b > 0:
-                m = b if b < SEQTEST_CHUNK else SEQTEST_CHUNK
-                for j in range(pos, pos + m):
-                    u32_fisher_yates_step(&rs, &perm[0], j, n)
-                if _terms(model, &src, &perm[pos], m, buf) != 0:
-                    failed = True
-                    break
-                conftest_push_batch(&ct, buf, m)
-                pos += m
-                b -= m
-            if not failed:
-                conftest_check(&ct)
+    conftest_init(&t, model.n_data, psi, C, delta, gamma, p, bound, first_batch)
+    _decide(generator, model, &src, perm, &t)
+    return bool(t.accept), int(t.n), int(t.n_checks), float(t.mean), float(t.last_bound)
+
+
+cdef int _sweep(CyModel model, TermSource* src, double* total, double* abs_max) except -1:
+    """``total = sum_k t_k`` (in storage order) and ``abs_max = max_k |t_k|`` over
+    all data."""
+    cdef Py_ssize_t n = model.n_data, s = 0, c, i
+    cdef int64_t ib[SEQTEST_CHUNK]
+    cdef double buf[SEQTEST_CHUNK]
+    cdef double tot = 0.0, mx = 0.0
+    cdef bint failed = False
+    with nogil:
+        while s < n:
+            c = SEQTEST_CHUNK if n - s > SEQTEST_CHUNK else n - s
+            for i in range(c):
+                ib[i] = s + i
+            if _terms(model, src, ib, c, buf) != 0:
+                failed = True
+                break
+            for i in range(c):
+                tot += buf[i]
+                if fabs(buf[i]) > mx:
+                    mx = fabs(buf[i])
+            s += c
     if failed:
         model.raise_error()
-    return bool(ct.accept), int(ct.t), int(ct.k), float(ct.mean), float(ct.last_bound)
+    total[0] = tot
+    abs_max[0] = mx
+    return 0
 
 
 def term_sum(CyModel model, const double[::1] theta, const double[::1] theta_new,
              int cv_order=-1, theta_star=None, eta_star=None):
     """``sum_k t_k`` over all data in storage order (the exact decision's statistic,
     for epsilon = 0 / delta = 0 and ``check_exact``)."""
-    cdef Py_ssize_t n = model.n_data, s = 0, c, i
-    cdef int64_t ib[SEQTEST_CHUNK]
-    cdef double buf[SEQTEST_CHUNK]
-    cdef double tot = 0.0
     cdef TermSource src
-    cdef bint failed = False
+    cdef double total, abs_max
     keep = _source(model, &src, theta, theta_new, cv_order, theta_star, eta_star)
-    with nogil:
-        while s < n:
-            c = SEQTEST_CHUNK if n - s > SEQTEST_CHUNK else n - s
-            for i in range(c):
-                ib[i] = s + i
-            if _terms(model, &src, ib, c, buf) != 0:
-                failed = True
-                break
-            for i in range(c):
-                tot += buf[i]
-            s += c
-    if failed:
-        model.raise_error()
-    return tot
+    _sweep(model, &src, &total, &abs_max)
+    return total
 
 
 def term_abs_max(CyModel model, const double[::1] theta, const double[::1] theta_new,
                  int cv_order=-1, theta_star=None, eta_star=None):
     """``max_k |t_k|`` over all data (checks range bounds by brute force)."""
-    cdef Py_ssize_t n = model.n_data, s = 0, c, i
-    cdef int64_t ib[SEQTEST_CHUNK]
-    cdef double buf[SEQTEST_CHUNK]
-    cdef double mx = 0.0
     cdef TermSource src
-    cdef bint failed = False
+    cdef double total, abs_max
     keep = _source(model, &src, theta, theta_new, cv_order, theta_star, eta_star)
-    with nogil:
-        while s < n:
-            c = SEQTEST_CHUNK if n - s > SEQTEST_CHUNK else n - s
-            for i in range(c):
-                ib[i] = s + i
-            if _terms(model, &src, ib, c, buf) != 0:
-                failed = True
-                break
-            for i in range(c):
-                if fabs(buf[i]) > mx:
-                    mx = fabs(buf[i])
-            s += c
-    if failed:
-        model.raise_error()
-    return mx
+    _sweep(model, &src, &total, &abs_max)
+    return abs_max

@@ -31,12 +31,36 @@ steps are counted in ``Prepared.n_evals`` (shared preparation) and
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Integral, Real
 from typing import Optional
 
 import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import Interval
 
-__all__ = ["BaseSampler", "Kernel", "Prepared", "LaplacePrepared", "prepare_laplace"]
+__all__ = ["BaseSampler", "Kernel", "Prepared", "LaplacePrepared", "prepare_laplace",
+           "shared_constraints"]
+
+
+#: the hyperparameters several samplers have, with their constraints: the same
+#: name means the same thing, and takes the same values, in every sampler
+SHARED_CONSTRAINTS = {
+    "step_size": [Interval(Real, 0, None, closed="neither"), None],
+    "adapt": ["boolean"],
+    "batch_size": [Interval(Integral, 1, None, closed="left")],
+    "n_steps": [Interval(Integral, 1, None, closed="left")],
+    "friction": [Interval(Real, 0, None, closed="neither")],
+    "control_variates": ["boolean"],
+    "check_exact": ["boolean"],
+    "trajectory_length": [Interval(Real, 0, None, closed="neither")],
+    "n_leapfrog": [Interval(Integral, 1, None, closed="left"), None],
+    "max_leapfrog": [Interval(Integral, 1, None, closed="left")],
+}
+
+
+def shared_constraints(*names):
+    """The ``_parameter_constraints`` entries of the shared hyperparameters ``names``."""
+    return {name: SHARED_CONSTRAINTS[name] for name in names}
 
 
 @dataclass

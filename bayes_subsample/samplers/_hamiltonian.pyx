@@ -176,12 +176,16 @@ cdef class PythonPotential(Potential):
         self._error = sys.exc_info()[1]
         self.failed = True
 
+    cdef void _call(self, hook) noexcept:
+        """``hook()``, an exception kept for ``raise_failure`` (GIL held)."""
+        try:
+            hook()
+        except BaseException:
+            self._store()
+
     cdef void begin(self) noexcept nogil:
         with gil:
-            try:
-                self._begin()
-            except BaseException:
-                self._store()
+            self._call(self._begin)
 
     cdef double evaluate(self, const double* theta, double* grad) noexcept nogil:
         cdef Py_ssize_t j
@@ -199,17 +203,11 @@ cdef class PythonPotential(Potential):
 
     cdef void accept_last(self) noexcept nogil:
         with gil:
-            try:
-                self._accept_last()
-            except BaseException:
-                self._store()
+            self._call(self._accept_last)
 
     cdef void reject_last(self) noexcept nogil:
         with gil:
-            try:
-                self._reject_last()
-            except BaseException:
-                self._store()
+            self._call(self._reject_last)
 
     cdef void raise_failure(self) except *:
         err, self._error = self._error, None

@@ -207,17 +207,27 @@ def sghmc_steps(GradientEstimator est, double[::1] theta, double[::1] mom, bint 
     return done
 
 
-cdef inline int _block_grad(GradientEstimator est, const double* theta, const int64_t* perm,
-                            Py_ssize_t n, Py_ssize_t n_blocks, Py_ssize_t batch_size,
-                            Py_ssize_t J, double* out, Py_ssize_t* size) noexcept nogil:
-    """out = n_b grad V_J(theta), V_J = sum_{i in B_J} (-l_i - log p / n); size = |B_J|."""
-    cdef Py_ssize_t start = J * batch_size, j
+cdef struct Partition:
+    # EWSG's random partition of the data: block J = perm[J b : (J+1) b]
+    int64_t* perm
+    Py_ssize_t n, n_blocks, batch_size
+    int64_t since           # blocks evaluated since the last reshuffle
+    Py_ssize_t n_data       # data points evaluated
+
+
+cdef inline int _block_grad(GradientEstimator est, const double* theta, Partition* part,
+                            Py_ssize_t J, double* out) noexcept nogil:
+    """out = n_b grad V_J(theta), V_J = sum_{i in B_J} (-l_i - log p / n); counts
+    the block and its data points in ``part``."""
+    cdef Py_ssize_t start = J * part.batch_size, size, j
     cdef int rc
-    size[0] = batch_size if start + batch_size <= n else n - start
-    rc = est.estimate(theta, perm + start, size[0], <double> n_blocks,
-                      <double> n_blocks * size[0] / <double> n, out)
+    size = part.batch_size if start + part.batch_size <= part.n else part.n - start
+    rc = est.estimate(theta, part.perm + start, size, <double> part.n_blocks,
+                      <double> part.n_blocks * size / <double> part.n, out)
     for j in range(est.dim):
         out[j] = -out[j]
+    part.since += 1
+    part.n_data += size
     return rc
 
 
@@ -245,39 +255,33 @@ def ewsg_steps(GradientEstimator est, double[::1] theta, double[::1] r, int64_t[
     proposals accepted, data points evaluated)``.
     """
     cdef bitgen_t* bg = get_bitgen(generator)
-    cdef Py_ssize_t n = est.n_data, p = est.dim, s, i, j, size = 0
-    cdef Py_ssize_t n_blocks = (n + batch_size - 1) // batch_size
+    cdef Py_ssize_t n = est.n_data, p = est.dim, s, i, j
+    cdef Partition part
     cdef Py_ssize_t J = chain[0], Jp
-    cdef int64_t since = chain[1]
     cdef double sigma = sqrt(2.0 * gamma), coef = step_size / (2.0 * sigma * sigma)
     cdef double noise = sigma * sqrt(step_size), e_cur, e_prop, th
-    cdef Py_ssize_t done = n_steps, n_acc = 0, n_data = 0
+    cdef Py_ssize_t done = n_steps, n_acc = 0
     cdef int rc = 0
     if perm.shape[0] != n:
         raise ValueError(f"perm must have length {n}")
+    part = Partition(&perm[0], n, (n + batch_size - 1) // batch_size, batch_size, chain[1], 0)
     with generator.bit_generator.lock, nogil:
         for s in range(n_steps):
-            if since >= n_blocks:
+            if part.since >= part.n_blocks:
                 for i in range(n - 1):
                     fisher_yates_step(bg, &perm[0], i, n)
-                since = 0
+                part.since = 0
             if not persistent or J < 0:
-                J = rng_index(bg, n_blocks)
-            rc = _block_grad(est, &theta[0], &perm[0], n, n_blocks, batch_size, J,
-                             &g_cur[0], &size)
+                J = rng_index(bg, part.n_blocks)
+            rc = _block_grad(est, &theta[0], &part, J, &g_cur[0])
             if rc != 0:
                 break
-            n_data += size
-            since += 1
             e_cur = _ewsg_energy(&g_cur[0], &r[0], gamma, coef, p)
             for i in range(index_chain_length):
-                Jp = rng_index(bg, n_blocks)
-                rc = _block_grad(est, &theta[0], &perm[0], n, n_blocks, batch_size, Jp,
-                                 &g_prop[0], &size)
+                Jp = rng_index(bg, part.n_blocks)
+                rc = _block_grad(est, &theta[0], &part, Jp, &g_prop[0])
                 if rc != 0:
                     break
-                n_data += size
-                since += 1
                 e_prop = _ewsg_energy(&g_prop[0], &r[0], gamma, coef, p)
                 if log(rng_uniform_open(bg)) < e_prop - e_cur:
                     J = Jp
@@ -298,5 +302,5 @@ def ewsg_steps(GradientEstimator est, double[::1] theta, double[::1] r, int64_t[
     if rc != 0:
         est.raise_error()
     chain[0] = J
-    chain[1] = since
-    return done, n_acc, n_data
+    chain[1] = part.since
+    return done, n_acc, part.n_data

@@ -19,7 +19,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from . import _approx_mh_fast as _fast
 from ._approx_mh import ApproxMHKernel, DecisionRule, build_proposal, resolve_first_batch
 from .._deprecation import DEPRECATED, deprecated_constraint, renamed
-from ._base import BaseSampler, prepare_laplace
+from .._params import store_params
+from ._base import BaseSampler, prepare_laplace, shared_constraints
 
 __all__ = ["AusterityMH"]
 
@@ -123,33 +124,20 @@ class AusterityMH(BaseSampler):
     name = "austerity"
     exact = False
     _parameter_constraints = {
+        **shared_constraints("batch_size", "step_size", "adapt", "check_exact"),
         "epsilon": [Interval(Real, 0, 1, closed="left")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
         "first_batch_size": [Interval(Integral, 2, None, closed="left"), None],
         "proposal": [StrOptions({"rw", "sgld"})],
-        "step_size": [Interval(Real, 0, None, closed="neither"), None],
-        "adapt": ["boolean"],
         "target_accept": [Interval(Real, 0, 1, closed="neither"), None],
         "proposal_batch_size": [Interval(Integral, 1, None, closed="left"), None],
         "precondition": ["boolean"],
-        "check_exact": ["boolean"],
         "first_batch": deprecated_constraint(Interval(Integral, 2, None, closed="left"), None),
     }
 
     def __init__(self, epsilon=0.05, batch_size=500, first_batch_size=None, proposal="rw",
                  step_size=None, adapt=True, target_accept=None, proposal_batch_size=None,
                  precondition=True, check_exact=False, first_batch=DEPRECATED):
-        self.epsilon = epsilon
-        self.batch_size = batch_size
-        self.first_batch_size = first_batch_size
-        self.proposal = proposal
-        self.step_size = step_size
-        self.adapt = adapt
-        self.target_accept = target_accept
-        self.proposal_batch_size = proposal_batch_size
-        self.precondition = precondition
-        self.check_exact = check_exact
-        self.first_batch = first_batch
+        store_params(self, locals())
 
     def _first_batch_size(self, model, warn=False):
         return resolve_first_batch(renamed(self, "first_batch", "first_batch_size", warn),

@@ -20,11 +20,12 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._deprecation import DEPRECATED, deprecated_constraint, renamed
+from .._params import store_params
 from .._seqtest import BOUNDS
 from ..control_variates import TaylorControlVariate
 from . import _approx_mh_fast as _fast
 from ._approx_mh import ApproxMHKernel, DecisionRule, build_proposal, resolve_first_batch
-from ._base import BaseSampler, LaplacePrepared, prepare_laplace
+from ._base import BaseSampler, LaplacePrepared, prepare_laplace, shared_constraints
 
 __all__ = ["ConfidenceMH"]
 
@@ -139,6 +140,7 @@ default="bernstein_serfling"
     name = "confidence"
     exact = False
     _parameter_constraints = {
+        **shared_constraints("step_size", "adapt", "check_exact"),
         "delta": [Interval(Real, 0, 1, closed="left")],
         "bound": [StrOptions({"bernstein_serfling", "empirical_bernstein",
                               "hoeffding_serfling"})],
@@ -146,10 +148,7 @@ default="bernstein_serfling"
         "p": [Interval(Real, 1, None, closed="neither")],
         "first_batch_size": [Interval(Integral, 1, None, closed="left")],
         "proxy": [StrOptions({"taylor"}), None],
-        "step_size": [Interval(Real, 0, None, closed="neither"), None],
-        "adapt": ["boolean"],
         "target_accept": [Interval(Real, 0, 1, closed="neither"), None],
-        "check_exact": ["boolean"],
         "gamma": deprecated_constraint(Interval(Real, 1, None, closed="neither")),
         "first_batch": deprecated_constraint(Interval(Integral, 1, None, closed="left")),
     }
@@ -158,18 +157,7 @@ default="bernstein_serfling"
                  first_batch_size=1, proxy=None, step_size=None, adapt=True,
                  target_accept=None, check_exact=False, gamma=DEPRECATED,
                  first_batch=DEPRECATED):
-        self.delta = delta
-        self.bound = bound
-        self.batch_growth = batch_growth
-        self.p = p
-        self.first_batch_size = first_batch_size
-        self.proxy = proxy
-        self.step_size = step_size
-        self.adapt = adapt
-        self.target_accept = target_accept
-        self.check_exact = check_exact
-        self.gamma = gamma
-        self.first_batch = first_batch
+        store_params(self, locals())
 
     def _first_batch_size(self, model, warn=False):
         return resolve_first_batch(renamed(self, "first_batch", "first_batch_size", warn), 1,

@@ -11,15 +11,16 @@ compiled object.
 """
 from __future__ import annotations
 
-from numbers import Integral, Real
+from numbers import Integral
 from typing import NamedTuple
 
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .. import _rng
+from .._params import store_params
 from . import _sgmcmc_fast as _fast
-from ._base import BaseSampler, Kernel
+from ._base import BaseSampler, Kernel, shared_constraints
 from ._sgmcmc_fast import GradientEstimator
 from .sgmcmc import _BIAS_NOTE, _diverged, prepare_sg
 
@@ -159,22 +160,14 @@ class EWSG(BaseSampler):
     name = "ewsg"
     exact = False
     _parameter_constraints = {
-        "step_size": [Interval(Real, 0, None, closed="neither"), None],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "friction": [Interval(Real, 0, None, closed="neither")],
+        **shared_constraints("step_size", "batch_size", "friction", "n_steps"),
         "index_chain_length": [Interval(Integral, 0, None, closed="left")],
         "index_chain": [StrOptions({"restart", "persistent"})],
-        "n_steps": [Interval(Integral, 1, None, closed="left")],
     }
 
     def __init__(self, step_size=None, batch_size=100, friction=10.0, index_chain_length=1,
                  index_chain="restart", n_steps=1):
-        self.step_size = step_size
-        self.batch_size = batch_size
-        self.friction = friction
-        self.index_chain_length = index_chain_length
-        self.index_chain = index_chain
-        self.n_steps = n_steps
+        store_params(self, locals())
 
     def prepare(self, model, rng):
         self._validate_params()

@@ -5,15 +5,16 @@ transition is the compiled one HMC-ECS shares."""
 from __future__ import annotations
 
 import math
-from numbers import Integral, Real
+from numbers import Real
 from typing import NamedTuple
 
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
 from .._linalg import factor_precision
+from .._params import store_params
 from ._adapt import TrajectoryTuner
-from ._base import BaseSampler, Kernel, prepare_laplace
+from ._base import BaseSampler, Kernel, prepare_laplace, shared_constraints
 from ._hamiltonian import FullPotential, Metric
 
 __all__ = ["HMC", "metric_from_precision", "is_divergent", "DIVERGENCE_THRESHOLD"]
@@ -141,22 +142,14 @@ class HMC(BaseSampler):
     name = "hmc"
     exact = True
     _parameter_constraints = {
-        "step_size": [Interval(Real, 0, None, closed="neither"), None],
-        "trajectory_length": [Interval(Real, 0, None, closed="neither")],
+        **shared_constraints("step_size", "trajectory_length", "n_leapfrog", "max_leapfrog"),
         "target_accept": [Interval(Real, 0, 1, closed="neither")],
-        "n_leapfrog": [Interval(Integral, 1, None, closed="left"), None],
-        "max_leapfrog": [Interval(Integral, 1, None, closed="left")],
         "adapt_mass": ["boolean"],
     }
 
     def __init__(self, step_size=None, trajectory_length=1.2, target_accept=0.8,
                  n_leapfrog=None, max_leapfrog=1000, adapt_mass=True):
-        self.step_size = step_size
-        self.trajectory_length = trajectory_length
-        self.target_accept = target_accept
-        self.n_leapfrog = n_leapfrog
-        self.max_leapfrog = max_leapfrog
-        self.adapt_mass = adapt_mass
+        store_params(self, locals())
 
     def prepare(self, model, rng):
         self._validate_params()

@@ -24,10 +24,11 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .. import _rng
+from .._params import store_params
 from ..control_variates import TaylorControlVariate
 from ..models import CyGLM
 from ._adapt import TrajectoryTuner
-from ._base import BaseSampler, Kernel, Prepared
+from ._base import BaseSampler, Kernel, Prepared, shared_constraints
 from ._ecs_numpy import NumpyECSPotential
 from ._ecs_tuning import (choose_n_products, choose_subsample_size, initial_theta_star,
                           refine_theta_star, residual_variances, typical_thetas)
@@ -339,6 +340,7 @@ class HMCECS(BaseSampler):
     name = "hmc_ecs"
     exact = False
     _parameter_constraints = {
+        **shared_constraints("step_size", "trajectory_length", "n_leapfrog", "max_leapfrog"),
         "variant": [StrOptions({"perturbed", "signed"})],
         "subsample_size": [Interval(Integral, 1, None, closed="left"), None],
         "batch_size": [Interval(Integral, 1, None, closed="left"), None],
@@ -346,11 +348,7 @@ class HMCECS(BaseSampler):
         "n_products": [Interval(Integral, 1, None, closed="left"), None],
         "correlation": [Interval(Real, 0, 1, closed="left")],
         "cv_order": [StrOptions({"auto"}), Interval(Integral, 0, 2, closed="both"), None],
-        "step_size": [Interval(Real, 0, None, closed="neither"), None],
-        "trajectory_length": [Interval(Real, 0, None, closed="neither")],
         "target_accept": [Interval(Real, 0, 1, closed="neither")],
-        "n_leapfrog": [Interval(Integral, 1, None, closed="left"), None],
-        "max_leapfrog": [Interval(Integral, 1, None, closed="left")],
         "theta_star": ["array-like", None],
         "recentre_every": [Interval(Integral, 1, None, closed="left"), None],
         "target_variance": [Interval(Real, 0, None, closed="neither")],
@@ -362,22 +360,7 @@ class HMCECS(BaseSampler):
                  trajectory_length=1.2, target_accept=0.8, n_leapfrog=None, max_leapfrog=100,
                  theta_star=None, recentre_every=200, target_variance=1.0,
                  subset_fraction=0.01):
-        self.variant = variant
-        self.subsample_size = subsample_size
-        self.batch_size = batch_size
-        self.n_blocks = n_blocks
-        self.n_products = n_products
-        self.correlation = correlation
-        self.cv_order = cv_order
-        self.step_size = step_size
-        self.trajectory_length = trajectory_length
-        self.target_accept = target_accept
-        self.n_leapfrog = n_leapfrog
-        self.max_leapfrog = max_leapfrog
-        self.theta_star = theta_star
-        self.recentre_every = recentre_every
-        self.target_variance = target_variance
-        self.subset_fraction = subset_fraction
+        store_params(self, locals())
 
     @property
     def signed(self):

@@ -9,7 +9,8 @@ import numpy as np
 from sklearn.utils._param_validation import Interval
 
 from .. import _rng
-from ._base import BaseSampler, Kernel, prepare_laplace
+from .._params import store_params
+from ._base import BaseSampler, Kernel, prepare_laplace, shared_constraints
 from ._proposals import RandomWalkProposal
 
 __all__ = ["MH"]
@@ -102,15 +103,12 @@ class MH(BaseSampler):
     name = "mh"
     exact = True
     _parameter_constraints = {
-        "step_size": [Interval(Real, 0, None, closed="neither"), None],
-        "adapt": ["boolean"],
+        **shared_constraints("step_size", "adapt"),
         "target_accept": [Interval(Real, 0, 1, closed="neither"), None],
     }
 
     def __init__(self, step_size=None, adapt=True, target_accept=None):
-        self.step_size = step_size
-        self.adapt = adapt
-        self.target_accept = target_accept
+        store_params(self, locals())
 
     def prepare(self, model, rng):
         self._validate_params()

@@ -20,11 +20,12 @@ from numbers import Integral, Real
 from typing import NamedTuple, Optional
 
 import numpy as np
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import StrOptions
 
+from .._params import store_params
 from ..control_variates import TaylorControlVariate
 from . import _sgmcmc_fast as _fast
-from ._base import BaseSampler, Kernel, LaplacePrepared, prepare_laplace
+from ._base import BaseSampler, Kernel, LaplacePrepared, prepare_laplace, shared_constraints
 from ._hamiltonian import Metric
 from ._sgmcmc_fast import GradientEstimator
 from .hmc import metric_from_precision
@@ -41,6 +42,14 @@ _BIAS_NOTE = """
        :func:`suggest_step_size` and check that halving ``step_size`` does not
        change the summaries you report.
 """
+
+# the data set-up of the SGLD and SGHMC examples ({example_data} in their docstrings)
+_EXAMPLE_DATA = """\
+    >>> import numpy as np
+    >>> from bayes_subsample import sample
+    >>> from bayes_subsample.models import GaussianRegressionModel
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(2000, 2)); y = X @ [1.0, -1.0] + rng.normal(size=2000)"""
 
 
 # --------------------------------------------------------------------------------------
@@ -325,11 +334,7 @@ class SGLD(BaseSampler):
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from bayes_subsample import sample
-    >>> from bayes_subsample.models import GaussianRegressionModel
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(2000, 2)); y = X @ [1.0, -1.0] + rng.normal(size=2000)
+    {example_data}
     >>> trace = sample(GaussianRegressionModel(X, y), SGLD(batch_size=20), n_samples=200,
     ...                n_warmup=100, n_chains=1, random_state=0, check_convergence=False)
     >>> trace.draws.shape
@@ -338,18 +343,11 @@ class SGLD(BaseSampler):
 
     name = "sgld"
     exact = False
-    _parameter_constraints = {
-        "step_size": [Interval(Real, 0, None, closed="neither"), None],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "control_variates": ["boolean"],
-        "n_steps": [Interval(Integral, 1, None, closed="left")],
-    }
+    _parameter_constraints = shared_constraints("step_size", "batch_size", "control_variates",
+                                                "n_steps")
 
     def __init__(self, step_size=None, batch_size=100, control_variates=True, n_steps=1):
-        self.step_size = step_size
-        self.batch_size = batch_size
-        self.control_variates = control_variates
-        self.n_steps = n_steps
+        store_params(self, locals())
 
     def prepare(self, model, rng):
         self._validate_params()
@@ -449,11 +447,7 @@ class SGHMC(BaseSampler):
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from bayes_subsample import sample
-    >>> from bayes_subsample.models import GaussianRegressionModel
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(2000, 2)); y = X @ [1.0, -1.0] + rng.normal(size=2000)
+    {example_data}
     >>> trace = sample(GaussianRegressionModel(X, y), SGHMC(batch_size=20, n_steps=10),
     ...                n_samples=100, n_warmup=50, n_chains=1, random_state=0,
     ...                check_convergence=False)
@@ -464,24 +458,14 @@ class SGHMC(BaseSampler):
     name = "sghmc"
     exact = False
     _parameter_constraints = {
-        "step_size": [Interval(Real, 0, None, closed="neither"), None],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "n_steps": [Interval(Integral, 1, None, closed="left")],
-        "friction": [Interval(Real, 0, None, closed="neither")],
-        "control_variates": ["boolean"],
+        **shared_constraints("step_size", "batch_size", "n_steps", "friction", "control_variates"),
         "mass": [StrOptions({"identity", "laplace"})],
         "refresh_momentum": ["boolean"],
     }
 
     def __init__(self, step_size=None, batch_size=100, n_steps=20, friction=1.0,
                  control_variates=True, mass="identity", refresh_momentum=True):
-        self.step_size = step_size
-        self.batch_size = batch_size
-        self.n_steps = n_steps
-        self.friction = friction
-        self.control_variates = control_variates
-        self.mass = mass
-        self.refresh_momentum = refresh_momentum
+        store_params(self, locals())
 
     def prepare(self, model, rng):
         self._validate_params()
@@ -492,5 +476,6 @@ class SGHMC(BaseSampler):
         return SGHMCKernel(model, prepared, self)
 
 
-SGLD.__doc__ = SGLD.__doc__.replace("{bias}", _BIAS_NOTE)
-SGHMC.__doc__ = SGHMC.__doc__.replace("{bias}", _BIAS_NOTE)
+for _cls in (SGLD, SGHMC):
+    _cls.__doc__ = (_cls.__doc__.replace("{bias}", _BIAS_NOTE)
+                    .replace("    {example_data}", _EXAMPLE_DATA))
