@@ -54,8 +54,8 @@ def test_resolve_sampler_names_and_objects():
 
 
 def test_resolve_sampler_errors():
-    with pytest.raises(ValueError, match="unknown sampler 'nuts'.*'hmc'.*'mh'"):
-        resolve_sampler("nuts")
+    with pytest.raises(ValueError, match="unknown sampler 'gibbs'.*'hmc'.*'mh'"):
+        resolve_sampler("gibbs")
     with pytest.raises(TypeError, match="sampler must be a registered name"):
         resolve_sampler(42)
     with pytest.raises(TypeError, match="sampler must be"):

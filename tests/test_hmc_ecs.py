@@ -192,11 +192,12 @@ def _check_against_exact(trace, mean, sd, mean_tol_mcse=4.0, sd_rtol=0.1):
     np.testing.assert_array_less(np.abs(sd_hat / sd - 1.0), sd_rtol)
 
 
+@pytest.mark.parametrize("inner", ["hmc", "nuts"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_gaussian_order2_matches_closed_form(seed):
+def test_gaussian_order2_matches_closed_form(seed, inner):
     model = _gaussian_problem(seed)
     mean, cov = model.exact_posterior()
-    tr = _quiet_sample(model, HMCECS(n_blocks=10), n_samples=1500, n_warmup=400,
+    tr = _quiet_sample(model, HMCECS(n_blocks=10, inner=inner), n_samples=1500, n_warmup=400,
                        n_chains=2, random_state=seed)
     _check_against_exact(tr, mean, np.sqrt(np.diag(cov)))
     # exact estimator: zero variance, every u-update accepted

@@ -125,6 +125,10 @@ cdef class CyGLM(CyModel):
                        const double* c2, double* d, double* dp) noexcept nogil
 
     # ---- shared ----------------------------------------------------------------------------
+    # X[i, :p] = x_{idx[i]} (float64, intercept column included), y[i] = y_{idx[i]}:
+    # a subsample copied into a caller's buffers (HMC-ECS)
+    cdef void gather_rows(self, const int64_t* idx, Py_ssize_t m, double* X,
+                          double* y) noexcept nogil
     # one contiguous range of rows of the fused full pass (log-likelihood sum,
     # gradient sum, lower triangle of the sum of -Hessians)
     cdef double pass_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta,

@@ -434,6 +434,13 @@ cdef class CyGLM(CyModel):
             total[0] = tsum
         return 0
 
+    cdef void gather_rows(self, const int64_t* idx, Py_ssize_t m, double* X,
+                          double* y) noexcept nogil:
+        cdef Py_ssize_t i
+        self.rows.gather(idx, m, X)
+        for i in range(m):
+            y[i] = self.y[idx[i]]
+
     cdef double pass_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta,
                            bint want_ll, double* grad, double* neg_hess) noexcept nogil:
         cdef Chunk b

@@ -9,11 +9,11 @@ from ._registry import SAMPLERS, resolve_sampler
 from .austerity import AusterityMH
 from .confidence import ConfidenceMH
 from .ewsg import EWSG
-from .hmc import HMC
+from .hmc import HMC, NUTS
 from .hmc_ecs import HMCECS
 from .mh import MH
 from .sgmcmc import SGHMC, SGLD, iterations_for_passes, suggest_step_size
 
-__all__ = ["BaseSampler", "Kernel", "Prepared", "LaplacePrepared", "MH", "HMC", "HMCECS",
+__all__ = ["BaseSampler", "Kernel", "Prepared", "LaplacePrepared", "MH", "HMC", "NUTS", "HMCECS",
            "AusterityMH", "ConfidenceMH", "SGLD", "SGHMC", "EWSG", "suggest_step_size",
            "iterations_for_passes", "SAMPLERS", "resolve_sampler"]

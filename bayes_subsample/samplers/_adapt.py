@@ -59,22 +59,33 @@ class TrajectoryTuner:
     During warmup ``update`` feeds acceptance probabilities to dual averaging
     (unless a step size was given) and keeps the trajectory length fixed:
     ``n_steps = round(trajectory_length / step_size)``;
-    ``finalize`` freezes the averaged step size at the end of warmup.
+    ``finalize`` freezes the averaged step size at the end of warmup. With
+    ``jitter > 0`` each transition draws its length uniformly from
+    ``trajectory_length * [1 - jitter, 1 + jitter]`` (:meth:`draw_steps`), which
+    breaks the periodic orbits a fixed length can fall into.
     """
 
     def __init__(self, step_size, trajectory_length, target_accept, n_leapfrog=None,
-                 max_leapfrog=1000, initial_step_size=0.5):
+                 max_leapfrog=1000, initial_step_size=0.5, jitter=0.0):
         self.adapt = step_size is None
         self.step_size = float(step_size) if step_size is not None else initial_step_size
         self.trajectory_length = trajectory_length
         self.fixed_steps = n_leapfrog
         self.max_leapfrog = max_leapfrog
+        self.jitter = float(jitter)
         self.da = DualAveraging(self.step_size, target=target_accept)
         self._update_steps()
 
     def _update_steps(self):
         self.n_steps = (int(self.fixed_steps) if self.fixed_steps is not None else
                         n_leapfrog_for(self.step_size, self.trajectory_length, self.max_leapfrog))
+
+    def draw_steps(self, rng):
+        """The leapfrog steps of one transition (drawn when jittered)."""
+        if self.jitter == 0.0 or self.fixed_steps is not None:
+            return self.n_steps
+        length = self.trajectory_length * (1.0 + self.jitter * (2.0 * rng.random() - 1.0))
+        return n_leapfrog_for(self.step_size, length, self.max_leapfrog)
 
     def update(self, accept_prob):
         if self.adapt:

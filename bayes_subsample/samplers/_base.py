@@ -55,12 +55,17 @@ SHARED_CONSTRAINTS = {
     "trajectory_length": [Interval(Real, 0, None, closed="neither")],
     "n_leapfrog": [Interval(Integral, 1, None, closed="left"), None],
     "max_leapfrog": [Interval(Integral, 1, None, closed="left")],
+    "jitter": [Interval(Real, 0, 1, closed="left")],
+    "max_tree_depth": [Interval(Integral, 1, 30, closed="both")],
+    "target_accept": [Interval(Real, 0, 1, closed="neither")],
 }
 
 
-def shared_constraints(*names):
-    """The ``_parameter_constraints`` entries of the shared hyperparameters ``names``."""
-    return {name: SHARED_CONSTRAINTS[name] for name in names}
+def shared_constraints(*names, optional=()):
+    """The ``_parameter_constraints`` entries of the shared hyperparameters ``names``;
+    those also in ``optional`` accept ``None`` too."""
+    return {name: SHARED_CONSTRAINTS[name] + ([None] if name in optional else [])
+            for name in names}
 
 
 @dataclass

@@ -23,6 +23,10 @@ cdef class Potential:
     # set when an evaluation failed for a reason other than numerics (an exception
     # in user code, kept by the model): the caller re-raises it
     cdef bint failed
+    # the potential keeps work tied to its position (HMC-ECS's residual banks), so a
+    # transition that ends elsewhere than at the last point evaluated must
+    # evaluate it again there (NUTS); False when the position is theta, U, grad only
+    cdef readonly bint stateful
 
     cdef void _alloc(self, Py_ssize_t dim)
     cdef void begin(self) noexcept nogil

@@ -13,6 +13,7 @@ cdef class Potential:
 
     def __cinit__(self, *args, **kwargs):
         self.U = NAN
+        self.stateful = True
 
     cdef void _alloc(self, Py_ssize_t dim):
         self.dim = dim
@@ -107,6 +108,7 @@ cdef class FullPotential(Potential):
         self.model = model
         self._alloc(model.n_params)
         self.cost = model.n_data
+        self.stateful = False
         self.prior_prec = np.ascontiguousarray(prior_precision, dtype=np.float64).copy()
         if self.prior_prec.shape[0] != self.dim:
             raise ValueError("prior_precision must have one entry per parameter")

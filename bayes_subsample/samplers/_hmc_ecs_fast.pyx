@@ -177,10 +177,7 @@ cdef class ECSCore(Potential):
     # ---- nogil internals ----------------------------------------------------------------
     cdef void _copy_rows(self, const int64_t* idx, double[:, ::1] Xdst, double[::1] ydst,
                          Py_ssize_t count) noexcept nogil:
-        cdef Py_ssize_t i
-        self.model.rows.gather(idx, count, &Xdst[0, 0])
-        for i in range(count):
-            ydst[i] = self.model.y[idx[i]]
+        self.model.gather_rows(idx, count, &Xdst[0, 0], &ydst[0])
 
     cdef void _cache_rows(self, double[:, ::1] Xs, double[::1] es, double[::1] c0,
                           double[::1] c1, double[::1] c2, Py_ssize_t count) noexcept nogil:

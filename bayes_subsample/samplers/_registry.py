@@ -9,7 +9,7 @@ from ._base import BaseSampler
 from .austerity import AusterityMH
 from .confidence import ConfidenceMH
 from .ewsg import EWSG
-from .hmc import HMC
+from .hmc import HMC, NUTS
 from .hmc_ecs import HMCECS
 from .mh import MH
 from .sgmcmc import SGHMC, SGLD
@@ -20,8 +20,10 @@ __all__ = ["SAMPLERS", "resolve_sampler"]
 SAMPLERS = {
     "mh": MH,
     "hmc": HMC,
+    "nuts": NUTS,
     "hmc_ecs": HMCECS,
     "hmc_ecs_signed": partial(HMCECS, variant="signed"),
+    "hmc_ecs_nuts": partial(HMCECS, inner="nuts"),
     "austerity": AusterityMH,
     "confidence": ConfidenceMH,
     "sgld": SGLD,

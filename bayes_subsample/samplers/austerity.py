@@ -124,11 +124,11 @@ class AusterityMH(BaseSampler):
     name = "austerity"
     exact = False
     _parameter_constraints = {
-        **shared_constraints("batch_size", "step_size", "adapt", "check_exact"),
+        **shared_constraints("batch_size", "step_size", "adapt", "check_exact", "target_accept",
+                             optional=("target_accept",)),
         "epsilon": [Interval(Real, 0, 1, closed="left")],
         "first_batch_size": [Interval(Integral, 2, None, closed="left"), None],
         "proposal": [StrOptions({"rw", "sgld"})],
-        "target_accept": [Interval(Real, 0, 1, closed="neither"), None],
         "proposal_batch_size": [Interval(Integral, 1, None, closed="left"), None],
         "precondition": ["boolean"],
         "first_batch": deprecated_constraint(Interval(Integral, 2, None, closed="left"), None),

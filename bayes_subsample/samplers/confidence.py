@@ -140,7 +140,8 @@ default="bernstein_serfling"
     name = "confidence"
     exact = False
     _parameter_constraints = {
-        **shared_constraints("step_size", "adapt", "check_exact"),
+        **shared_constraints("step_size", "adapt", "check_exact", "target_accept",
+                             optional=("target_accept",)),
         "delta": [Interval(Real, 0, 1, closed="left")],
         "bound": [StrOptions({"bernstein_serfling", "empirical_bernstein",
                               "hoeffding_serfling"})],
@@ -148,7 +149,6 @@ default="bernstein_serfling"
         "p": [Interval(Real, 1, None, closed="neither")],
         "first_batch_size": [Interval(Integral, 1, None, closed="left")],
         "proxy": [StrOptions({"taylor"}), None],
-        "target_accept": [Interval(Real, 0, 1, closed="neither"), None],
         "gamma": deprecated_constraint(Interval(Real, 1, None, closed="neither")),
         "first_batch": deprecated_constraint(Interval(Integral, 1, None, closed="left")),
     }

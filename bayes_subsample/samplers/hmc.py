@@ -4,7 +4,6 @@ gradient (``FullPotential`` on the compiled model object); the leapfrog
 transition is the compiled one HMC-ECS shares."""
 from __future__ import annotations
 
-import math
 from numbers import Real
 from typing import NamedTuple
 
@@ -13,14 +12,11 @@ from sklearn.utils._param_validation import Interval
 
 from .._linalg import factor_precision
 from .._params import store_params
-from ._adapt import TrajectoryTuner
 from ._base import BaseSampler, Kernel, prepare_laplace, shared_constraints
 from ._hamiltonian import FullPotential, Metric
+from ._inner import info_type, make_inner
 
-__all__ = ["HMC", "metric_from_precision", "is_divergent", "DIVERGENCE_THRESHOLD"]
-
-#: |energy error| above which a transition is flagged as divergent
-DIVERGENCE_THRESHOLD = 1000.0
+__all__ = ["HMC", "NUTS", "metric_from_precision"]
 
 
 def metric_from_precision(precision, regulariser=None):
@@ -37,29 +33,17 @@ class HMCState(NamedTuple):
     potential: FullPotential
 
 
-class HMCInfo(NamedTuple):
-    accept_prob: float
-    accepted: bool
-    n_evals: int
-    diverging: bool
-    energy_error: float
-    step_size: float
-    n_leapfrog: int
-
-
-def is_divergent(energy_error):
-    """A transition whose energy error is non-finite or above the threshold."""
-    return bool(not math.isfinite(energy_error) or abs(energy_error) > DIVERGENCE_THRESHOLD)
-
-
 class HMCKernel(Kernel):
-    def __init__(self, model, sampler, precision, n_warmup):
+    """Full-data Hamiltonian kernel: the inner transition (HMC or NUTS) on the
+    full-data potential, the mass matrix recomputed mid-warmup."""
+
+    def __init__(self, model, sampler, inner, precision, n_warmup):
         self.model = model
         self.n = model.n_data
         self.metric, self.factors = metric_from_precision(precision)
-        self.tuner = TrajectoryTuner(sampler.step_size, sampler.trajectory_length,
-                                     sampler.target_accept, sampler.n_leapfrog,
-                                     sampler.max_leapfrog)
+        self.inner = make_inner(inner, sampler, model.n_params)
+        self.tuner = self.inner.tuner
+        self.info = info_type(type(sampler).__name__ + "Info", type(self.inner))
         self.adapt_mass = sampler.adapt_mass
         self.n_warmup = n_warmup
         self.window = (n_warmup // 4, n_warmup // 2)
@@ -77,10 +61,8 @@ class HMCKernel(Kernel):
 
     def step(self, rng, state):
         pot = state.potential
-        accepted, alpha, dE, n_grad = pot.hmc_step(self.metric, rng, self.tuner.step_size,
-                                                   self.tuner.n_steps)
-        info = HMCInfo(alpha, accepted, int(n_grad * self.n), is_divergent(dE), dE,
-                       self.tuner.step_size, self.tuner.n_steps)
+        accepted, alpha, dE, n_eval, div, extra = self.inner.transition(rng, pot, self.metric)
+        info = self.info(alpha, accepted, int(n_eval * self.n), div, dE, *extra)
         return HMCState(pot.position, pot.U, pot), info
 
     def warmup_step(self, rng, state, iteration):
@@ -109,8 +91,7 @@ class HMCKernel(Kernel):
         return state
 
     def tuning(self):
-        return {"step_size": self.tuner.step_size, "n_leapfrog": self.tuner.n_steps,
-                "mass_matrix": self.factors.precision.copy()}
+        return {**self.inner.tuning(), "mass_matrix": self.factors.precision.copy()}
 
 
 class HMC(BaseSampler):
@@ -120,15 +101,27 @@ class HMC(BaseSampler):
     precision (``-Hessian`` of the log posterior) at the mode, recomputed at
     the mean of the draws in the middle of warmup; the step size is tuned by
     dual averaging to ``target_accept`` with a fixed trajectory length
-    ``step_size * n_leapfrog ~= trajectory_length``. Divergences
-    (``|energy error| > 1000`` or non-finite) are flagged and rejected.
+    ``step_size * n_leapfrog ~= trajectory_length``, jittered by
+    ``+-jitter`` relative at each transition. Divergences (``|energy error| >
+    1000`` or non-finite) are flagged and rejected. See :ref:`algo-hmc`.
+
+    In the whitened metric a near-Gaussian posterior rotates with period
+    ``2 pi``: a trajectory of ``pi / 2`` gives independent draws, longer ones
+    antithetic draws. The default length (2.0, jittered by 10%) was chosen by
+    measurement on covtype and HIGGS logistic regression, where it gives a
+    bulk ESS above the number of draws (1.2 gave 0.3-0.6 of it: one or two
+    leapfrog steps, nearly MALA); the jitter avoids the periodic orbits of a
+    fixed length (at 3.0, chains locked into them, R-hat 1.17).
 
     Parameters
     ----------
     step_size : float, optional
         Leapfrog step size; ``None`` tunes it during warmup.
-    trajectory_length : float, default=1.2
+    trajectory_length : float, default=2.0
         ``step_size * n_leapfrog`` (in the whitened scale of the mass matrix).
+    jitter : float in [0, 1), default=0.1
+        Each transition's length is drawn uniformly from
+        ``trajectory_length * [1 - jitter, 1 + jitter]``.
     target_accept : float, default=0.8
         Dual-averaging target acceptance probability.
     n_leapfrog : int, optional
@@ -142,12 +135,12 @@ class HMC(BaseSampler):
     name = "hmc"
     exact = True
     _parameter_constraints = {
-        **shared_constraints("step_size", "trajectory_length", "n_leapfrog", "max_leapfrog"),
-        "target_accept": [Interval(Real, 0, 1, closed="neither")],
+        **shared_constraints("step_size", "trajectory_length", "jitter", "n_leapfrog",
+                             "max_leapfrog", "target_accept"),
         "adapt_mass": ["boolean"],
     }
 
-    def __init__(self, step_size=None, trajectory_length=1.2, target_accept=0.8,
+    def __init__(self, step_size=None, trajectory_length=2.0, jitter=0.1, target_accept=0.8,
                  n_leapfrog=None, max_leapfrog=1000, adapt_mass=True):
         store_params(self, locals())
 
@@ -156,4 +149,51 @@ class HMC(BaseSampler):
         return prepare_laplace(model)
 
     def build(self, model, prepared, n_warmup):
-        return HMCKernel(model, self, prepared.precision, n_warmup)
+        return HMCKernel(model, self, "hmc", prepared.precision, n_warmup)
+
+
+class NUTS(BaseSampler):
+    """The no-U-turn sampler on the full data (multinomial NUTS as in Stan).
+
+    The same dense mass matrix as :class:`HMC` (the posterior precision at the
+    mode, recomputed mid-warmup) and dual averaging of the step size to
+    ``target_accept``, but no trajectory length to choose: each transition
+    doubles its trajectory until it turns back on itself (the generalised
+    no-U-turn criterion, with Stan's extra checks across subtrees), at most
+    ``2**max_tree_depth`` leapfrog steps, and draws among its points with
+    probabilities proportional to ``exp(-H)``. See :ref:`algo-hmc`.
+
+    Parameters
+    ----------
+    step_size : float, optional
+        Leapfrog step size; ``None`` tunes it during warmup.
+    target_accept : float, default=0.8
+        Dual-averaging target of the mean acceptance statistic.
+    max_tree_depth : int, default=10
+        At most ``2**max_tree_depth`` leapfrog steps per iteration.
+    adapt_mass : bool, default=True
+        Recompute the mass matrix mid-warmup.
+
+    Examples
+    --------
+    >>> from bayes_subsample import BayesianLogisticRegression
+    >>> from bayes_subsample.samplers import NUTS
+    >>> clf = BayesianLogisticRegression(sampler=NUTS(), n_samples=200, n_warmup=200)
+    """
+
+    name = "nuts"
+    exact = True
+    _parameter_constraints = {
+        **shared_constraints("step_size", "max_tree_depth", "target_accept"),
+        "adapt_mass": ["boolean"],
+    }
+
+    def __init__(self, step_size=None, target_accept=0.8, max_tree_depth=10, adapt_mass=True):
+        store_params(self, locals())
+
+    def prepare(self, model, rng):
+        self._validate_params()
+        return prepare_laplace(model)
+
+    def build(self, model, prepared, n_warmup):
+        return HMCKernel(model, self, "nuts", prepared.precision, n_warmup)

@@ -27,13 +27,13 @@ from .. import _rng
 from .._params import store_params
 from ..control_variates import TaylorControlVariate
 from ..models import CyGLM
-from ._adapt import TrajectoryTuner
 from ._base import BaseSampler, Kernel, Prepared, shared_constraints
 from ._ecs_numpy import NumpyECSPotential
 from ._ecs_tuning import (choose_n_products, choose_subsample_size, initial_theta_star,
                           refine_theta_star, residual_variances, typical_thetas)
 from ._hmc_ecs_fast import ECSCore
-from .hmc import HMCInfo, is_divergent, metric_from_precision
+from ._inner import info_type, make_inner
+from .hmc import metric_from_precision
 
 __all__ = ["HMCECS"]
 
@@ -61,13 +61,11 @@ class ECSState(NamedTuple):
     batch_products: Optional[np.ndarray]
 
 
-#: Info of a perturbed HMC-ECS iteration: the HMC fields, then the subsample update's
-#: acceptance probability, the estimator's variance, the rows and the data fraction
-ECSInfo = NamedTuple("ECSInfo", [*HMCInfo.__annotations__.items(), ("alpha_u", float),
-                                 ("sigma2", float), ("subsample_rows", int),
-                                 ("data_fraction", float)])
-#: Info of a signed iteration: the same plus the sign of the draw
-SignedECSInfo = NamedTuple("SignedECSInfo", [*ECSInfo.__annotations__.items(), ("sign", int)])
+
+#: Info fields of an HMC-ECS iteration after those of its inner kernel: the subsample
+#: update's acceptance probability, the estimator's variance, the rows, the data fraction
+ECS_FIELDS = (("alpha_u", float), ("sigma2", float), ("subsample_rows", int),
+              ("data_fraction", float))
 
 
 # ----------------------------------------------------------------------------------------
@@ -149,9 +147,11 @@ class HMCECSKernel(Kernel):
         signed = sampler.variant == "signed"
         self.update = (SignedUpdate(self.n, self.m, self.n_products, sampler.correlation)
                        if signed else PerturbedUpdate(self.n, self.m, sampler.n_blocks))
-        self.tuner = TrajectoryTuner(sampler.step_size, sampler.trajectory_length,
-                                     sampler.target_accept, sampler.n_leapfrog,
-                                     sampler.max_leapfrog)
+        self.inner = make_inner(sampler.inner, sampler, model.n_params)
+        self.tuner = self.inner.tuner
+        extra = ECS_FIELDS + ((("sign", int),) if signed else ())
+        self.info = info_type("SignedECSInfo" if signed else "ECSInfo", type(self.inner),
+                              extra)
         self.recentre = sampler.recentre_every is not None and prepared.auto_theta_star
         self._window = []
         self.n_recentre_declined = 0
@@ -188,14 +188,12 @@ class HMCECSKernel(Kernel):
     def step(self, rng, state):
         state, alpha_u, ev_u = self.update(rng, state)
         pot = state.potential
-        accepted, alpha, dE, n_grad = pot.hmc_step(self.metric, rng, self.tuner.step_size,
-                                                   self.tuner.n_steps)
+        accepted, alpha, dE, n_eval, div, extra = self.inner.transition(rng, pot, self.metric)
         m = pot.m
-        n_evals = int(n_grad * m + ev_u)
-        fields = (alpha, accepted, n_evals, is_divergent(dE), dE, self.tuner.step_size,
-                  self.tuner.n_steps, alpha_u, pot.sigma2, m, n_evals / self.n)
-        info = (SignedECSInfo(*fields, int(pot.sign)) if self.update.signed
-                else ECSInfo(*fields))
+        n_evals = int(n_eval * m + ev_u)
+        ecs = (alpha_u, pot.sigma2, m, n_evals / self.n)
+        info = self.info(alpha, accepted, n_evals, div, dE, *extra, *ecs,
+                         *((int(pot.sign),) if self.update.signed else ()))
         return ECSState(pot.position, pot.U, pot, state.batch_products), info
 
     def warmup_step(self, rng, state, iteration):
@@ -254,8 +252,7 @@ class HMCECSKernel(Kernel):
         return state
 
     def tuning(self):
-        return {"step_size": self.tuner.step_size, "n_leapfrog": self.tuner.n_steps,
-                "m": self.m, "block_size": self.block_size,
+        return {**self.inner.tuning(), "m": self.m, "block_size": self.block_size,
                 "n_products": self.n_products if self.update.signed else None,
                 "theta_star": self.cv.theta_star.copy(),
                 "mass_matrix": self.factors.precision.copy(), "cv_order": self.order,
@@ -313,13 +310,24 @@ class HMCECS(BaseSampler):
     cv_order : {0, 1, 2}, optional
         Taylor order of the control variates (default 2 for GLMs, 1 for user
         models, which have no per-datum Hessians).
+    inner : {"hmc", "nuts"}, default="hmc"
+        The Hamiltonian move of theta given the subsample: HMC with a jittered
+        trajectory length, or NUTS (no trajectory length to choose; a NUTS
+        draw that is not the trajectory's last point costs one more subsample
+        evaluation to move the residual banks to it).
     step_size : float, optional
         Leapfrog step (``None``: dual averaging during warmup).
-    trajectory_length : float, default=1.2
+    trajectory_length : float, default=2.0
+        HMC inner kernel: ``step_size * n_leapfrog`` in the whitened metric (see
+        :class:`HMC` for how the default was chosen).
+    jitter : float in [0, 1), default=0.1
+        HMC inner kernel: relative jitter of each transition's length.
     target_accept : float, default=0.8
     n_leapfrog : int, optional
-        Fix ``L`` instead of ``round(trajectory_length / step_size)``.
+        HMC inner kernel: fix ``L`` instead of ``round(trajectory_length / step_size)``.
     max_leapfrog : int, default=100
+    max_tree_depth : int, default=10
+        NUTS inner kernel: at most ``2**max_tree_depth`` leapfrog steps.
     theta_star : array-like, optional
         Fix the expansion point (disables recentring).
     recentre_every : int or None, default=200
@@ -340,7 +348,9 @@ class HMCECS(BaseSampler):
     name = "hmc_ecs"
     exact = False
     _parameter_constraints = {
-        **shared_constraints("step_size", "trajectory_length", "n_leapfrog", "max_leapfrog"),
+        **shared_constraints("step_size", "trajectory_length", "jitter", "n_leapfrog",
+                             "max_leapfrog", "max_tree_depth", "target_accept"),
+        "inner": [StrOptions({"hmc", "nuts"})],
         "variant": [StrOptions({"perturbed", "signed"})],
         "subsample_size": [Interval(Integral, 1, None, closed="left"), None],
         "batch_size": [Interval(Integral, 1, None, closed="left"), None],
@@ -348,7 +358,6 @@ class HMCECS(BaseSampler):
         "n_products": [Interval(Integral, 1, None, closed="left"), None],
         "correlation": [Interval(Real, 0, 1, closed="left")],
         "cv_order": [StrOptions({"auto"}), Interval(Integral, 0, 2, closed="both"), None],
-        "target_accept": [Interval(Real, 0, 1, closed="neither")],
         "theta_star": ["array-like", None],
         "recentre_every": [Interval(Integral, 1, None, closed="left"), None],
         "target_variance": [Interval(Real, 0, None, closed="neither")],
@@ -356,10 +365,10 @@ class HMCECS(BaseSampler):
     }
 
     def __init__(self, variant="perturbed", subsample_size=None, batch_size=None, n_blocks=100,
-                 n_products=None, correlation=0.99, cv_order=None, step_size=None,
-                 trajectory_length=1.2, target_accept=0.8, n_leapfrog=None, max_leapfrog=100,
-                 theta_star=None, recentre_every=200, target_variance=1.0,
-                 subset_fraction=0.01):
+                 n_products=None, correlation=0.99, cv_order=None, inner="hmc",
+                 step_size=None, trajectory_length=2.0, jitter=0.1, target_accept=0.8,
+                 n_leapfrog=None, max_leapfrog=100, max_tree_depth=10, theta_star=None,
+                 recentre_every=200, target_variance=1.0, subset_fraction=0.01):
         store_params(self, locals())
 
     @property

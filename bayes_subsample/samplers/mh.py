@@ -103,8 +103,8 @@ class MH(BaseSampler):
     name = "mh"
     exact = True
     _parameter_constraints = {
-        **shared_constraints("step_size", "adapt"),
-        "target_accept": [Interval(Real, 0, 1, closed="neither"), None],
+        **shared_constraints("step_size", "adapt", "target_accept",
+                             optional=("target_accept",)),
     }
 
     def __init__(self, step_size=None, adapt=True, target_accept=None):

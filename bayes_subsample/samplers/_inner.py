@@ -1,0 +1,87 @@
+"""The inner Hamiltonian kernels: one transition of theta on a ``Potential``
+(the full-data one of HMC and NUTS, or the subsampled one of HMC-ECS), with its
+step-size adaptation. ``LeapfrogInner`` is HMC with a (jittered) fixed
+trajectory length; ``NUTSInner`` the no-U-turn sampler (doc/algorithms/full_data.rst).
+
+An inner kernel's ``transition(rng, potential, metric)`` moves the potential's
+position and returns ``(accepted, accept_prob, energy_error, n_evaluations,
+diverging, extra)`` with ``extra`` the values of its ``EXTRA`` Info fields.
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import NamedTuple
+
+from ._adapt import TrajectoryTuner
+from ._nuts import NUTSCore, nuts_step
+
+__all__ = ["LeapfrogInner", "NUTSInner", "DIVERGENCE_THRESHOLD", "is_divergent",
+           "make_inner", "info_type"]
+
+#: |energy error| above which a transition is flagged as divergent
+DIVERGENCE_THRESHOLD = 1000.0
+
+
+def is_divergent(energy_error):
+    """A transition whose energy error is non-finite or above the threshold."""
+    return bool(not math.isfinite(energy_error) or abs(energy_error) > DIVERGENCE_THRESHOLD)
+
+
+class LeapfrogInner:
+    """HMC: ``n_leapfrog`` leapfrog steps then an MH decision; the step size is
+    tuned by dual averaging and ``n_leapfrog = round(length / step_size)``."""
+
+    EXTRA = (("step_size", float), ("n_leapfrog", int))
+
+    def __init__(self, sampler, dim):
+        self.tuner = TrajectoryTuner(sampler.step_size, sampler.trajectory_length,
+                                     sampler.target_accept, sampler.n_leapfrog,
+                                     sampler.max_leapfrog, jitter=sampler.jitter)
+
+    def transition(self, rng, potential, metric):
+        n_steps = self.tuner.draw_steps(rng)
+        accepted, alpha, dE, n_grad = potential.hmc_step(metric, rng, self.tuner.step_size,
+                                                         n_steps)
+        return accepted, alpha, dE, n_grad, is_divergent(dE), (self.tuner.step_size, n_steps)
+
+    def tuning(self):
+        return {"step_size": self.tuner.step_size, "n_leapfrog": self.tuner.n_steps,
+                "trajectory_length": self.tuner.trajectory_length}
+
+
+class NUTSInner:
+    """NUTS: trajectories double until they turn back (at most
+    ``2**max_tree_depth`` leapfrog steps); dual averaging of the step size on the
+    mean acceptance statistic of the trajectory's points."""
+
+    EXTRA = (("step_size", float), ("n_leapfrog", int), ("tree_depth", int))
+
+    def __init__(self, sampler, dim):
+        self.tuner = TrajectoryTuner(sampler.step_size, 1.0, sampler.target_accept)
+        self.core = NUTSCore(dim, sampler.max_tree_depth)
+
+    def transition(self, rng, potential, metric):
+        moved, acc, dE, n_eval, depth, div = nuts_step(self.core, potential, metric, rng,
+                                                       self.tuner.step_size)
+        return moved, acc, dE, n_eval, div, (self.tuner.step_size, n_eval, depth)
+
+    def tuning(self):
+        return {"step_size": self.tuner.step_size, "max_tree_depth": self.core.max_depth}
+
+
+def make_inner(name, sampler, dim):
+    """The inner kernel ``name`` ("hmc" or "nuts") with ``sampler``'s hyperparameters."""
+    return {"hmc": LeapfrogInner, "nuts": NUTSInner}[name](sampler, dim)
+
+
+#: the Info fields of every Hamiltonian transition
+_BASE_FIELDS = (("accept_prob", float), ("accepted", bool), ("n_evals", int),
+                ("diverging", bool), ("energy_error", float))
+
+
+@lru_cache(maxsize=None)
+def info_type(name, inner, extra=()):
+    """The Info NamedTuple of a kernel whose transition is ``inner`` (a class), with
+    the kernel's own ``extra`` fields after the inner kernel's."""
+    return NamedTuple(name, [*_BASE_FIELDS, *inner.EXTRA, *extra])
