@@ -99,7 +99,7 @@ def _initial_points(init, n_chains, p):
     return init
 
 
-def sample(model, sampler="hmc", *, n_samples=1000, n_warmup=1000, n_chains=4, n_jobs=None,
+def sample(model, sampler="hmc_ecs", *, n_samples=1000, n_warmup=1000, n_chains=4, n_jobs=None,
            random_state=None, progress=False, init=None, param_names=None,
            check_convergence=True):
     """Run ``n_chains`` chains of ``sampler`` on ``model``.
@@ -108,7 +108,7 @@ def sample(model, sampler="hmc", *, n_samples=1000, n_warmup=1000, n_chains=4, n
     ----------
     model : Model
         Any :class:`~bayes_subsample.models.Model` (GLMs or user models).
-    sampler : str or sampler object, default="hmc"
+    sampler : str or sampler object, default="hmc_ecs"
         A registered name (see ``bayes_subsample.samplers.SAMPLERS``) or an
         object such as ``HMC(step_size=0.1)``; objects are cloned, never mutated.
     n_samples, n_warmup : int

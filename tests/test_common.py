@@ -4,8 +4,9 @@ Test-only configuration
 -----------------------
 The checks fit each estimator dozens of times on tiny data sets, so they run
 on *fast settings*: ``n_samples=30, n_warmup=30, n_chains=2, random_state=0``
-with ``sampler="mh"`` and with ``sampler="hmc"`` (the two full-data samplers),
-i.e. 3 estimators x 2 samplers. These runs are far too short for a converged
+with ``sampler="mh"``, ``sampler="hmc"`` (the two full-data samplers) and the
+default ``sampler="hmc_ecs"`` (which runs on the full data of these tiny data
+sets), i.e. 3 estimators x 3 samplers. These runs are far too short for a converged
 posterior, so ``ConvergenceWarning`` is silenced here, and only here; every
 other test module sees it. ``random_state`` is fixed because the checks
 compare repeated fits (idempotence, pickling, ``n_jobs``), and a fixed seed
@@ -39,7 +40,7 @@ FAST = {"n_samples": 30, "n_warmup": 30, "n_chains": 2, "random_state": 0}
 ESTIMATORS = [
     cls(sampler=sampler, **FAST)
     for cls in (BayesianLogisticRegression, BayesianLinearRegression, BayesianPoissonRegression)
-    for sampler in ("mh", "hmc")
+    for sampler in ("mh", "hmc", "hmc_ecs")
 ]
 
 _POISSON_COUNTS = ("BayesianPoissonRegression needs non-negative integer counts; the check "

@@ -383,8 +383,10 @@ def test_diagnostics_keys(clf_data):
         assert np.shape(d[k]) == (5,), k
     for k in per_chain:
         assert np.shape(d[k]) == (2,), k
-    assert d["sampler"] == "hmc" and d["interrupted"] is False
+    assert d["sampler"] == "hmc_ecs" and d["interrupted"] is False
     assert len(d["tuning"]) == 2 and d["tuning"][0]["step_size"] > 0
+    # the default sampler on these 300 rows: subsampling would not pay, full data
+    assert d["tuning"][0]["full_data"]
     assert np.all(d["n_evals"] > 0) and np.all(d["data_fraction_per_iteration"] >= 1)
     assert "intercept" in str(d["summary"])
 

@@ -33,7 +33,7 @@ class BayesianGLMBase(BaseEstimator):
         "progress": ["boolean"],
     }
 
-    def __init__(self, sampler="hmc", n_samples=1000, n_warmup=1000, n_chains=4, n_jobs=None,
+    def __init__(self, sampler="hmc_ecs", n_samples=1000, n_warmup=1000, n_chains=4, n_jobs=None,
                  prior_scale=10.0, intercept_prior_scale=10.0, fit_intercept=True,
                  random_state=None, progress=False):
         store_params(self, locals())

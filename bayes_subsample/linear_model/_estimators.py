@@ -18,11 +18,14 @@ from ._base import BayesianGLMBase
 __all__ = ["BayesianLogisticRegression", "BayesianLinearRegression", "BayesianPoissonRegression"]
 
 _COMMON_DOC = """
-    sampler : str or sampler object, default="hmc"
-        MCMC algorithm: a registered name ("mh", "hmc", "hmc_ecs",
-        "hmc_ecs_signed", "austerity", "confidence", "sgld", "sghmc", "ewsg")
-        or an object from :mod:`bayes_subsample.samplers` carrying its
-        hyperparameters (``GridSearchCV`` reaches them as ``sampler__<name>``).
+    sampler : str or sampler object, default="hmc_ecs"
+        MCMC algorithm: a registered name ("hmc_ecs", "hmc_ecs_nuts",
+        "hmc_ecs_signed", "mh", "hmc", "nuts", "austerity", "confidence", "sgld",
+        "sghmc", "ewsg") or an object from :mod:`bayes_subsample.samplers`
+        carrying its hyperparameters (``GridSearchCV`` reaches them as
+        ``sampler__<name>``). The default, HMC with energy-conserving
+        subsampling, reads a small subsample per step and falls back to
+        full-data HMC where subsampling would not pay (small data).
     n_samples : int, default=1000
         Retained iterations per chain.
     n_warmup : int, default=1000
@@ -232,7 +235,7 @@ class BayesianLinearRegression(_BayesianRegressorBase):
         "noise_scale": [Interval(Real, 0, None, closed="neither"), None],
     }
 
-    def __init__(self, noise_scale=None, sampler="hmc", n_samples=1000, n_warmup=1000,
+    def __init__(self, noise_scale=None, sampler="hmc_ecs", n_samples=1000, n_warmup=1000,
                  n_chains=4, n_jobs=None, prior_scale=10.0, intercept_prior_scale=10.0,
                  fit_intercept=True, random_state=None, progress=False):
         store_params(self, locals())

@@ -4,7 +4,6 @@ lambda of the signed one."""
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 from scipy import linalg, stats
@@ -36,9 +35,10 @@ def choose_subsample_size(cv, chol_cov, rng, *, n_blocks=100, target_variance=1.
     Draws ``n_theta`` points from ``N(theta*, M^-1)`` (``chol_cov`` is the
     Cholesky factor of ``M^-1``), estimates ``S_D^2(theta)`` on a pilot
     subsample and sets ``m = ceil(n^2 median(S_D^2) / target_variance)``,
-    rounded up to a multiple of ``n_blocks`` and clipped to
-    ``[max(n_blocks, min_size), n]`` (the floor guards against an optimistic
-    pilot while theta* is still off the mode).
+    rounded up to a multiple of ``n_blocks`` and at least
+    ``max(n_blocks, min_size)`` (the floor guards against an optimistic pilot
+    while theta* is still off the mode). It may exceed ``n``: then
+    subsampling does not pay (the caller decides what to do).
 
     Returns ``(m, n_evals)``.
     """
@@ -48,14 +48,6 @@ def choose_subsample_size(cv, chol_cov, rng, *, n_blocks=100, target_variance=1.
     med = float(np.median(s2))
     m = math.ceil(n * n * med / target_variance) if med > 0 else n_blocks
     m = int(math.ceil(max(m, n_blocks, min_size) / n_blocks) * n_blocks)
-    m_max = max(n_blocks, (n // n_blocks) * n_blocks)
-    if m > m_max:
-        warnings.warn(
-            f"the control variates are too poor for Var[ell_hat] <= {target_variance} with a "
-            f"subsample smaller than the data (m = {m:,} needed, n = {n:,}); using m = {m_max:,}. "
-            "Subsampling does not pay here: recentre theta* (longer warmup) or use full HMC.",
-            RuntimeWarning, stacklevel=3)
-        m = m_max
     return m, n_theta * pilot.shape[0]
 
 

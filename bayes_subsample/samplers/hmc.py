@@ -37,14 +37,16 @@ class HMCKernel(Kernel):
     """Full-data Hamiltonian kernel: the inner transition (HMC or NUTS) on the
     full-data potential, the mass matrix recomputed mid-warmup."""
 
-    def __init__(self, model, sampler, inner, precision, n_warmup):
+    def __init__(self, model, sampler, inner, precision, n_warmup, adapt_mass=True,
+                 extra_tuning=None):
         self.model = model
+        self.extra_tuning = extra_tuning or {}
         self.n = model.n_data
         self.metric, self.factors = metric_from_precision(precision)
         self.inner = make_inner(inner, sampler, model.n_params)
         self.tuner = self.inner.tuner
         self.info = info_type(type(sampler).__name__ + "Info", type(self.inner))
-        self.adapt_mass = sampler.adapt_mass
+        self.adapt_mass = adapt_mass
         self.n_warmup = n_warmup
         self.window = (n_warmup // 4, n_warmup // 2)
         self._window_sum = None
@@ -91,7 +93,8 @@ class HMCKernel(Kernel):
         return state
 
     def tuning(self):
-        return {**self.inner.tuning(), "mass_matrix": self.factors.precision.copy()}
+        return {**self.inner.tuning(), "mass_matrix": self.factors.precision.copy(),
+                **self.extra_tuning}
 
 
 class HMC(BaseSampler):
@@ -149,7 +152,7 @@ class HMC(BaseSampler):
         return prepare_laplace(model)
 
     def build(self, model, prepared, n_warmup):
-        return HMCKernel(model, self, "hmc", prepared.precision, n_warmup)
+        return HMCKernel(model, self, "hmc", prepared.precision, n_warmup, self.adapt_mass)
 
 
 class NUTS(BaseSampler):
@@ -196,4 +199,4 @@ class NUTS(BaseSampler):
         return prepare_laplace(model)
 
     def build(self, model, prepared, n_warmup):
-        return HMCKernel(model, self, "nuts", prepared.precision, n_warmup)
+        return HMCKernel(model, self, "nuts", prepared.precision, n_warmup, self.adapt_mass)

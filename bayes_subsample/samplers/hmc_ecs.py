@@ -33,7 +33,7 @@ from ._ecs_tuning import (choose_n_products, choose_subsample_size, initial_thet
                           refine_theta_star, residual_variances, typical_thetas)
 from ._hmc_ecs_fast import ECSCore
 from ._inner import info_type, make_inner
-from .hmc import metric_from_precision
+from .hmc import HMCKernel, metric_from_precision
 
 __all__ = ["HMCECS"]
 
@@ -50,6 +50,7 @@ class ECSPrepared(Prepared):
     n_products: int = 1              # signed: lambda
     auto_m: bool = False             # m chosen here (recalibrated when theta* moves)
     auto_theta_star: bool = False    # theta* found here (recentred during warmup)
+    full_data: bool = False          # subsampling does not pay: full-data HMC/NUTS
 
 
 class ECSState(NamedTuple):
@@ -225,11 +226,9 @@ class HMCECSKernel(Kernel):
         metric, factors = metric_from_precision(self._mass(h), model.prior.precision)
         m = self.m
         if self.auto_m and not self.update.signed:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                m, ev = choose_subsample_size(cv, factors.chol_cov, rng,
-                                              n_blocks=self.sampler.n_blocks,
-                                              target_variance=self.sampler.target_variance)
+            m, ev = choose_subsample_size(cv, factors.chol_cov, rng,
+                                          n_blocks=self.sampler.n_blocks,
+                                          target_variance=self.sampler.target_variance)
             self.n_evals_setup += ev
             if m > self.m:
                 self.n_recentre_declined += 1
@@ -280,6 +279,12 @@ class HMCECS(BaseSampler):
       on ``log |L_hat|`` and each draw carries a sign, so expectations are
       sign-corrected (``E[f] = sum s_j f_j / sum s_j``; estimators do this
       automatically). ``tau_hat`` (fraction of positive signs) should be near 1.
+
+    On small data, or where the control variates are too poor for a subsample
+    of at most half the data (the automatic ``m`` above ``n / 2``, or
+    ``n_blocks > n``; signed: ``lambda`` batches of ``batch_size`` rows above
+    ``n / 2``), subsampling does not pay: the inner kernel then runs on the full
+    data (exact), with the same tuning, and ``tuning["full_data"]`` is True.
 
     Tuning (automatic unless given): ``theta*`` is the posterior mode of
     a random 1% subset (likelihood scaled by ``n / n_sub``), recentred every
@@ -413,35 +418,45 @@ class HMCECS(BaseSampler):
         G = self.n_blocks
         if signed:
             m = int(batch_size or 30)
-            if m > n:
+            if batch_size is not None and m > n:
                 raise ValueError(f"batch_size={m} is larger than the data (n={n})")
-            if self.n_products is None:
+            if self.n_products is not None:
+                lam = int(self.n_products)
+            elif m <= n:
                 pilot = rng.integers(0, n, size=min(n, 2000))
                 s2 = residual_variances(cv, typical_thetas(cv, chol_cov, rng), pilot)
                 n_evals += 50 * pilot.shape[0]
                 lam = choose_n_products(n * n * float(np.median(s2)) / m)
             else:
-                lam = int(self.n_products)
-            layout = dict(m=m, block_size=m, n_products=lam, auto_m=False)
+                lam = 1
+            # lambda batches of m rows on average: does that undercut the data?
+            layout = dict(m=m, block_size=m, n_products=lam, auto_m=False,
+                          full_data=batch_size is None and m * lam > n / 2)
+        elif self.subsample_size is not None:
+            m = int(self.subsample_size)
+            if m > n:
+                raise ValueError(f"subsample_size={m} is larger than the data (n={n})")
+            if m % G:
+                raise ValueError(
+                    f"subsample_size={m} must be a multiple of n_blocks={G} (equal blocks)")
+            layout = dict(m=m, block_size=m // G, n_products=1, auto_m=False)
         else:
-            if self.subsample_size is not None:
-                m = int(self.subsample_size)
-                if m > n:
-                    raise ValueError(f"subsample_size={m} is larger than the data (n={n})")
-                if m % G:
-                    raise ValueError(
-                        f"subsample_size={m} must be a multiple of n_blocks={G} (equal blocks)")
-                auto_m = False
-            else:
-                if G > n:
-                    raise ValueError(f"n_blocks={G} is larger than the data (n={n})")
+            m = n
+            if G <= n:
                 m, ev = choose_subsample_size(cv, chol_cov, rng, n_blocks=G,
                                               target_variance=self.target_variance)
                 n_evals += ev
-                auto_m = True
-            layout = dict(m=m, block_size=m // G, n_products=1, auto_m=auto_m)
+            layout = dict(m=m, block_size=m // G, n_products=1, auto_m=True,
+                          full_data=G > n or m > n / 2)
         return ECSPrepared(theta_init=theta_star, init_chol=chol_cov, n_evals=n_evals, cv=cv,
                            hessian=h, auto_theta_star=auto_ts, **layout)
 
     def build(self, model, prepared, n_warmup):
+        if prepared.full_data:
+            # the subsample would cost more than half the data per gradient: the
+            # inner kernel on the full data (exact, and cheaper)
+            return HMCKernel(model, self, self.inner,
+                             -prepared.hessian + np.diag(model.prior.precision), n_warmup,
+                             extra_tuning={"full_data": True, "m": model.n_data,
+                                           "cv_order": prepared.cv.order})
         return HMCECSKernel(model, self, prepared, n_warmup)
