@@ -44,7 +44,8 @@ def test_uniform_index_chain_matches_em_stationary_law(seed):
     against the Lyapunov prediction (the partition sampler included)."""
     model, mean, exact_cov, lam, S = gaussian_2d()
     pred = uniform_em_stationary_cov(H, GAMMA, lam, N ** 2 * S)
-    tr = sample(model, EWSG(step_size=H, batch_size=1, friction=GAMMA, index_chain_length=0),
+    tr = sample(model, EWSG(step_size=H, batch_size=1, friction=GAMMA, index_chain_length=0,
+                                   precondition=False),
                 n_samples=10000, n_warmup=200, n_chains=2, random_state=seed,
                 check_convergence=False)
     d = tr.draws
@@ -67,8 +68,9 @@ def _cov_error(sampler, seed, n_iter, model, mean, exact_cov):
 
 def _paired_comparison(seeds, budget_passes):
     model, mean, exact_cov, lam, S = gaussian_2d()
-    ewsg = EWSG(step_size=H, batch_size=1, friction=GAMMA, index_chain_length=1)
-    sghmc = SGHMC(step_size=H, batch_size=1, friction=GAMMA, n_steps=10,
+    ewsg = EWSG(step_size=H, batch_size=1, friction=GAMMA, index_chain_length=1,
+                precondition=False)
+    sghmc = SGHMC(step_size=H, batch_size=1, friction=GAMMA, n_steps=10, precondition=False,
                   control_variates=False, refresh_momentum=False)
     n_e = iterations_for_passes(budget_passes, N, 1, 1)
     n_s = iterations_for_passes(budget_passes, N, 1, 0, n_steps=10)
@@ -107,7 +109,8 @@ def test_small_step_regression_close_to_exact():
     mean, cov = model.exact_posterior()
     sd = np.sqrt(np.diag(cov))
     for seed in (0, 1):
-        tr = sample(model, EWSG(step_size=1e-4, batch_size=100, friction=50.0, n_steps=20),
+        tr = sample(model, EWSG(step_size=1e-4, batch_size=100, friction=50.0, n_steps=20,
+                                        precondition=False),
                     n_samples=1500, n_warmup=200, n_chains=2, random_state=seed,
                     check_convergence=False)
         d = tr.draws
@@ -188,7 +191,7 @@ def test_index_acceptance_responds_to_weights():
     model = gaussian_2d()[0]
     rates = []
     for h in (1e-3, 0.1):
-        tr = sample(model, EWSG(step_size=h, batch_size=1, friction=GAMMA),
+        tr = sample(model, EWSG(step_size=h, batch_size=1, friction=GAMMA, precondition=False),
                     n_samples=2000, n_warmup=50, n_chains=1, random_state=0,
                     check_convergence=False)
         rates.append(np.mean(tr.stats["index_accept"]))
@@ -226,5 +229,5 @@ def test_divergence_and_flags():
     assert EWSG.exact is False and EWSG().name == "ewsg"
     with pytest.raises(FloatingPointError, match="EWSG"), np.errstate(over="ignore",
                                                                     invalid="ignore"):
-        sample(gaussian_2d()[0], EWSG(step_size=1.0, batch_size=1), n_samples=500,
+        sample(gaussian_2d()[0], EWSG(step_size=1.0, batch_size=1, precondition=False), n_samples=500,
                n_warmup=0, n_chains=1, random_state=0)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from scipy import linalg
 from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
 
 from bayes_subsample import BayesianLinearRegression, sample
 from bayes_subsample.control_variates import TaylorControlVariate
@@ -88,7 +89,7 @@ def test_sgld_2d_gaussian_stationary_law(seed, cv):
     eps = 0.02
     Vg = np.zeros((2, 2)) if cv else N_GAUSS ** 2 * S   # first-order CVs are exact here
     pred = sgld_stationary_cov(eps, lam, Vg)
-    trace = sample(model, SGLD(step_size=eps, batch_size=1, control_variates=cv),
+    trace = sample(model, SGLD(step_size=eps, batch_size=1, control_variates=cv, precondition=False),
                    n_samples=10000, n_warmup=200, n_chains=2, random_state=seed,
                    check_convergence=False)
     check_moments(trace.draws, mean, pred)
@@ -100,7 +101,8 @@ def test_sgld_bias_shrinks_with_step_size():
     model, c, mean, exact_cov, lam, S = gaussian_2d()
     errs = []
     for eps in (0.04, 0.005):
-        tr = sample(model, SGLD(step_size=eps, batch_size=1, control_variates=True, n_steps=2),
+        tr = sample(model, SGLD(step_size=eps, batch_size=1, control_variates=True, n_steps=2,
+                                   precondition=False),
                     n_samples=5000, n_warmup=100, n_chains=2, random_state=3,
                     check_convergence=False)
         d = tr.draws.reshape(-1, 2)
@@ -116,7 +118,7 @@ def test_sghmc_2d_gaussian_stationary_law(seed, refresh):
     model, c, mean, exact_cov, lam, S = gaussian_2d()
     eps, C, L = 0.05, 10.0, 5
     pred = sghmc_stationary_cov(eps, lam, N_GAUSS ** 2 * S, C, L, refresh)
-    sampler = SGHMC(step_size=eps, batch_size=1, n_steps=L, friction=C,
+    sampler = SGHMC(step_size=eps, batch_size=1, n_steps=L, friction=C, precondition=False,
                     control_variates=False, refresh_momentum=refresh)
     trace = sample(model, sampler, n_samples=3000, n_warmup=100, n_chains=2,
                    random_state=seed, check_convergence=False)
@@ -151,13 +153,14 @@ def regression():
 
 
 @pytest.mark.parametrize("sampler", [
-    SGLD(step_size=2e-5, batch_size=50, control_variates=True, n_steps=20),
-    SGLD(step_size=2e-6, batch_size=200, control_variates=False, n_steps=100),
+    SGLD(step_size=2e-5, batch_size=50, control_variates=True, n_steps=20, precondition=False),
+    SGLD(step_size=2e-6, batch_size=200, control_variates=False, n_steps=100,
+         precondition=False),
     SGHMC(step_size=2e-3, batch_size=50, n_steps=20, friction=20.0, control_variates=True,
-          refresh_momentum=False),
+          precondition=False, refresh_momentum=False),
     SGHMC(step_size=0.2, batch_size=50, n_steps=10, friction=1.0, control_variates=True,
-          mass="laplace", refresh_momentum=False),
-], ids=["sgld-cv", "sgld-plain", "sghmc-cv", "sghmc-laplace-mass"])
+          precondition=True, refresh_momentum=False),
+], ids=["sgld-cv", "sgld-plain", "sghmc-cv", "sghmc-preconditioned"])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_linear_regression_close_to_exact(regression, sampler, seed):
     model, mean, sd = regression
@@ -193,8 +196,8 @@ def _run_kernel(sampler, model, prepared, n_iter=30, seed=5):
 @pytest.mark.parametrize("sampler", [
     SGLD(batch_size=17, n_steps=3), SGLD(batch_size=17, control_variates=False),
     SGHMC(batch_size=17, n_steps=4), SGHMC(batch_size=9, n_steps=3, control_variates=False,
-                                          mass="laplace", refresh_momentum=False),
-], ids=["sgld-cv", "sgld", "sghmc-cv", "sghmc-laplace"])
+                                          precondition=False, refresh_momentum=False),
+], ids=["sgld-cv", "sgld", "sghmc-cv", "sghmc-identity"])
 def test_glm_matches_user_model(dtype, family, sampler, as_user_model):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(500, 3)).astype(dtype)
@@ -297,9 +300,13 @@ def test_suggest_step_size_rule(regression):
                       0.1 * min(lam ** -0.5, 0.5, 2.0 / lam))
     assert np.isclose(suggest_step_size(model, "ewsg", precision=P, batch_size=10, c=0.5),
                       0.5 * min(lam ** -0.5, 0.1, (10 / n) * 10 / lam))
-    assert np.isclose(suggest_step_size(model, "sghmc", precision=P, mass="laplace"), 0.1)
-    # a sampler object supplies its own parameters; without precision it computes it
+    assert np.isclose(suggest_step_size(model, "sghmc", precision=P, precondition=True), 0.1)
+    # a sampler object supplies its own parameters (preconditioned by default: the
+    # whitened curvature is 1); without precision it computes it
     assert np.isclose(suggest_step_size(model, SGLD(batch_size=50, control_variates=False)),
+                      0.1 * (50 / n), rtol=1e-6)
+    assert np.isclose(suggest_step_size(model, SGLD(batch_size=50, control_variates=False,
+                                                    precondition=False)),
                       0.1 * (50 / n) / lam, rtol=1e-6)
     # the SGLD rule keeps the Gaussian-approximation variance within c/4
     eps = suggest_step_size(model, "sgld", precision=P)
@@ -310,14 +317,15 @@ def test_default_step_size_is_the_suggestion(regression):
     model = regression[0]
     prepared = SGLD(batch_size=40).prepare(model, np.random.default_rng(0))
     assert np.isclose(prepared.step_size,
-                      suggest_step_size(model, "sgld", precision=prepared.precision))
+                      suggest_step_size(model, SGLD(batch_size=40), precision=prepared.precision))
 
 
 def test_estimator_accepts_sampler_objects(regression):
     model = regression[0]
     X, y = np.asarray(model.X), model.y
     est = BayesianLinearRegression(noise_scale=1.0, prior_scale=5.0, intercept_prior_scale=5.0,
-                                   sampler=SGLD(step_size=2e-5, batch_size=50, n_steps=10),
+                                   sampler=SGLD(step_size=2e-5, batch_size=50, n_steps=10,
+                                                precondition=False),
                                    n_samples=200, n_warmup=50, n_chains=2, random_state=0)
     import warnings
     with warnings.catch_warnings():
@@ -327,8 +335,20 @@ def test_estimator_accepts_sampler_objects(regression):
     assert est.diagnostics_["sampler"] == "sgld"
     mean, _ = model.exact_posterior()
     assert np.allclose(est.coef_, mean[:2], atol=0.05)
-    s = clone(SGHMC(step_size=0.1, mass="laplace"))
-    assert s.get_params()["mass"] == "laplace"
+    s = clone(SGHMC(step_size=0.1, precondition=False))
+    assert s.get_params()["precondition"] is False
+
+
+def test_sghmc_mass_is_deprecated(regression):
+    """SGHMC(mass=...) still works, with a FutureWarning: 'laplace' is the
+    preconditioned dynamics, 'identity' the identity metric."""
+    model = regression[0]
+    run = dict(n_samples=20, n_warmup=0, n_chains=1, random_state=3, check_convergence=False)
+    for mass, precondition in (("laplace", True), ("identity", False)):
+        with pytest.warns(FutureWarning, match="mass=.*deprecated"):
+            old = sample(model, SGHMC(mass=mass, batch_size=20, n_steps=3), **run)
+        new = sample(model, SGHMC(precondition=precondition, batch_size=20, n_steps=3), **run)
+        np.testing.assert_array_equal(old.draws, new.draws)
 
 
 @pytest.mark.parametrize("sampler, match", [
@@ -356,9 +376,47 @@ def test_bad_helper_input(regression):
 
 def test_divergence_raises_clear_error(regression):
     with pytest.raises(FloatingPointError, match="step_size"):
-        sample(regression[0], SGLD(step_size=5.0, batch_size=10, control_variates=False),
+        sample(regression[0], SGLD(step_size=5.0, batch_size=10, control_variates=False,
+                                           precondition=False),
                n_samples=500, n_warmup=0, n_chains=1, random_state=0)
     with pytest.raises(FloatingPointError, match="SGHMC"), np.errstate(over="ignore",
                                                                      invalid="ignore"):
-        sample(gaussian_2d()[0], SGHMC(step_size=3.0, batch_size=1, n_steps=5),
+        sample(gaussian_2d()[0], SGHMC(step_size=3.0, batch_size=1, n_steps=5, precondition=False),
                n_samples=50, n_warmup=0, n_chains=1, random_state=0)
+
+
+def _collinear_logistic(n=2000, seed=0):
+    """An intercept plus a full one-hot block: a posterior whose ridge (the
+    intercept and the group effects trade off) is held only by the prior, so
+    its curvature spans orders of magnitude."""
+    rng = np.random.default_rng(seed)
+    X = np.column_stack([np.ones(n), np.eye(3)[rng.integers(0, 3, n)]])
+    y = (rng.random(n) < 0.5).astype(float)
+    return LogisticRegressionModel(X, y)
+
+
+def test_runaway_chain_raises_with_advice():
+    # finite throughout, but the identity metric at this step size is unstable
+    # along the ridge: the chain drifts thousands of posterior sds away
+    with pytest.raises(FloatingPointError, match="ran away.*standard deviations"):
+        sample(_collinear_logistic(), SGHMC(step_size=0.1, precondition=False),
+               n_samples=300, n_warmup=0, n_chains=1, random_state=0)
+
+
+def test_far_from_mode_warns_once():
+    with pytest.warns(ConvergenceWarning, match="posterior standard deviations") as rec:
+        sample(_collinear_logistic(), SGLD(step_size=1e-2, precondition=False),
+               n_samples=300, n_warmup=0, n_chains=1, random_state=0)
+    assert sum("visits points" in str(w.message) for w in rec) == 1
+
+
+@pytest.mark.parametrize("sampler", [SGLD(), SGHMC()])
+def test_preconditioned_defaults_stay_near_the_mode(sampler):
+    # the same posterior at the defaults: whitened dynamics, no warning of distance
+    import warnings
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*visits points.*")
+        trace = sample(_collinear_logistic(), sampler, n_samples=300, n_warmup=100,
+                       n_chains=1, random_state=0)
+    draws = trace.draws.reshape(-1, 4)
+    assert np.all(np.isfinite(draws)) and np.all(draws.std(axis=0) > 0)

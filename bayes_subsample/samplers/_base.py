@@ -51,6 +51,7 @@ SHARED_CONSTRAINTS = {
     "n_steps": [Interval(Integral, 1, None, closed="left")],
     "friction": [Interval(Real, 0, None, closed="neither")],
     "control_variates": ["boolean"],
+    "precondition": ["boolean"],
     "check_exact": ["boolean"],
     "trajectory_length": [Interval(Real, 0, None, closed="neither")],
     "n_leapfrog": [Interval(Integral, 1, None, closed="left"), None],

@@ -35,6 +35,13 @@ cdef class GradientEstimator:
     at ``theta*``). The scales are ``s_l = n / |u|``, ``s_p = 1`` for SGLD/SGHMC;
     EWSG passes its own.
 
+    After :meth:`whiten` the estimator works in whitened coordinates ``z`` with
+    ``theta = shift + L z`` (``L`` lower triangular): it takes ``z`` and returns
+    the gradient in ``z``, ``L^T g(theta)``. With ``L`` the Cholesky factor of
+    the Laplace covariance the posterior is close to ``N(0, I)`` in ``z``, so
+    the samplers' identity-metric dynamics are preconditioned by the posterior
+    precision at the mode.
+
     Parameters
     ----------
     model : CyModel
@@ -54,6 +61,10 @@ cdef class GradientEstimator:
     cdef const double* eta_star
     cdef double[::1] tmp
     cdef readonly Py_ssize_t dim, n_data
+    # whitening theta = shift + L z
+    cdef readonly bint whitened
+    cdef double[::1] shift, th_buf, g_buf
+    cdef double[:, ::1] L
     #: per-datum evaluations of one minibatch term (2 for user models with control
     #: variates, which evaluate gradients at theta and theta*)
     cdef readonly int evals_per_datum
@@ -67,6 +78,9 @@ cdef class GradientEstimator:
         if self.prior_prec.shape[0] != self.dim:
             raise ValueError("prior_precision must have one entry per parameter")
         self.tmp = np.zeros(self.dim)
+        self.th_buf = np.zeros(self.dim)
+        self.g_buf = np.zeros(self.dim)
+        self.whitened = False
         self.eta_star = NULL
         if cv is None:
             self.cv_order = -1
@@ -84,9 +98,41 @@ cdef class GradientEstimator:
             self.eta_star = &es[0]
         self.evals_per_datum = model.cv_cost
 
-    cdef int estimate(self, const double* theta, const int64_t* idx, Py_ssize_t m,
-                      double lik_scale, double prior_scale, double* g) noexcept nogil:
-        """Write ``g(theta; idx)`` to ``g``; returns 0, or -1 if the model failed."""
+    def whiten(self, shift, L):
+        """Work in ``z`` with ``theta = shift + L z`` (``L`` lower triangular)."""
+        shift = np.ascontiguousarray(shift, dtype=np.float64)
+        L = np.ascontiguousarray(L, dtype=np.float64)
+        if shift.shape != (self.dim,) or L.shape != (self.dim, self.dim):
+            raise ValueError(f"shift and L must have shapes ({self.dim},) and "
+                             f"({self.dim}, {self.dim})")
+        self.shift, self.L = shift.copy(), np.tril(L)
+        self.whitened = True
+        return self
+
+    cdef int estimate(self, const double* x, const int64_t* idx, Py_ssize_t m,
+                      double lik_scale, double prior_scale, double* out) noexcept nogil:
+        """Write ``g(x; idx)`` to ``out`` (``x = theta``, or ``z`` once whitened,
+        with the gradient in ``z``); returns 0, or -1 if the model failed."""
+        cdef Py_ssize_t j, l, p = self.dim
+        cdef double s
+        cdef int rc
+        if not self.whitened:
+            return self._estimate(x, idx, m, lik_scale, prior_scale, out)
+        for j in range(p):
+            s = self.shift[j]
+            for l in range(j + 1):
+                s += self.L[j, l] * x[l]
+            self.th_buf[j] = s
+        rc = self._estimate(&self.th_buf[0], idx, m, lik_scale, prior_scale, &self.g_buf[0])
+        for l in range(p):
+            s = 0.0
+            for j in range(l, p):
+                s += self.L[j, l] * self.g_buf[j]
+            out[l] = s
+        return rc
+
+    cdef int _estimate(self, const double* theta, const int64_t* idx, Py_ssize_t m,
+                       double lik_scale, double prior_scale, double* g) noexcept nogil:
         cdef Py_ssize_t j, l, p = self.dim
         cdef double s
         cdef int rc
@@ -108,8 +154,8 @@ cdef class GradientEstimator:
         return 0
 
     def __call__(self, theta, idx, lik_scale=None, double prior_scale=1.0):
-        """The estimate at ``theta`` on the minibatch ``idx`` (``lik_scale``
-        defaults to ``n / len(idx)``)."""
+        """The estimate at ``theta`` (``z`` once whitened) on the minibatch ``idx``
+        (``lik_scale`` defaults to ``n / len(idx)``)."""
         cdef double[::1] th = np.ascontiguousarray(theta, dtype=np.float64)
         cdef int64_t[::1] ix = np.ascontiguousarray(idx, dtype=np.int64)
         cdef double[::1] g = np.empty(self.dim)

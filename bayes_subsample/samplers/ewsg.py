@@ -20,15 +20,16 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from .. import _rng
 from .._params import store_params
 from . import _sgmcmc_fast as _fast
-from ._base import BaseSampler, Kernel, shared_constraints
-from ._sgmcmc_fast import GradientEstimator
-from .sgmcmc import _BIAS_NOTE, _diverged, prepare_sg
+from ._base import BaseSampler, shared_constraints
+from .sgmcmc import _BIAS_NOTE, _diverged, _SGKernelBase, prepare_sg
 
 __all__ = ["EWSG"]
 
 
 class EWSGState(NamedTuple):
     theta: np.ndarray
+    #: the coordinates the dynamics move (whitened: theta = theta_map + L position)
+    position: np.ndarray
     momentum: np.ndarray
     #: the current minibatch J (persistent index chain; -1: none)
     index: int
@@ -46,35 +47,29 @@ class EWSGInfo(NamedTuple):
     data_passes: float
 
 
-class EWSGKernel(Kernel):
+class EWSGKernel(_SGKernelBase):
     def __init__(self, model, prepared, sampler):
-        self.model = model
-        self.n = model.n_data
-        self.p = model.n_params
-        self.gradient = GradientEstimator(model.compiled, model.prior.precision)
-        self.step_size = float(prepared.step_size)
+        batch_size = int(min(sampler.batch_size, model.n_data))
+        super().__init__(model, prepared, sampler, batch_size, sampler.n_steps)
         self.friction = float(sampler.friction)
-        self.batch_size = int(min(sampler.batch_size, self.n))
         self.n_blocks = -(-self.n // self.batch_size)
         self.index_chain_length = int(sampler.index_chain_length)
         self.persistent = sampler.index_chain == "persistent"
-        self.n_steps = int(sampler.n_steps)
-        self._evals = 0
         self._g_cur = np.empty(self.p)
         self._g_prop = np.empty(self.p)
 
     def init(self, rng, theta0):
-        theta = self.model.check_theta(theta0).copy()
+        z = self._position(theta0)
         r = rng.standard_normal(self.p)               # r ~ N(0, I): its stationary law
         perm = np.arange(self.n, dtype=np.int64)
         _rng.shuffle(rng, perm)                       # the first random partition
-        return EWSGState(theta, r, -1, perm, 0)
+        return EWSGState(self._theta(z), z, r, -1, perm, 0)
 
     def step(self, rng, state):
-        theta, r = state.theta.copy(), state.momentum.copy()
+        z, r = state.position.copy(), state.momentum.copy()
         chain = np.array([state.index, state.blocks_since_shuffle], dtype=np.int64)
         done, n_acc, n_data = _fast.ewsg_steps(
-            self.gradient, theta, r, state.partition, chain, self.batch_size,
+            self.gradient, z, r, state.partition, chain, self.batch_size,
             self.index_chain_length, self.persistent, self.step_size, self.friction,
             self.n_steps, rng, self._g_cur, self._g_prop)
         if done < self.n_steps:
@@ -84,13 +79,11 @@ class EWSGKernel(Kernel):
         info = EWSGInfo(1.0, True, int(n_data), n_acc / n_prop if n_prop else np.nan,
                         self._evals / self.n)
         J = int(chain[0]) if self.persistent else -1
-        return EWSGState(theta, r, J, state.partition, int(chain[1])), info
+        return EWSGState(self._theta(z), z, r, J, state.partition, int(chain[1])), info
 
     def tuning(self):
-        return {"step_size": self.step_size, "friction": self.friction,
-                "batch_size": self.batch_size, "n_blocks": self.n_blocks,
-                "index_chain_length": self.index_chain_length, "n_steps": self.n_steps,
-                "data_passes": self._evals / self.n}
+        return {**super().tuning(), "friction": self.friction, "n_blocks": self.n_blocks,
+                "index_chain_length": self.index_chain_length}
 
 
 class EWSG(BaseSampler):
@@ -134,6 +127,11 @@ class EWSG(BaseSampler):
         text argues). Same cost either way.
     n_steps : int, default=1
         Euler-Maruyama steps per retained iteration (thinning).
+    precondition : bool, default=True
+        Run the dynamics (unit mass, as the paper writes them) in the whitened
+        coordinates of the Laplace approximation, i.e. with the posterior
+        precision at the mode as the mass matrix in ``theta``; ``h`` is then in
+        whitened units. ``False``: unit mass in ``theta``.
 
     Notes
     -----
@@ -160,13 +158,13 @@ class EWSG(BaseSampler):
     name = "ewsg"
     exact = False
     _parameter_constraints = {
-        **shared_constraints("step_size", "batch_size", "friction", "n_steps"),
+        **shared_constraints("step_size", "batch_size", "friction", "n_steps", "precondition"),
         "index_chain_length": [Interval(Integral, 0, None, closed="left")],
         "index_chain": [StrOptions({"restart", "persistent"})],
     }
 
     def __init__(self, step_size=None, batch_size=100, friction=10.0, index_chain_length=1,
-                 index_chain="restart", n_steps=1):
+                 index_chain="restart", n_steps=1, precondition=True):
         store_params(self, locals())
 
     def prepare(self, model, rng):

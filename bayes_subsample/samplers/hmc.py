@@ -4,11 +4,9 @@ gradient (``FullPotential`` on the compiled model object); the leapfrog
 transition is the compiled one HMC-ECS shares."""
 from __future__ import annotations
 
-from numbers import Real
 from typing import NamedTuple
 
 import numpy as np
-from sklearn.utils._param_validation import Interval
 
 from .._linalg import factor_precision
 from .._params import store_params

@@ -2,11 +2,9 @@
 (:ref:`algo-mh`), and the kernel base of the MH family."""
 from __future__ import annotations
 
-from numbers import Real
 from typing import NamedTuple
 
 import numpy as np
-from sklearn.utils._param_validation import Interval
 
 from .. import _rng
 from .._params import store_params

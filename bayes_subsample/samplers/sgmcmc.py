@@ -15,20 +15,23 @@ object (user models through their callback object).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import NamedTuple, Optional
 
 import numpy as np
+from scipy import linalg
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import StrOptions
 
+from .._deprecation import DEPRECATED, deprecated_constraint
 from .._params import store_params
 from ..control_variates import TaylorControlVariate
 from . import _sgmcmc_fast as _fast
 from ._base import BaseSampler, Kernel, LaplacePrepared, prepare_laplace, shared_constraints
 from ._hamiltonian import Metric
 from ._sgmcmc_fast import GradientEstimator
-from .hmc import metric_from_precision
 
 __all__ = ["SGLD", "SGHMC", "suggest_step_size", "iterations_for_passes"]
 
@@ -100,13 +103,15 @@ _DEFAULT_FRICTION = {"sghmc": 1.0, "ewsg": 10.0}
 
 
 def suggest_step_size(model, sampler="sgld", *, batch_size=None, control_variates=True,
-                      friction=None, mass="identity", c=0.1, precision=None):
+                      friction=None, precondition=False, c=0.1, precision=None, mass=None):
     """A conservative step size from the curvature of the posterior at its mode.
 
     With ``P`` the posterior precision at the MAP (``-Hessian`` of the log
     posterior; the Laplace approximation ``N(theta*, P^-1)``), ``M`` the mass
-    matrix and ``lam = lambda_max(M^-1 P)`` (``lambda_max(P)`` for the identity
-    mass, 1 for ``mass="laplace"``), the rule is
+    matrix (the metric of the dynamics) and ``lam = lambda_max(M^-1 P)``
+    (``lambda_max(P)`` for the identity metric, 1 when ``precondition``: the
+    dynamics then run in the whitened coordinates, where ``P`` is the identity),
+    the rule is
 
     * SGLD (``theta += eps/2 g + N(0, eps I)``): ``eps = c q / lam``;
     * SGHMC (friction ``C``) and EWSG (friction ``gamma``):
@@ -135,20 +140,23 @@ def suggest_step_size(model, sampler="sgld", *, batch_size=None, control_variate
     model : Model
     sampler : {"sgld", "sghmc", "ewsg"} or a sampler object
         A sampler object supplies ``batch_size``, ``control_variates``,
-        ``friction`` and ``mass`` when those are not given here.
+        ``friction`` and ``precondition`` when those are not given here.
     batch_size : int, optional
         Minibatch size (needed for the noise term; ignored when None).
     control_variates : bool, default=True
         Whether the gradients use Taylor control variates (SGLD/SGHMC).
     friction : float, optional
         ``C`` (SGHMC, default 1) or ``gamma`` (EWSG, default 10).
-    mass : {"identity", "laplace"}, default="identity"
-        SGHMC mass matrix.
+    precondition : bool, default=False
+        The sampler runs in the whitened coordinates of the Laplace approximation
+        (the samplers' default; a sampler object passed as ``sampler`` supplies it).
     c : float, default=0.1
         The constant of the rule (in (0, 1]).
     precision : ndarray of shape (n_params, n_params), optional
         Posterior precision at the mode; computed (MAP + Laplace, a few full
         passes) when not given.
+    mass : {"identity", "laplace"}, optional
+        Deprecated: ``"laplace"`` is ``precondition=True``.
 
     Returns
     -------
@@ -172,11 +180,15 @@ def suggest_step_size(model, sampler="sgld", *, batch_size=None, control_variate
         control_variates = getattr(obj, "control_variates", control_variates)
         if friction is None:
             friction = getattr(obj, "friction", None)
-        mass = getattr(obj, "mass", mass)
+        precondition = getattr(obj, "precondition", precondition)
     if sampler not in ("sgld", "sghmc", "ewsg"):
         raise ValueError(f"sampler must be 'sgld', 'sghmc' or 'ewsg', got {sampler!r}")
-    if mass not in ("identity", "laplace"):
-        raise ValueError(f"mass must be 'identity' or 'laplace', got {mass!r}")
+    if mass is not None:
+        if mass not in ("identity", "laplace"):
+            raise ValueError(f"mass must be 'identity' or 'laplace', got {mass!r}")
+        warnings.warn("suggest_step_size(mass=...) is deprecated; use precondition=True for "
+                      "mass='laplace'", FutureWarning, stacklevel=2)
+        precondition = mass == "laplace"
     if not (isinstance(c, Real) and 0 < c <= 1):
         raise ValueError(f"c must be a number in (0, 1], got {c!r}")
     if batch_size is not None and (not isinstance(batch_size, Integral) or batch_size < 1):
@@ -192,7 +204,7 @@ def suggest_step_size(model, sampler="sgld", *, batch_size=None, control_variate
     if precision.shape != (model.n_params, model.n_params):
         raise ValueError(f"precision must have shape ({model.n_params}, {model.n_params}), "
                          f"got {precision.shape}")
-    lam = 1.0 if (sampler == "sghmc" and mass == "laplace") else \
+    lam = 1.0 if precondition else \
         float(np.max(np.linalg.eigvalsh(0.5 * (precision + precision.T))))
     if not (np.isfinite(lam) and lam > 0):
         raise ValueError("the posterior precision at the mode is not positive definite")
@@ -213,12 +225,15 @@ class SGPrepared(LaplacePrepared):
 
     cv: Optional[TaylorControlVariate] = None
     step_size: float = 0.0
+    #: the dynamics run in the whitened coordinates of the Laplace approximation
+    precondition: bool = True
 
 
 def prepare_sg(sampler, model, *, control_variates, batch_size, friction=None,
-               mass="identity"):
+               precondition=None):
     """MAP / Laplace, control variates at the MAP (order 2 for GLMs, 1 otherwise;
     their cache built), and the step size."""
+    precondition = sampler.precondition if precondition is None else precondition
     lap = prepare_laplace(model)
     n_evals, cv = lap.n_evals, None
     if control_variates:
@@ -228,10 +243,11 @@ def prepare_sg(sampler, model, *, control_variates, batch_size, friction=None,
     if sampler.step_size is None:
         step = suggest_step_size(model, sampler.name, batch_size=batch_size,
                                  control_variates=control_variates, friction=friction,
-                                 mass=mass, precision=lap.precision)
+                                 precondition=precondition, precision=lap.precision)
     else:
         step = float(sampler.step_size)
-    return SGPrepared(**{**vars(lap), "n_evals": n_evals}, cv=cv, step_size=step)
+    return SGPrepared(**{**vars(lap), "n_evals": n_evals}, cv=cv, step_size=step,
+                      precondition=bool(precondition))
 
 
 def _diverged(name, step_size, where):
@@ -241,8 +257,17 @@ def _diverged(name, step_size, where):
         "bayes_subsample.samplers.suggest_step_size) or control variates.")
 
 
+#: a chain this many posterior standard deviations (of the Laplace approximation)
+#: from the mode has run away: the discretised dynamics are unstable
+RUNAWAY_SD = 1e3
+#: beyond this many, the draws are most likely wrong (a ConvergenceWarning, once)
+SUSPECT_SD = 20.0
+
+
 class SGState(NamedTuple):
     theta: np.ndarray
+    #: the coordinates the dynamics move (whitened: theta = theta_map + L position)
+    position: np.ndarray
     momentum: Optional[np.ndarray] = None
 
 
@@ -254,17 +279,57 @@ class SGInfo(NamedTuple):
 
 
 class _SGKernelBase(Kernel):
-    def __init__(self, model, prepared, batch_size, n_steps):
+    """The gradient estimator, the coordinates the dynamics move (whitened by the
+    Laplace approximation when preconditioned) and the runaway check."""
+
+    def __init__(self, model, prepared, sampler, batch_size, n_steps):
         self.model = model
+        self.name = type(sampler).__name__
         self.n = model.n_data
         self.p = model.n_params
         self.gradient = GradientEstimator(model.compiled, model.prior.precision, prepared.cv)
+        self.shift, self.chol = prepared.theta_init, prepared.init_chol
+        self.precondition = prepared.precondition
+        if self.precondition:
+            self.gradient.whiten(self.shift, self.chol)
         self.step_size = float(prepared.step_size)
         self.batch_size = int(batch_size)
         self.n_steps = int(n_steps)
         self._idx = np.empty(self.batch_size, dtype=np.int64)
         self._g = np.empty(self.p)
         self._evals = 0
+        self._warned = False
+
+    def _position(self, theta):
+        theta = self.model.check_theta(theta).copy()
+        if not self.precondition:
+            return theta
+        return linalg.solve_triangular(self.chol, theta - self.shift, lower=True)
+
+    def _theta(self, position):
+        """The draw of a position; raises if the chain ran away."""
+        if self.precondition:
+            z, theta = position, self.shift + self.chol @ position
+        else:
+            z = linalg.solve_triangular(self.chol, position - self.shift, lower=True)
+            theta = position.copy()
+        dist = float(np.max(np.abs(z)))
+        if not dist < RUNAWAY_SD:
+            raise FloatingPointError(
+                f"{self.name} ran away: the chain is {dist:.3g} posterior standard deviations "
+                f"(of the Laplace approximation) from the mode; step_size={self.step_size:g} "
+                "makes the discretised dynamics unstable for this posterior. Use the default "
+                "step size (preconditioned, suggest_step_size), a smaller step_size or "
+                "control variates.")
+        if dist > SUSPECT_SD and not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"{self.name} visits points {dist:.3g} posterior standard deviations (of the "
+                f"Laplace approximation) from the mode: step_size={self.step_size:g} is most "
+                "likely too large for this posterior (the draws are then wrong although "
+                "finite). Check the summaries with a smaller step_size.", ConvergenceWarning,
+                stacklevel=2)
+        return theta
 
     def _info(self, n_evals):
         self._evals += n_evals
@@ -272,7 +337,8 @@ class _SGKernelBase(Kernel):
 
     def tuning(self):
         return {"step_size": self.step_size, "batch_size": self.batch_size,
-                "n_steps": self.n_steps, "data_passes": self._evals / self.n}
+                "n_steps": self.n_steps, "data_passes": self._evals / self.n,
+                "precondition": self.precondition}
 
 
 # --------------------------------------------------------------------------------------
@@ -280,15 +346,16 @@ class _SGKernelBase(Kernel):
 # --------------------------------------------------------------------------------------
 class SGLDKernel(_SGKernelBase):
     def init(self, rng, theta0):
-        return SGState(self.model.check_theta(theta0).copy())
+        z = self._position(theta0)
+        return SGState(self._theta(z), z)
 
     def step(self, rng, state):
-        theta = state.theta.copy()
-        done = _fast.sgld_steps(self.gradient, theta, self.step_size, self.batch_size,
+        z = state.position.copy()
+        done = _fast.sgld_steps(self.gradient, z, self.step_size, self.batch_size,
                                 self.n_steps, rng, self._idx, self._g)
         if done < self.n_steps:
             raise _diverged("SGLD", self.step_size, f"step {done + 1} of an iteration")
-        return SGState(theta), self._info(
+        return SGState(self._theta(z), z), self._info(
             self.n_steps * self.batch_size * self.gradient.evals_per_datum)
 
 
@@ -297,7 +364,10 @@ class SGLD(BaseSampler):
 
     Each step draws ``batch_size`` indices ``u`` iid uniformly (with
     replacement) and moves ``theta <- theta + eps/2 g_hat(theta) + N(0, eps I)``
-    with the unbiased gradient estimate
+    (in the whitened coordinates ``z = L^-1 (theta - theta_map)`` of the
+    Laplace approximation ``N(theta_map, L L^T)`` when ``precondition``: the
+    posterior precision at the mode preconditions the dynamics) with the
+    unbiased gradient estimate
 
     ``g_hat = grad log p(theta) + A + B (theta - theta*) + n/m sum_i (grad l_{u_i} - grad q_{u_i})``
 
@@ -313,8 +383,10 @@ class SGLD(BaseSampler):
     ----------
     step_size : float, optional
         ``eps`` in the Welling-Teh convention above (the EWSG paper's
-        ``theta <- theta - h grad V + sqrt(2h) xi`` is ``eps = 2h``). ``None``
-        uses :func:`suggest_step_size` (``0.1 q / lambda_max``).
+        ``theta <- theta - h grad V + sqrt(2h) xi`` is ``eps = 2h``), in the
+        whitened coordinates when ``precondition``. ``None`` uses
+        :func:`suggest_step_size` (``0.1 q / lambda_max``, ``lambda_max = 1``
+        when preconditioned).
     batch_size : int, default=100
         Minibatch size ``m`` (iid indices, fresh at every step).
     control_variates : bool, default=True
@@ -322,6 +394,15 @@ class SGLD(BaseSampler):
     n_steps : int, default=1
         Langevin steps per retained iteration (thinning); ``n_samples`` of the
         driver / estimators counts retained iterations.
+    precondition : bool, default=True
+        Run the dynamics in the whitened coordinates of the Laplace
+        approximation (the identity metric there is the posterior precision at
+        the mode in ``theta``). ``False``: the identity metric in ``theta``,
+        whose stable step size is set by the stiffest direction.
+
+    A chain that leaves the finite numbers, or runs more than ``1000`` posterior
+    standard deviations (of the Laplace approximation) away from the mode,
+    stops with a ``FloatingPointError`` saying what to change.
 
     Notes
     -----
@@ -344,9 +425,10 @@ class SGLD(BaseSampler):
     name = "sgld"
     exact = False
     _parameter_constraints = shared_constraints("step_size", "batch_size", "control_variates",
-                                                "n_steps")
+                                                "n_steps", "precondition")
 
-    def __init__(self, step_size=None, batch_size=100, control_variates=True, n_steps=1):
+    def __init__(self, step_size=None, batch_size=100, control_variates=True, n_steps=1,
+                 precondition=True):
         store_params(self, locals())
 
     def prepare(self, model, rng):
@@ -355,7 +437,7 @@ class SGLD(BaseSampler):
                           batch_size=self.batch_size)
 
     def build(self, model, prepared, n_warmup):
-        return SGLDKernel(model, prepared, self.batch_size, self.n_steps)
+        return SGLDKernel(model, prepared, self, self.batch_size, self.n_steps)
 
 
 # --------------------------------------------------------------------------------------
@@ -363,42 +445,37 @@ class SGLD(BaseSampler):
 # --------------------------------------------------------------------------------------
 class SGHMCKernel(_SGKernelBase):
     def __init__(self, model, prepared, sampler):
-        super().__init__(model, prepared, sampler.batch_size, sampler.n_steps)
+        super().__init__(model, prepared, sampler, sampler.batch_size, sampler.n_steps)
         self.friction = float(sampler.friction)
         self.refresh = bool(sampler.refresh_momentum)
-        if sampler.mass == "laplace":
-            self.metric, self.factors = metric_from_precision(prepared.precision)
-        else:
-            self.metric, self.factors = Metric(dim=self.p), None
+        # the identity mass in the coordinates the dynamics move
+        self.metric = Metric(dim=self.p)
         self._v, self._z, self._xi = np.empty(self.p), np.empty(self.p), np.empty(self.p)
 
     def init(self, rng, theta0):
-        theta = self.model.check_theta(theta0).copy()
-        z = rng.standard_normal(self.p)
-        return SGState(theta, z if self.factors is None else self.factors.chol @ z)
+        z = self._position(theta0)
+        return SGState(self._theta(z), z, rng.standard_normal(self.p))
 
     def step(self, rng, state):
-        theta, mom = state.theta.copy(), state.momentum.copy()
-        done = _fast.sghmc_steps(self.gradient, theta, mom, self.refresh, self.metric,
+        z, mom = state.position.copy(), state.momentum.copy()
+        done = _fast.sghmc_steps(self.gradient, z, mom, self.refresh, self.metric,
                                  self.step_size, self.friction, self.batch_size, self.n_steps,
                                  rng, self._idx, self._g, self._v, self._z, self._xi)
         if done < self.n_steps:
             raise _diverged("SGHMC", self.step_size, f"step {done + 1} of an iteration")
-        return SGState(theta, mom), self._info(
+        return SGState(self._theta(z), z, mom), self._info(
             self.n_steps * self.batch_size * self.gradient.evals_per_datum)
 
     def tuning(self):
-        out = super().tuning()
-        out.update(friction=self.friction,
-                   mass_matrix=np.eye(self.p) if self.factors is None
-                   else self.factors.precision.copy())
-        return out
+        return {**super().tuning(), "friction": self.friction}
 
 
 class SGHMC(BaseSampler):
     """Stochastic-gradient Hamiltonian Monte Carlo (Chen et al. 2014) with friction
-    ``C = friction * M`` (``= friction * I`` for the default identity mass) and
-    ``B_hat = 0`` (:ref:`algo-sgmcmc`).
+    ``C = friction * M`` and ``B_hat = 0`` (:ref:`algo-sgmcmc`). The mass ``M`` is
+    the posterior precision at the mode when ``precondition`` (the dynamics run
+    with the identity mass in the whitened coordinates of the Laplace
+    approximation), the identity otherwise.
 
     Each iteration refreshes ``p ~ N(0, M)`` (``refresh_momentum=True``, as
     assumed for the HMC-ECS comparisons) and runs ``n_steps`` steps
@@ -413,7 +490,8 @@ class SGHMC(BaseSampler):
     Parameters
     ----------
     step_size : float, optional
-        ``eps``; ``None`` uses :func:`suggest_step_size`.
+        ``eps`` (in the whitened coordinates when ``precondition``); ``None`` uses
+        :func:`suggest_step_size`.
     batch_size : int, default=100
         Minibatch size ``m`` per gradient.
     n_steps : int, default=20
@@ -421,14 +499,16 @@ class SGHMC(BaseSampler):
     friction : float, default=1.0
         The damping rate: ``C = friction * M``, so ``C M^-1 p = friction * p``
         and the injected noise is ``N(0, 2 friction eps M)``. With the identity
-        mass this is ``C = friction * I`` as in the paper; with
-        ``mass="laplace"`` it keeps the damping rate the same in whitened
-        coordinates (a literal ``C = I`` next to ``M ~ n`` would barely damp,
-        leaving the momentum-kept dynamics non-ergodic).
+        mass this is ``C = friction * I`` as in the paper; preconditioned, it
+        keeps the damping rate the same in whitened coordinates (a literal
+        ``C = I`` next to ``M ~ n`` would barely damp, leaving the momentum-kept
+        dynamics non-ergodic).
     control_variates : bool, default=True
         Taylor control variates around the MAP.
-    mass : {"identity", "laplace"}, default="identity"
-        Mass matrix ``M``: the identity or the posterior precision at the MAP.
+    precondition : bool, default=True
+        Mass matrix ``M``: the posterior precision at the MAP (True) or the
+        identity (False). Replaces ``mass="laplace"`` / ``mass="identity"``
+        (``mass`` is deprecated).
     refresh_momentum : bool, default=True
         Redraw ``p ~ N(0, M)`` at the start of every iteration. Note that
         with this first-order (``theta`` first) integrator a refresh discards
@@ -458,19 +538,29 @@ class SGHMC(BaseSampler):
     name = "sghmc"
     exact = False
     _parameter_constraints = {
-        **shared_constraints("step_size", "batch_size", "n_steps", "friction", "control_variates"),
-        "mass": [StrOptions({"identity", "laplace"})],
+        **shared_constraints("step_size", "batch_size", "n_steps", "friction", "control_variates",
+                             "precondition"),
         "refresh_momentum": ["boolean"],
+        "mass": deprecated_constraint(StrOptions({"identity", "laplace"})),
     }
 
     def __init__(self, step_size=None, batch_size=100, n_steps=20, friction=1.0,
-                 control_variates=True, mass="identity", refresh_momentum=True):
+                 control_variates=True, precondition=True, refresh_momentum=True,
+                 mass=DEPRECATED):
         store_params(self, locals())
 
     def prepare(self, model, rng):
         self._validate_params()
+        precondition = self.precondition
+        if self.mass != DEPRECATED:
+            warnings.warn("SGHMC(mass=...) is deprecated and will be removed in 0.3; use "
+                          "SGHMC(precondition=True) for mass='laplace' and "
+                          "precondition=False for mass='identity'", FutureWarning,
+                          stacklevel=2)
+            precondition = self.mass == "laplace"
         return prepare_sg(self, model, control_variates=self.control_variates,
-                          batch_size=self.batch_size, friction=self.friction, mass=self.mass)
+                          batch_size=self.batch_size, friction=self.friction,
+                          precondition=precondition)
 
     def build(self, model, prepared, n_warmup):
         return SGHMCKernel(model, prepared, self)
