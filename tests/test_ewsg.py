@@ -1,11 +1,14 @@
 """EWSG (doc/algorithms/sgmcmc.rst): exactness of the uniform special case against
 the closed-form stationary law, accuracy gain over uniform stochastic gradients
 (paired over seeds), compiled GLM vs the same posterior as a user model, API."""
+import dataclasses
+
 import numpy as np
 import pytest
 from scipy import linalg, stats
 
 from bayes_subsample import sample
+from bayes_subsample.control_variates import TaylorControlVariate
 from bayes_subsample.diagnostics import mcse_mean
 from bayes_subsample.models import (FunctionModel, GaussianRegressionModel,
                                     LogisticRegressionModel)
@@ -45,7 +48,7 @@ def test_uniform_index_chain_matches_em_stationary_law(seed):
     model, mean, exact_cov, lam, S = gaussian_2d()
     pred = uniform_em_stationary_cov(H, GAMMA, lam, N ** 2 * S)
     tr = sample(model, EWSG(step_size=H, batch_size=1, friction=GAMMA, index_chain_length=0,
-                                   precondition=False),
+                            precondition=False, control_variates=False, n_steps=1),
                 n_samples=10000, n_warmup=200, n_chains=2, random_state=seed,
                 check_convergence=False)
     d = tr.draws
@@ -59,6 +62,32 @@ def test_uniform_index_chain_matches_em_stationary_law(seed):
     assert np.max(np.abs(pred - exact_cov)) > 0.5 * exact_cov[0, 0]   # power
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_control_variates_remove_the_minibatch_noise(seed):
+    """On a Gaussian regression the second-order Taylor control variates are
+    exact, so EWSG with them is full-gradient Euler-Maruyama underdamped
+    Langevin (whitened: unit curvature) whatever the minibatch: its stationary
+    covariance is the Lyapunov prediction with no gradient noise."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(400, 2))
+    model = GaussianRegressionModel(X, X @ [0.5, -1.0] + rng.normal(size=400))
+    mean, cov = model.exact_posterior()
+    h, gamma = 0.3, 2.0
+    tr = sample(model, EWSG(step_size=h, batch_size=3, friction=gamma, n_steps=2),
+                n_samples=8000, n_warmup=200, n_chains=2, random_state=seed,
+                check_convergence=False)
+    d = tr.draws
+    # in whitened coordinates z = L^-1 (theta - mean): unit curvature, no noise
+    L = np.linalg.cholesky(cov)
+    z = np.linalg.solve(L, (d.reshape(-1, 3) - mean).T).T.reshape(d.shape)
+    pred = uniform_em_stationary_cov(h, gamma, 1.0, np.zeros((2, 2)))[0, 0]
+    assert pred > 1.1                                  # power: EM's bias is visible
+    for j in range(3):
+        sq = z[..., j] ** 2
+        assert abs(sq.mean() - pred) < 4.5 * mcse_mean(sq)
+    assert np.all(np.abs(z.reshape(-1, 3).mean(0)) < 4.5 * mcse_mean(z))
+
+
 def _cov_error(sampler, seed, n_iter, model, mean, exact_cov):
     tr = sample(model, sampler, n_samples=n_iter, n_warmup=100, n_chains=1,
                 random_state=seed, check_convergence=False)
@@ -69,7 +98,7 @@ def _cov_error(sampler, seed, n_iter, model, mean, exact_cov):
 def _paired_comparison(seeds, budget_passes):
     model, mean, exact_cov, lam, S = gaussian_2d()
     ewsg = EWSG(step_size=H, batch_size=1, friction=GAMMA, index_chain_length=1,
-                precondition=False)
+                precondition=False, control_variates=False, n_steps=1)
     sghmc = SGHMC(step_size=H, batch_size=1, friction=GAMMA, n_steps=10, precondition=False,
                   control_variates=False, refresh_momentum=False)
     n_e = iterations_for_passes(budget_passes, N, 1, 1)
@@ -110,7 +139,7 @@ def test_small_step_regression_close_to_exact():
     sd = np.sqrt(np.diag(cov))
     for seed in (0, 1):
         tr = sample(model, EWSG(step_size=1e-4, batch_size=100, friction=50.0, n_steps=20,
-                                        precondition=False),
+                                precondition=False, control_variates=False),
                     n_samples=1500, n_warmup=200, n_chains=2, random_state=seed,
                     check_convergence=False)
         d = tr.draws
@@ -138,10 +167,11 @@ def _run(model, sampler, prepared, n_iter=40):
     return np.array(thetas), infos, state, rng.random()
 
 
+@pytest.mark.parametrize("cv", [False, True])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("index_chain", ["restart", "persistent"])
 @pytest.mark.parametrize("M", [0, 1, 3])
-def test_glm_matches_user_model(dtype, index_chain, M, as_user_model):
+def test_glm_matches_user_model(dtype, index_chain, M, cv, as_user_model):
     """The compiled GLM and the same posterior as a user model (terms called
     back from the compiled loop) make the same chain."""
     rng = np.random.default_rng(0)
@@ -150,13 +180,19 @@ def test_glm_matches_user_model(dtype, index_chain, M, as_user_model):
     y = (rng.random(n) < 1 / (1 + np.exp(-X.astype(float) @ [1.0, -1.0, 0.5]))) * 1.0
     model = LogisticRegressionModel(X, y)
     s = EWSG(step_size=2e-3, batch_size=10, friction=5.0, index_chain_length=M,
-             index_chain=index_chain, n_steps=3)
+             index_chain=index_chain, n_steps=3, control_variates=cv)
     prepared = s.prepare(model, np.random.default_rng(1))
+    assert (prepared.cv is not None) == cv
+    if cv:
+        # first-order control variates: what a user model supports
+        prepared = dataclasses.replace(
+            prepared, cv=TaylorControlVariate(model, prepared.theta_init, order=1))
     a, ia, sa, ua = _run(model, s, prepared)
     b, ib, sb, ub = _run(as_user_model(model), s, prepared)
     assert np.allclose(a, b, rtol=1e-9, atol=1e-9)
     assert ua == ub
-    assert [i.n_evals for i in ia] == [i.n_evals for i in ib]
+    per_datum = 2 if cv else 1            # the user model evaluates theta and theta*
+    assert [per_datum * i.n_evals for i in ia] == [i.n_evals for i in ib]
     assert np.array_equal(sa.partition, sb.partition)
     acc_a = np.array([i.index_accept for i in ia])
     acc_b = np.array([i.index_accept for i in ib])
@@ -172,7 +208,7 @@ def test_partition_reshuffled_each_epoch():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(50, 2))
     model = LogisticRegressionModel(X, (rng.random(50) < 0.5) * 1.0)
-    s = EWSG(step_size=1e-3, batch_size=5, index_chain_length=1)   # n_b = 10
+    s = EWSG(step_size=1e-3, batch_size=5, index_chain_length=1, n_steps=1)   # n_b = 10
     prepared = s.prepare(model, np.random.default_rng(0))
     k = s.build(model, prepared, 0)
     g = np.random.default_rng(1)
@@ -191,7 +227,8 @@ def test_index_acceptance_responds_to_weights():
     model = gaussian_2d()[0]
     rates = []
     for h in (1e-3, 0.1):
-        tr = sample(model, EWSG(step_size=h, batch_size=1, friction=GAMMA, precondition=False),
+        tr = sample(model, EWSG(step_size=h, batch_size=1, friction=GAMMA, precondition=False,
+                                control_variates=False, n_steps=1),
                     n_samples=2000, n_warmup=50, n_chains=1, random_state=0,
                     check_convergence=False)
         rates.append(np.mean(tr.stats["index_accept"]))
@@ -225,9 +262,11 @@ def test_bad_parameters(kwargs, match):
         sample(gaussian_2d()[0], EWSG(**kwargs), n_samples=5, n_warmup=0, n_chains=1)
 
 
+@pytest.mark.filterwarnings("ignore:EWSG visits points")
 def test_divergence_and_flags():
     assert EWSG.exact is False and EWSG().name == "ewsg"
     with pytest.raises(FloatingPointError, match="EWSG"), np.errstate(over="ignore",
                                                                     invalid="ignore"):
-        sample(gaussian_2d()[0], EWSG(step_size=1.0, batch_size=1, precondition=False), n_samples=500,
+        sample(gaussian_2d()[0], EWSG(step_size=1.0, batch_size=1, precondition=False,
+                                      control_variates=False), n_samples=500,
                n_warmup=0, n_chains=1, random_state=0)
