@@ -67,7 +67,8 @@ def test_epsilon_zero_is_mh_draw_for_draw(dtype, logistic_data):
     assert np.array_equal(tr.warmup_stats["accepted"], ref.warmup_stats["accepted"])
     # every datum examined, one check; exact MH caches l(theta): 2n vs n per step
     assert np.all(tr.stats["data_fraction"] == 1.0)
-    assert np.all(tr.stats["n_evals"] == 2 * model.n_data)
+    # (n_steps = d transitions per retained draw, for both)
+    assert np.all(tr.stats["n_evals"] == 2 * model.n_data * model.n_params)
 
 
 def test_epsilon_zero_is_mh_on_user_model(logistic_model, as_user_model):
@@ -135,7 +136,7 @@ def test_wrong_decisions_below_epsilon_with_few_tests(seed, logistic_data):
     X, y = logistic_data(10000, 4, seed=10 + seed)
     model = LogisticRegressionModel(X, y)
     eps = 0.05
-    tr = sample(model, AusterityMH(epsilon=eps, batch_size=2500, check_exact=True),
+    tr = sample(model, AusterityMH(epsilon=eps, batch_size=2500, check_exact=True, n_steps=1),
                 n_samples=1200, n_warmup=300, n_chains=2, random_state=seed,
                 check_convergence=False)
     wrong = tr.stats["wrong_decision"]
@@ -155,7 +156,7 @@ def test_wrong_decisions_default_batches_union_bound(seed, logistic_data):
     model = LogisticRegressionModel(X, y)
     rates = {}
     for eps in (0.0, 0.01, 0.1):
-        tr = sample(model, AusterityMH(epsilon=eps, batch_size=250, check_exact=True),
+        tr = sample(model, AusterityMH(epsilon=eps, batch_size=250, check_exact=True, n_steps=1),
                     n_samples=1000,
                     n_warmup=300, n_chains=1, random_state=seed, check_convergence=False)
         st = tr.stats

@@ -211,7 +211,7 @@ def test_range_bounds_hold(logistic_data):
 def test_wrong_decisions_below_delta(seed, delta, proxy, logistic_data):
     X, y = logistic_data(10000, 3, seed=30 + seed)
     model = LogisticRegressionModel(X, y)
-    tr = sample(model, ConfidenceMH(delta=delta, proxy=proxy, check_exact=True),
+    tr = sample(model, ConfidenceMH(delta=delta, proxy=proxy, check_exact=True, n_steps=1),
                 n_samples=1000, n_warmup=300, n_chains=2, random_state=seed,
                 check_convergence=False)
     wrong = np.concatenate([tr.warmup_stats["wrong_decision"], tr.stats["wrong_decision"]],
@@ -232,8 +232,8 @@ def test_lognormal_toy_confidence_vs_tiny_batch_ttest():
     kw = {"n_samples": 1500, "n_warmup": 500, "n_chains": 4, "random_state": 11,
               "check_convergence": False}
     delta = 0.05
-    conf = sample(model, ConfidenceMH(delta=delta, check_exact=True), **kw)
-    ref = sample(model, MH(), **kw)
+    conf = sample(model, ConfidenceMH(delta=delta, check_exact=True, n_steps=1), **kw)
+    ref = sample(model, MH(n_steps=1), **kw)
     wrong = conf.stats["wrong_decision"]
     assert wrong.sum() <= _binomial_upper(wrong.size, delta)
     for j in range(2):
@@ -242,7 +242,7 @@ def test_lognormal_toy_confidence_vs_tiny_batch_ttest():
         assert abs(a.mean() - b.mean()) < tol
         assert abs(a.std() / b.std() - 1.0) < 0.15
     aus = sample(model, AusterityMH(epsilon=0.05, first_batch_size=2, batch_size=50,
-                                    check_exact=True), **kw)
+                                    check_exact=True, n_steps=1), **kw)
     print(f"\nlognormal toy: wrong-decision rate confidence(delta={delta}) "
           f"{wrong.mean():.4f} (data {conf.stats['data_fraction'].mean():.3f}); austerity "
           f"(eps=0.05, first batch 2) {aus.stats['wrong_decision'].mean():.4f} "

@@ -16,8 +16,9 @@ from sklearn.exceptions import ConvergenceWarning
 from bayes_subsample import Trace, sample
 from bayes_subsample import diagnostics as diag
 from bayes_subsample._driver import resolve_sampler, seed_sequence
-from bayes_subsample.models import FunctionModel, GaussianRegressionModel
-from bayes_subsample.samplers import HMC, MH, SAMPLERS, BaseSampler
+from bayes_subsample.models import (FunctionModel, GaussianRegressionModel,
+                                    LogisticRegressionModel)
+from bayes_subsample.samplers import HMC, MH, SAMPLERS, AusterityMH, BaseSampler, ConfidenceMH
 
 FAST = {"n_samples": 60, "n_warmup": 40, "n_chains": 2}
 
@@ -182,7 +183,10 @@ def test_cost_accounting(model):
     """Full-data MH costs n per step; HMC n per leapfrog step (gradient)."""
     n = model.n_data
     mh = quiet_sample(model, "mh", random_state=0, **FAST)
+    # n_steps = d transitions per retained iteration by default
+    n = n * model.n_params
     assert np.all(mh.stats["n_evals"] == n) and np.all(mh.warmup_stats["n_evals"] == n)
+    n = model.n_data
     hmc = quiet_sample(model, "hmc", random_state=0, **FAST)
     np.testing.assert_array_equal(hmc.stats["n_evals"], hmc.stats["n_leapfrog"] * n)
     assert hmc.n_evals_prepare > 0 and hmc.n_evals_prepare % n == 0
@@ -284,12 +288,12 @@ class InterruptingModel(GaussianRegressionModel):
 def test_keyboard_interrupt_keeps_draws(data, n_jobs):
     X, y = data
     args = {"n_samples": 100, "n_warmup": 50, "n_chains": 2, "random_state": 1}
-    full = quiet_sample(GaussianRegressionModel(X, y), "mh", **args)
+    full = quiet_sample(GaussianRegressionModel(X, y), MH(n_steps=1), **args)
     # MH: one call at init, one per step. Sequentially, chain 0 uses 151 calls and
     # chain 1 is stopped after its warmup and 40 retained draws.
     k = 151 + 1 + 50 + 40
     with pytest.warns(RuntimeWarning, match="sampling interrupted: kept"):
-        trace = sample(InterruptingModel(X, y, k), "mh", n_jobs=n_jobs, **args)
+        trace = sample(InterruptingModel(X, y, k), MH(n_steps=1), n_jobs=n_jobs, **args)
     assert trace.interrupted
     assert "interrupted=True" in repr(trace)
     kept = trace.n_samples
@@ -308,7 +312,7 @@ def test_keyboard_interrupt_before_any_draw(data):
     warmup draws are there and nothing crashes."""
     X, y = data
     with pytest.warns(RuntimeWarning, match="kept 0 draws"):
-        trace = sample(InterruptingModel(X, y, 20), "mh", n_samples=100, n_warmup=50,
+        trace = sample(InterruptingModel(X, y, 20), MH(n_steps=1), n_samples=100, n_warmup=50,
                        n_chains=2, random_state=1)
     assert trace.interrupted and trace.n_samples == 0
     assert trace.warmup_draws.shape == (1, 19, 3) and np.isfinite(trace.warmup_draws).all()
@@ -361,3 +365,43 @@ def test_to_inference_data(model):
                                diag.ess_bulk(trace.draws[:, :, 0]), rtol=1e-6)
     default_names = quiet_sample(model, "mh", random_state=0, **FAST).to_inference_data()
     assert "theta_0" in default_names.posterior.data_vars
+
+
+@pytest.mark.parametrize("make", [
+    lambda k: MH(n_steps=k),
+    lambda k: AusterityMH(epsilon=0.05, batch_size=50, n_steps=k),
+    lambda k: ConfidenceMH(delta=0.05, n_steps=k),
+], ids=["mh", "austerity", "confidence"])
+def test_n_steps_thins_the_same_chain(make, logistic_data):
+    """n_steps = k makes the k-transition chain of n_steps = 1 (adaptation
+    included), keeping every k-th state; counts add up, ``accepted`` says whether
+    the retained draw moved, the acceptance probability is averaged."""
+    X, y = logistic_data(600, 2, seed=2)
+    model = LogisticRegressionModel(X, y)
+    k, kw = 3, dict(n_chains=2, random_state=5, check_convergence=False)
+    thin = sample(model, make(k), n_samples=40, n_warmup=20, **kw)
+    one = sample(model, make(1), n_samples=40 * k, n_warmup=20 * k, **kw)
+    np.testing.assert_array_equal(thin.draws, one.draws[:, k - 1::k])
+    np.testing.assert_array_equal(thin.warmup_draws, one.warmup_draws[:, k - 1::k])
+
+    def per_draw(name):
+        return one.stats[name].reshape(2, 40, k)
+
+    np.testing.assert_array_equal(thin.stats["n_evals"], per_draw("n_evals").sum(-1))
+    np.testing.assert_array_equal(thin.stats["accepted"], per_draw("accepted").any(-1))
+    np.testing.assert_allclose(thin.stats["accept_prob"], per_draw("accept_prob").mean(-1))
+    if "data_fraction" in one.stats:
+        np.testing.assert_allclose(thin.stats["data_fraction"],
+                                   per_draw("data_fraction").mean(-1))
+        np.testing.assert_array_equal(thin.stats["n_batches"], per_draw("n_batches").sum(-1))
+    assert thin.tuning[0]["n_steps"] == k
+
+
+def test_mh_family_makes_d_transitions_per_draw_by_default(logistic_data):
+    X, y = logistic_data(300, 4, seed=1)
+    model = LogisticRegressionModel(X, y)
+    for s in (MH(), AusterityMH(), ConfidenceMH()):
+        kernel = s.build(model, s.prepare(model, np.random.default_rng(0)), 10)
+        assert kernel.n_steps == model.n_params == 5
+    s = AusterityMH(proposal="sgld")
+    assert s.build(model, s.prepare(model, np.random.default_rng(0)), 10).n_steps == 1

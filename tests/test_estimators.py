@@ -435,8 +435,9 @@ class InterruptingMH(MH):
     """MH whose kernels raise KeyboardInterrupt after ``after`` steps in total
     (a user pressing Ctrl-C); a test-only sampler object."""
 
-    def __init__(self, step_size=None, adapt=True, target_accept=None, after=100):
-        super().__init__(step_size=step_size, adapt=adapt, target_accept=target_accept)
+    def __init__(self, step_size=None, adapt=True, target_accept=None, n_steps=1, after=100):
+        super().__init__(step_size=step_size, adapt=adapt, target_accept=target_accept,
+                         n_steps=n_steps)
         self.after = after
 
     def build(self, model, prepared, n_warmup):
@@ -445,11 +446,11 @@ class InterruptingMH(MH):
         after = self.after
 
         class Kernel(MHKernel):
-            def step(self, rng, state):
+            def transition(self, rng, state):
                 counter[0] += 1
                 if counter[0] > after:
                     raise KeyboardInterrupt
-                return super().step(rng, state)
+                return super().transition(rng, state)
 
         kernel.__class__ = Kernel
         return kernel

@@ -68,7 +68,8 @@ class ApproxMHKernel(ProposalKernel):
     ``check_exact`` evaluations are diagnostics and are not counted.
     """
 
-    def __init__(self, model, proposal, rule, check_exact=False):
+    def __init__(self, model, proposal, rule, check_exact=False, n_steps=1):
+        self.n_steps = int(n_steps)
         self.model = model
         self.proposal = proposal
         self.rule = rule
@@ -80,7 +81,7 @@ class ApproxMHKernel(ProposalKernel):
         return ApproxMHState(theta0, self.model.prior.log_prob(theta0), rng.spawn(1)[0],
                              np.arange(self.n, dtype=np.int64))
 
-    def step(self, rng, state):
+    def transition(self, rng, state):
         theta = state.theta
         theta_new, log_q_ratio, n_prop = self.proposal.propose(rng, theta)
         log_u = _rng.log_uniform(rng)

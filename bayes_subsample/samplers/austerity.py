@@ -21,6 +21,7 @@ from ._approx_mh import ApproxMHKernel, DecisionRule, build_proposal, resolve_fi
 from .._deprecation import DEPRECATED, deprecated_constraint, renamed
 from .._params import store_params
 from ._base import BaseSampler, prepare_laplace, shared_constraints
+from .mh import resolve_n_steps
 
 __all__ = ["AusterityMH"]
 
@@ -90,6 +91,11 @@ class AusterityMH(BaseSampler):
     precondition : bool, default=True
         SGLD only: precondition drift and noise with the Laplace covariance
         (``False``: identity metric, as the paper writes it).
+    n_steps : int, optional
+        Transitions per retained draw (thinning), as for
+        :class:`~bayes_subsample.samplers.MH`; ``None`` (default) makes one per
+        parameter with the random-walk proposal (one with the SGLD proposal,
+        whose drift moves it further).
     check_exact : bool, default=False
         Also compute the full-data decision with the same ``u`` each step and
         record ``wrong_decision`` (0/1) and ``exact_accept`` in the trace stats
@@ -115,17 +121,24 @@ class AusterityMH(BaseSampler):
 
     Examples
     --------
-    >>> from bayes_subsample import BayesianLogisticRegression
-    >>> from bayes_subsample.samplers.austerity import AusterityMH
-    >>> clf = BayesianLogisticRegression(sampler=AusterityMH(epsilon=0.05),
-    ...                                  n_samples=200, n_warmup=200)
+    On 20,000 rows most decisions read a fraction of the data:
+
+    >>> from bayes_subsample import sample
+    >>> from bayes_subsample.datasets import make_logistic_data
+    >>> from bayes_subsample.models import LogisticRegressionModel
+    >>> from bayes_subsample.samplers import AusterityMH
+    >>> X, y = make_logistic_data(20000, 2, random_state=0)
+    >>> trace = sample(LogisticRegressionModel(X, y), AusterityMH(epsilon=0.05), n_samples=300,
+    ...                n_warmup=100, n_chains=1, random_state=0, check_convergence=False)
+    >>> bool(trace.stats["data_fraction"].mean() < 0.5)
+    True
     """
 
     name = "austerity"
     exact = False
     _parameter_constraints = {
         **shared_constraints("batch_size", "step_size", "adapt", "check_exact", "target_accept",
-                             optional=("target_accept",)),
+                             "n_steps", optional=("target_accept", "n_steps")),
         "epsilon": [Interval(Real, 0, 1, closed="left")],
         "first_batch_size": [Interval(Integral, 2, None, closed="left"), None],
         "proposal": [StrOptions({"rw", "sgld"})],
@@ -136,7 +149,7 @@ class AusterityMH(BaseSampler):
 
     def __init__(self, epsilon=0.05, batch_size=500, first_batch_size=None, proposal="rw",
                  step_size=None, adapt=True, target_accept=None, proposal_batch_size=None,
-                 precondition=True, check_exact=False, first_batch=DEPRECATED):
+                 precondition=True, n_steps=None, check_exact=False, first_batch=DEPRECATED):
         store_params(self, locals())
 
     def _first_batch_size(self, model, warn=False):
@@ -151,5 +164,7 @@ class AusterityMH(BaseSampler):
     def build(self, model, prepared, n_warmup):
         first = self._first_batch_size(model)
         rule = SequentialTestRule(model, self.epsilon, self.batch_size, first)
+        n_steps = 1 if (self.n_steps is None and self.proposal == "sgld") else \
+            resolve_n_steps(self.n_steps, model)
         return ApproxMHKernel(model, build_proposal(self, prepared, model), rule,
-                              self.check_exact)
+                              self.check_exact, n_steps)

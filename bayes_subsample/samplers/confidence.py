@@ -26,6 +26,7 @@ from ..control_variates import TaylorControlVariate
 from . import _approx_mh_fast as _fast
 from ._approx_mh import ApproxMHKernel, DecisionRule, build_proposal, resolve_first_batch
 from ._base import BaseSampler, LaplacePrepared, prepare_laplace, shared_constraints
+from .mh import resolve_n_steps
 
 __all__ = ["ConfidenceMH"]
 
@@ -117,6 +118,10 @@ default="bernstein_serfling"
         Adapt the random-walk proposal during warmup (as :class:`MH`).
     target_accept : float, optional
         Adaptation target (0.25 for d > 2, else 0.5, as in the paper).
+    n_steps : int, optional
+        Transitions per retained draw (thinning), as for
+        :class:`~bayes_subsample.samplers.MH`; ``None`` (default) makes one per
+        parameter with the random-walk proposal.
     check_exact : bool, default=False
         Also compute the full-data decision with the same ``u`` each step and
         record ``wrong_decision`` and ``exact_accept`` in the trace stats (not
@@ -131,17 +136,26 @@ default="bernstein_serfling"
 
     Examples
     --------
-    >>> from bayes_subsample import BayesianLogisticRegression
-    >>> from bayes_subsample.samplers.confidence import ConfidenceMH
-    >>> clf = BayesianLogisticRegression(sampler=ConfidenceMH(delta=0.05),
-    ...                                  n_samples=200, n_warmup=200)
+    The error of each decision, measured against the full-data decision with
+    the same uniform draw, stays below ``delta``:
+
+    >>> from bayes_subsample import sample
+    >>> from bayes_subsample.datasets import make_logistic_data
+    >>> from bayes_subsample.models import LogisticRegressionModel
+    >>> from bayes_subsample.samplers import ConfidenceMH
+    >>> X, y = make_logistic_data(5000, 2, random_state=0)
+    >>> trace = sample(LogisticRegressionModel(X, y), ConfidenceMH(delta=0.05, check_exact=True),
+    ...                n_samples=200, n_warmup=100, n_chains=2, random_state=0,
+    ...                check_convergence=False)
+    >>> bool(trace.stats["wrong_decision"].mean() < 0.05)
+    True
     """
 
     name = "confidence"
     exact = False
     _parameter_constraints = {
-        **shared_constraints("step_size", "adapt", "check_exact", "target_accept",
-                             optional=("target_accept",)),
+        **shared_constraints("step_size", "adapt", "check_exact", "target_accept", "n_steps",
+                             optional=("target_accept", "n_steps")),
         "delta": [Interval(Real, 0, 1, closed="left")],
         "bound": [StrOptions({"bernstein_serfling", "empirical_bernstein",
                               "hoeffding_serfling"})],
@@ -155,7 +169,7 @@ default="bernstein_serfling"
 
     def __init__(self, delta=0.01, bound="bernstein_serfling", batch_growth=2.0, p=2.0,
                  first_batch_size=1, proxy=None, step_size=None, adapt=True,
-                 target_accept=None, check_exact=False, gamma=DEPRECATED,
+                 target_accept=None, n_steps=None, check_exact=False, gamma=DEPRECATED,
                  first_batch=DEPRECATED):
         store_params(self, locals())
 
@@ -199,4 +213,4 @@ default="bernstein_serfling"
         rule = ConfidenceRule(model, self, first,
                               cv=prepared.cv if isinstance(prepared, ProxyPrepared) else None)
         return ApproxMHKernel(model, build_proposal(self, prepared, model), rule,
-                              self.check_exact)
+                              self.check_exact, resolve_n_steps(self.n_steps, model))
