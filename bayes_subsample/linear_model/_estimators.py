@@ -225,7 +225,7 @@ class BayesianLinearRegression(_BayesianRegressorBase):
     >>> from bayes_subsample import BayesianLinearRegression
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(100, 2)); y = X @ [1.0, -2.0] + rng.normal(size=100)
-    >>> reg = BayesianLinearRegression(n_samples=200, n_warmup=200, n_chains=2,
+    >>> reg = BayesianLinearRegression(n_samples=500, n_warmup=500, n_chains=2,
     ...                                random_state=0).fit(X, y)
     >>> mean, std = reg.predict(X[:2], return_std=True)
     """

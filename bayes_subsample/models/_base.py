@@ -28,8 +28,8 @@ class GaussianPrior:
     Examples
     --------
     >>> prior = GaussianPrior([1.0, 10.0])
-    >>> float(prior.log_prob(np.zeros(2)))
-    0.0
+    >>> float(prior.log_prob(np.array([1.0, 10.0])))    # up to a constant
+    -1.0
     """
 
     def __init__(self, scale, n_params=None):

@@ -177,9 +177,16 @@ class NUTS(BaseSampler):
 
     Examples
     --------
+    >>> import numpy as np
     >>> from bayes_subsample import BayesianLogisticRegression
+    >>> from bayes_subsample.datasets import make_logistic_data
     >>> from bayes_subsample.samplers import NUTS
-    >>> clf = BayesianLogisticRegression(sampler=NUTS(), n_samples=200, n_warmup=200)
+    >>> X, y = make_logistic_data(500, 2, random_state=0)
+    >>> clf = BayesianLogisticRegression(sampler=NUTS(), n_samples=500, n_warmup=500,
+    ...                                  random_state=0).fit(X, y)
+    >>> depth = clf.trace_.stats["tree_depth"]          # per chain and draw
+    >>> bool(np.all((1 <= depth) & (depth <= 10)))
+    True
     """
 
     name = "nuts"
