@@ -306,7 +306,7 @@ def test_suggest_step_size_rule(regression):
                                         friction=10.0, control_variates=False),
                       0.5 * min(lam ** -0.5, 0.1, (10 / n) * 10 / lam))
     assert np.isclose(suggest_step_size(model, "sghmc", precision=P, precondition=True), 0.3)
-    assert np.isclose(suggest_step_size(model, "ewsg", precision=P, precondition=True), 0.1)
+    assert np.isclose(suggest_step_size(model, "ewsg", precision=P, precondition=True), 0.15)
     # a sampler object supplies its own parameters (preconditioned by default: the
     # whitened curvature is 1); without precision it computes it
     assert np.isclose(suggest_step_size(model, SGLD(batch_size=50, control_variates=False)),
