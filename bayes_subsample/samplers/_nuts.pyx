@@ -81,6 +81,23 @@ cdef inline void _take_point(Tree* dst, const Tree* src, Py_ssize_t p) noexcept 
     dst.U = src.U
 
 
+cdef inline void _one_point(Tree* t, const double* theta, const double* grad,
+                            const double* mom, double U, const double* sharp, double log_w,
+                            Py_ssize_t p) noexcept nogil:
+    """``t`` = the trajectory of the single point ``(theta, mom)`` (``sharp = M^-1
+    mom``): that point as its draw, its momentum sum and both of its ends."""
+    _copy(t.theta, theta, p)
+    _copy(t.grad, grad, p)
+    _copy(t.mom, mom, p)
+    t.U = U
+    t.log_w = log_w
+    _copy(t.rho, mom, p)
+    _copy(t.p_beg, mom, p)
+    _copy(t.p_end, mom, p)
+    _copy(t.sharp_beg, sharp, p)
+    _copy(t.sharp_end, sharp, p)
+
+
 cdef class NUTSCore:
     """Workspace of NUTS transitions of dimension ``dim`` with trajectories of
     at most ``2**max_depth`` leapfrog steps."""
@@ -156,17 +173,8 @@ cdef class NUTSCore:
             H = INFINITY
         if H - self.H0 > MAX_DELTA_H:
             self.divergent = True
-        t.log_w = self.H0 - H
         self.sum_metro += 1.0 if H <= self.H0 else exp(self.H0 - H)
-        _copy(t.theta, self.e_theta, p)
-        _copy(t.grad, self.e_grad, p)
-        _copy(t.mom, self.e_p, p)
-        t.U = self.e_U
-        _copy(t.rho, self.e_p, p)
-        _copy(t.p_beg, self.e_p, p)
-        _copy(t.p_end, self.e_p, p)
-        _copy(t.sharp_beg, self.vel, p)
-        _copy(t.sharp_end, self.vel, p)
+        _one_point(t, self.e_theta, self.e_grad, self.e_p, self.e_U, self.vel, self.H0 - H, p)
         return not self.divergent
 
     cdef bint _tree(self, int depth, double eps, Tree* out) noexcept nogil:
@@ -258,16 +266,9 @@ cdef class NUTSCore:
         _copy(self.far_p, self.near_p, p)
         _copy(self.far_grad, self.near_grad, p)
         self.far_U = self.near_U
-        _copy(sample.theta, self.near_theta, p)
-        _copy(sample.grad, self.near_grad, p)
-        _copy(sample.mom, self.near_p, p)
-        sample.U = self.pot.U
-        traj.log_w = 0.0
-        _copy(traj.rho, self.near_p, p)
-        _copy(traj.p_beg, self.near_p, p)
-        _copy(traj.p_end, self.near_p, p)
-        _copy(traj.sharp_beg, self.vel, p)
-        _copy(traj.sharp_end, self.vel, p)
+        _one_point(traj, self.near_theta, self.near_grad, self.near_p, self.near_U, self.vel,
+                   0.0, p)
+        _take_point(sample, traj, p)
         while depth < self.max_depth:
             forward = rng_uniform(bg) > 0.5
             if forward != last_forward:

@@ -95,7 +95,22 @@ class HMCKernel(Kernel):
                 **self.extra_tuning}
 
 
-class HMC(BaseSampler):
+class _FullDataHamiltonian(BaseSampler):
+    """The Laplace preparation and the full-data kernel with the inner
+    Hamiltonian transition ``_inner`` ("hmc" or "nuts")."""
+
+    _inner = None
+
+    def prepare(self, model, rng):
+        self._validate_params()
+        return prepare_laplace(model)
+
+    def build(self, model, prepared, n_warmup):
+        return HMCKernel(model, self, self._inner, prepared.precision, n_warmup,
+                         self.adapt_mass)
+
+
+class HMC(_FullDataHamiltonian):
     """Hamiltonian Monte Carlo on the full data.
 
     Leapfrog dynamics with a dense mass matrix equal to the posterior
@@ -134,6 +149,7 @@ class HMC(BaseSampler):
     """
 
     name = "hmc"
+    _inner = "hmc"
     exact = True
     _parameter_constraints = {
         **shared_constraints("step_size", "trajectory_length", "jitter", "n_leapfrog",
@@ -145,15 +161,9 @@ class HMC(BaseSampler):
                  n_leapfrog=None, max_leapfrog=1000, adapt_mass=True):
         store_params(self, locals())
 
-    def prepare(self, model, rng):
-        self._validate_params()
-        return prepare_laplace(model)
-
-    def build(self, model, prepared, n_warmup):
-        return HMCKernel(model, self, "hmc", prepared.precision, n_warmup, self.adapt_mass)
 
 
-class NUTS(BaseSampler):
+class NUTS(_FullDataHamiltonian):
     """The no-U-turn sampler on the full data (multinomial NUTS as in Stan).
 
     The same dense mass matrix as :class:`HMC` (the posterior precision at the
@@ -190,6 +200,7 @@ class NUTS(BaseSampler):
     """
 
     name = "nuts"
+    _inner = "nuts"
     exact = True
     _parameter_constraints = {
         **shared_constraints("step_size", "max_tree_depth", "target_accept"),
@@ -199,9 +210,3 @@ class NUTS(BaseSampler):
     def __init__(self, step_size=None, target_accept=0.8, max_tree_depth=10, adapt_mass=True):
         store_params(self, locals())
 
-    def prepare(self, model, rng):
-        self._validate_params()
-        return prepare_laplace(model)
-
-    def build(self, model, prepared, n_warmup):
-        return HMCKernel(model, self, "nuts", prepared.precision, n_warmup, self.adapt_mass)
