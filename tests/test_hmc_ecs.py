@@ -369,3 +369,59 @@ def test_choose_n_products_rule():
         assert signed_tau(lam, np.sqrt(s2)) >= 0.99
         if lam > 1:
             assert s2 / (lam - 1) > 1.0 or signed_tau(lam - 1, np.sqrt(s2)) < 0.99
+
+
+# ---- where subsampling does not pay: the inner kernel on the full data -----------------------
+def _no_warning_sample(model, sampler, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                 # no warning of any kind
+        return sample(model, sampler, n_samples=1000, n_warmup=500, n_chains=4, **kw)
+
+
+def _assert_full_data(tr, n):
+    tun = tr.tuning[0]
+    assert tun["full_data"] is True and tun["m"] == n
+    assert np.all(tr.stats["n_evals"] % n == 0)                 # whole passes only
+
+
+def test_small_data_runs_the_inner_kernel_on_the_full_data():
+    """On 150 rows the smallest subsample (100) exceeds half the data: HMC-ECS
+    runs its inner kernel on all of it, exactly, without a warning."""
+    model = _gaussian_problem(seed=4, n=150, d=2)
+    mean, cov = model.exact_posterior()
+    tr = _no_warning_sample(model, HMCECS(), random_state=0)
+    _assert_full_data(tr, model.n_data)
+    d = tr.draws
+    flat = d.reshape(-1, d.shape[-1])
+    assert np.all(diagnostics.ess_bulk(d) > 400)
+    assert np.all(np.abs(flat.mean(0) - mean) < 4.5 * diagnostics.mcse_mean(d))
+    assert np.all(np.abs(flat.std(0) / np.sqrt(np.diag(cov)) - 1) < 0.1)
+
+
+def test_signed_small_data_falls_back_too():
+    """Signed: one batch of 30 rows is more than half of 50 rows; the full-data
+    chain agrees with NUTS."""
+    model = _logistic_problem(seed=2, n=50, d=2)
+    tr = _no_warning_sample(model, HMCECS(variant="signed"), random_state=0)
+    _assert_full_data(tr, model.n_data)
+    assert tr.signs is None                 # an exact chain: no signs to carry
+    ref = _no_warning_sample(model, "nuts", random_state=1)
+    a, b = tr.draws, ref.draws
+    tol = 4.5 * np.hypot(diagnostics.mcse_mean(a), diagnostics.mcse_mean(b))
+    assert np.all(np.abs(a.mean((0, 1)) - b.mean((0, 1))) < tol)
+
+
+def test_tall_data_subsamples():
+    model = _logistic_problem(seed=1, n=20000, d=3)
+    tr = _quiet_sample(model, HMCECS(), n_samples=50, n_warmup=200, n_chains=1, random_state=0)
+    tun = tr.tuning[0]
+    assert "full_data" not in tun or tun["full_data"] is False
+    assert tun["m"] <= model.n_data / 2
+    assert np.mean(tr.stats["n_evals"]) < model.n_data / 2
+
+
+@pytest.mark.parametrize("name", ["BayesianLogisticRegression", "BayesianLinearRegression",
+                                  "BayesianPoissonRegression"])
+def test_estimators_default_to_hmc_ecs(name):
+    import bayes_subsample
+    assert getattr(bayes_subsample, name)().sampler == "hmc_ecs"
