@@ -32,6 +32,10 @@ class MHInfo(NamedTuple):
     n_evals: int
 
 
+#: Info fields that add up over the transitions of an iteration
+_SUMMED = ("n_evals", "n_batches")
+
+
 def combine_infos(infos):
     """One Info for ``n_steps`` transitions made as one retained iteration:
     evaluation and batch counts add up, ``accepted`` says whether the retained
@@ -51,9 +55,6 @@ def combine_infos(infos):
     return type(infos[0])(*values)
 
 
-_SUMMED = ("n_evals", "n_batches")
-
-
 def resolve_n_steps(n_steps, model):
     """Transitions per retained iteration: ``None`` is the number of parameters."""
     return int(model.n_params) if n_steps is None else int(n_steps)
@@ -70,20 +71,22 @@ class ProposalKernel(Kernel):
     def transition(self, rng, state):
         raise NotImplementedError
 
-    def step(self, rng, state):
-        infos = []
-        for _ in range(self.n_steps):
-            state, info = self.transition(rng, state)
-            infos.append(info)
-        return state, combine_infos(infos)
-
-    def warmup_step(self, rng, state, iteration):
+    def _transitions(self, rng, state, iteration=None):
+        """``n_steps`` transitions; in warmup (``iteration`` given) the proposal
+        adapts after each, indexed by transition."""
         infos = []
         for k in range(self.n_steps):
             state, info = self.transition(rng, state)
-            self.proposal.adapt(state.theta, info.accepted, iteration * self.n_steps + k)
+            if iteration is not None:
+                self.proposal.adapt(state.theta, info.accepted, iteration * self.n_steps + k)
             infos.append(info)
         return state, combine_infos(infos)
+
+    def step(self, rng, state):
+        return self._transitions(rng, state)
+
+    def warmup_step(self, rng, state, iteration):
+        return self._transitions(rng, state, iteration)
 
     def end_warmup(self, state):
         self.proposal.freeze()
