@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
@@ -25,13 +25,17 @@ class Trace:
     Attributes
     ----------
     draws : ndarray of shape (n_chains, n_samples, n_params)
-        Retained draws (after warmup).
+        Retained draws (after warmup). After an interrupt chains may have
+        different lengths (``chain_lengths``); past its length a chain's
+        entries are NaN. :meth:`pooled_draws` gives every draw made.
+    chain_lengths : ndarray (n_chains,)
+        Retained draws of each chain (all ``n_samples`` unless interrupted).
     stats : dict of ndarray (n_chains, n_samples)
         Per-iteration diagnostics, one entry per field of the sampler's ``Info``:
         ``accept_prob``, ``accepted``, ``n_evals`` always; ``diverging``,
         ``energy_error`` for the Hamiltonian samplers; sampler-specific entries
         (e.g. ``sigma2``, ``alpha_u``, ``sign``, ``data_fraction``).
-    warmup_draws, warmup_stats : the same for the warmup phase.
+    warmup_draws, warmup_stats, warmup_lengths : the same for the warmup phase.
     tuning : list of dict
         Tuned quantities per chain (step size, leapfrog steps, theta*, m, ...).
     n_evals_prepare : int
@@ -47,6 +51,10 @@ class Trace:
         Signs of the draws of signed samplers (``None`` otherwise).
     interrupted : bool
         True if the run was stopped by KeyboardInterrupt; the draws made are kept.
+    resumable : bool
+        True while the trace holds its chains' states, so that
+        ``sample(model, resume=trace)`` can continue the run (a pickled trace
+        does not: the states reference the data).
     """
 
     draws: np.ndarray
@@ -61,11 +69,69 @@ class Trace:
     n_data: int
     interrupted: bool
     param_names: Optional[list] = None
+    chain_lengths: Optional[np.ndarray] = None
+    warmup_lengths: Optional[np.ndarray] = None
+    run_state: object = field(default=None, repr=False)
 
     def __post_init__(self):
         self.n_evals_prepare = int(self.n_evals_prepare)
         self.n_evals_setup = np.asarray(self.n_evals_setup)
         self.n_data = int(self.n_data)
+        n_chains, width = self.draws.shape[:2]
+        if self.chain_lengths is None:
+            self.chain_lengths = np.full(n_chains, width, dtype=np.int64)
+        if self.warmup_lengths is None:
+            self.warmup_lengths = np.full(n_chains, self.warmup_draws.shape[1], dtype=np.int64)
+        self.chain_lengths = np.asarray(self.chain_lengths, dtype=np.int64)
+        self.warmup_lengths = np.asarray(self.warmup_lengths, dtype=np.int64)
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["run_state"] = None     # kernels reference the data: not pickled
+        return state
+
+    @property
+    def resumable(self):
+        return self.run_state is not None
+
+    @property
+    def ragged(self):
+        """True when the chains have different lengths (an interrupted run)."""
+        return bool(np.any(self.chain_lengths != self.draws.shape[1]))
+
+    def _valid(self):
+        """Mask (n_chains, n_samples) of the draws each chain made."""
+        return np.arange(self.draws.shape[1])[None, :] < self.chain_lengths[:, None]
+
+    def _common(self):
+        """The draws for rank diagnostics (R-hat, ESS): equal-length chains, so
+        after an interrupt the chains that made draws, cut to the shortest."""
+        if not self.ragged:
+            return self.draws
+        made = self.chain_lengths > 0
+        if not made.any():
+            return self.draws[:, :0]
+        return self.draws[made, :int(self.chain_lengths[made].min())]
+
+    def pooled_draws(self):
+        """Every retained draw, chains concatenated (chain-major), shape
+        (sum(chain_lengths), n_params); aligned with :meth:`weights`."""
+        if not self.ragged:
+            return self.draws.reshape(-1, self.draws.shape[-1])
+        return self.draws[self._valid()]
+
+    def pooled_signs(self):
+        """Signs aligned with :meth:`pooled_draws` (None for unsigned samplers)."""
+        s = self.signs
+        return None if s is None else s[self._valid()]
+
+    def _per_chain_mean(self, v):
+        """Mean of a per-iteration statistic over each chain's own iterations."""
+        if not self.ragged:
+            return v.mean(axis=1) if v.shape[1] else np.full(v.shape[0], np.nan)
+        mask = self._valid()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(mask, v, 0).sum(axis=1) / self.chain_lengths
 
     @property
     def n_chains(self):
@@ -80,16 +146,16 @@ class Trace:
         """Signs of the draws of signed samplers (None otherwise)."""
         if not self.sampler.signed or "sign" not in self.stats:
             return None
-        return self.stats["sign"].astype(np.int8)
+        return np.where(self._valid(), self.stats["sign"], 0).astype(np.int8)
 
     def weights(self):
         """Normalised importance weights ``s_j / sum s`` of the pooled draws
-        (uniform for unsigned samplers); shape (n_chains * n_samples,)."""
+        (uniform for unsigned samplers); shape (sum(chain_lengths),)."""
         s = self.signs
         if s is None:
-            k = self.n_chains * self.n_samples
+            k = int(self.chain_lengths.sum())
             return np.full(k, 1.0 / k) if k else np.empty(0)  # k == 0: interrupted early
-        s = s.reshape(-1).astype(np.float64)
+        s = s[self._valid()].astype(np.float64)
         total = s.sum()
         if total <= 0:
             raise FloatingPointError(
@@ -100,7 +166,7 @@ class Trace:
 
     def posterior_mean(self):
         """(Sign-corrected) posterior mean of the parameters (NaN without draws)."""
-        flat = self.draws.reshape(-1, self.draws.shape[-1])
+        flat = self.pooled_draws()
         if flat.shape[0] == 0:
             return np.full(flat.shape[1], np.nan)
         return self.weights() @ flat
@@ -113,28 +179,34 @@ class Trace:
 
     def summary(self):
         """:class:`~bayes_subsample.diagnostics.Summary` of the retained draws."""
-        return diag.summary(self.draws, names=self.param_names)
+        return diag.summary(self._common(), names=self.param_names)
 
     def diagnostics(self):
         """Per-parameter and per-chain diagnostics as a dict (see estimators'
-        ``diagnostics_``)."""
+        ``diagnostics_``). After an interrupt, R-hat, ESS and MCSE use the
+        chains that made draws cut to the shortest; per-chain figures use each
+        chain's own draws."""
         out = {}
-        if self.n_samples >= 4:
-            out["r_hat"] = np.atleast_1d(diag.rhat(self.draws))
-            out["ess_bulk"] = np.atleast_1d(diag.ess_bulk(self.draws))
-            out["ess_tail"] = np.atleast_1d(diag.ess_tail(self.draws))
-            out["mcse_mean"] = np.atleast_1d(diag.mcse_mean(self.draws))
-            ifs = np.array([[diag.integrated_autocorr_time(self.draws[c, :, j])
-                             for j in range(self.draws.shape[2])]
-                            for c in range(self.n_chains)])
+        common = self._common()
+        if common.shape[1] >= 4:
+            out["r_hat"] = np.atleast_1d(diag.rhat(common))
+            out["ess_bulk"] = np.atleast_1d(diag.ess_bulk(common))
+            out["ess_tail"] = np.atleast_1d(diag.ess_tail(common))
+            out["mcse_mean"] = np.atleast_1d(diag.mcse_mean(common))
+            ifs = np.array([[diag.integrated_autocorr_time(common[c, :, j])
+                             for j in range(common.shape[2])]
+                            for c in range(common.shape[0])])
             out["inefficiency_factor"] = np.nanmean(ifs, axis=0)
+        out["chain_lengths"] = self.chain_lengths.copy()
         st = self.stats
-        out["acceptance_rate"] = st["accepted"].mean(axis=1)
-        out["mean_accept_prob"] = np.nanmean(st["accept_prob"], axis=1)
+        out["acceptance_rate"] = self._per_chain_mean(st["accepted"])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)   # chains without draws
+            out["mean_accept_prob"] = np.nanmean(st["accept_prob"], axis=1)
         out["n_divergences"] = (self._count("diverging", st)
                                 + self._count("diverging", self.warmup_stats))
         out["n_evals"] = self.n_evals_per_chain()
-        out["n_evals_per_iteration"] = st["n_evals"].mean(axis=1)
+        out["n_evals_per_iteration"] = self._per_chain_mean(st["n_evals"])
         out["data_fraction_per_iteration"] = out["n_evals_per_iteration"] / self.n_data
         out["wall_time"] = self.wall_time["warmup"] + self.wall_time["sampling"]
         out["sampling_time"] = self.wall_time["sampling"]
@@ -143,14 +215,14 @@ class Trace:
             elapsed = self.wall_time.get("elapsed", self.wall_time["total"])
             out["ess_per_second"] = out["ess_bulk"] / elapsed if elapsed > 0 else np.nan
         if self.signs is not None:
-            out["tau_hat"] = (self.signs > 0).mean(axis=1)
+            out["tau_hat"] = self._per_chain_mean(self.signs > 0)
         ifs_ok = "inefficiency_factor" in out and np.all(out["inefficiency_factor"] > 0) and \
             np.all(np.isfinite(out["inefficiency_factor"])) and np.sum(out["n_evals"]) > 0
         if ifs_ok:
             # CT (doc/algorithms/diagnostics.rst): IF x per-datum evaluations per
             # retained iteration, all evaluations counted (warmup, tuning passes,
             # preparation); signed samplers divide by (2 tau - 1)^2
-            evals = float(np.sum(out["n_evals"])) / (self.n_chains * self.n_samples)
+            evals = float(np.sum(out["n_evals"])) / float(self.chain_lengths.sum())
             tau = float(np.mean(out["tau_hat"])) if self.signs is not None else 1.0
             out["computing_time"] = diag.computing_time(
                 out["inefficiency_factor"], evals,
@@ -160,7 +232,8 @@ class Trace:
             if k not in _CONTRACT_FIELDS and v.dtype.kind in "fb" and v.shape[1]:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", RuntimeWarning)   # all-NaN columns
-                    out[f"mean_{k}"] = np.nanmean(v.astype(np.float64), axis=1)
+                    out[f"mean_{k}"] = (self._per_chain_mean(v) if v.dtype.kind == "b"
+                                        else np.nanmean(v.astype(np.float64), axis=1))
         return out
 
     def _count(self, name, stats):
@@ -214,15 +287,20 @@ class Trace:
         except ImportError as e:  # pragma: no cover
             raise ImportError("to_inference_data needs arviz: pip install arviz") from e
         names = self.param_names or [f"theta_{j}" for j in range(self.draws.shape[2])]
-        posterior = {n: self.draws[:, :, j] for j, n in enumerate(names)}
+        common = self._common()
+        posterior = {n: common[:, :, j] for j, n in enumerate(names)}
         rename = {"accept_prob": "acceptance_rate", "diverging": "diverging",
                   "energy_error": "energy_error", "n_evals": "n_evals"}
-        stats = {rename.get(k, k): v for k, v in self.stats.items() if k != "accepted"}
+        made = self.chain_lengths > 0 if self.ragged else slice(None)
+        stats = {rename.get(k, k): v[made, :common.shape[1]] for k, v in self.stats.items()
+                 if k != "accepted"}
         return az.from_dict(posterior=posterior, sample_stats=stats)
 
     def __repr__(self):
+        lengths = (f"chain_lengths={self.chain_lengths.tolist()}" if self.ragged
+                   else f"n_samples={self.n_samples}")
         return (f"Trace(sampler={self.sampler.name!r}, n_chains={self.n_chains}, "
-                f"n_samples={self.n_samples}, interrupted={self.interrupted})")
+                f"{lengths}, interrupted={self.interrupted})")
 
 
 def _user_stacklevel():

@@ -78,6 +78,13 @@ def _as_posterior(obj, what="posterior"):
         return obj
     if isinstance(obj, Trace):
         names = obj.param_names or [f"theta[{j}]" for j in range(obj.draws.shape[2])]
+        if obj.ragged:
+            # an interrupted run: the chains that made draws, cut to the shortest
+            # (what its R-hat and ESS describe)
+            draws = obj._common()
+            made = obj.chain_lengths > 0
+            signs = None if obj.signs is None else obj.signs[made, :draws.shape[1]]
+            return _Posterior(draws, list(names), signs, warmup=obj.warmup_draws[made])
         return _Posterior(obj.draws, list(names), obj.signs, warmup=obj.warmup_draws)
     if hasattr(obj, "get_params") and hasattr(obj, "fit"):  # an estimator
         if not hasattr(obj, "posterior_draws_"):

@@ -6,7 +6,9 @@ checks, cost accounting, convergence warnings, KeyboardInterrupt handling
 progress bars and the ArviZ export. Statistical accuracy is in
 ``test_exact_posterior.py``.
 """
+import signal
 import threading
+import time
 import warnings
 
 import numpy as np
@@ -285,38 +287,142 @@ class InterruptingModel(GaussianRegressionModel):
 
 
 @pytest.mark.parametrize("n_jobs", [1, 2])
-def test_keyboard_interrupt_keeps_draws(data, n_jobs):
+def test_keyboard_interrupt_keeps_every_draw(data, n_jobs):
+    """Issue 14: each chain keeps every draw it made (chain 0 complete, chain 1
+    part-way), not the shortest chain's count; nothing warns about NaN."""
     X, y = data
     args = {"n_samples": 100, "n_warmup": 50, "n_chains": 2, "random_state": 1}
     full = quiet_sample(GaussianRegressionModel(X, y), MH(n_steps=1), **args)
     # MH: one call at init, one per step. Sequentially, chain 0 uses 151 calls and
     # chain 1 is stopped after its warmup and 40 retained draws.
     k = 151 + 1 + 50 + 40
-    with pytest.warns(RuntimeWarning, match="sampling interrupted: kept"):
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
         trace = sample(InterruptingModel(X, y, k), MH(n_steps=1), n_jobs=n_jobs, **args)
-    assert trace.interrupted
+        d = trace.diagnostics()
+        trace.summary()
+        mean = trace.posterior_mean()
+    msgs = [str(w.message) for w in rec]
+    assert len(msgs) == 1 and "sampling interrupted: kept" in msgs[0], msgs
+    assert trace.interrupted and trace.resumable
     assert "interrupted=True" in repr(trace)
-    kept = trace.n_samples
-    assert trace.n_chains == 2 and 0 < kept < 100
+    L = trace.chain_lengths
+    assert trace.n_chains == 2 and 0 < L.min() and L.sum() < 200
     if n_jobs == 1:
-        assert kept == 40
-    # what was kept is exactly the start of the uninterrupted run
-    np.testing.assert_array_equal(trace.draws, full.draws[:, :kept])
-    assert trace.stats["accepted"].shape == (2, kept)
-    assert np.isfinite(trace.posterior_mean()).all()
-    assert trace.diagnostics()["acceptance_rate"].shape == (2,)
+        assert L.tolist() == [100, 40] and "kept 100, 40 draws" in msgs[0]
+    for c in range(2):
+        # what was kept is exactly the start of the uninterrupted run
+        np.testing.assert_array_equal(trace.draws[c, :L[c]], full.draws[c, :L[c]])
+        assert np.isnan(trace.draws[c, L[c]:]).all()
+    pooled = trace.pooled_draws()
+    assert pooled.shape == (L.sum(), 3) and np.isfinite(pooled).all()
+    np.testing.assert_allclose(mean, pooled.mean(axis=0))
+    np.testing.assert_array_equal(d["chain_lengths"], L)
+    for c in range(2):
+        assert d["acceptance_rate"][c] == pytest.approx(
+            trace.stats["accepted"][c, :L[c]].mean())
+    assert d["ess_bulk"].shape == (3,) and np.isfinite(d["r_hat"]).all()
 
 
 def test_keyboard_interrupt_before_any_draw(data):
     """Interrupted during the first chain's warmup: nothing retained, but the
     warmup draws are there and nothing crashes."""
     X, y = data
-    with pytest.warns(RuntimeWarning, match="kept 0 draws"):
+    with pytest.warns(RuntimeWarning, match="kept 0, 0 draws"):
         trace = sample(InterruptingModel(X, y, 20), MH(n_steps=1), n_samples=100, n_warmup=50,
                        n_chains=2, random_state=1)
-    assert trace.interrupted and trace.n_samples == 0
-    assert trace.warmup_draws.shape == (1, 19, 3) and np.isfinite(trace.warmup_draws).all()
+    assert trace.interrupted and trace.chain_lengths.tolist() == [0, 0]
+    assert trace.warmup_lengths.tolist() == [19, 0]
+    assert np.isfinite(trace.warmup_draws[0, :19]).all()
     assert np.isnan(trace.posterior_mean()).all()
+    assert trace.pooled_draws().shape == (0, 3)
+
+
+class SlowInterruptingModel(GaussianRegressionModel):
+    """Presses Ctrl-C (a real SIGINT to the main thread) at its ``k``-th
+    log-density call, and is slow enough that the chains are still running
+    when it arrives."""
+
+    def __init__(self, X, y, k):
+        super().__init__(X, y)
+        self.k = k
+        self.calls = 0
+
+    def log_posterior(self, theta):
+        self.calls += 1
+        if self.calls == self.k:
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        time.sleep(2e-4)
+        return super().log_posterior(theta)
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_ctrl_c_then_resume_equals_uninterrupted_run(data, n_jobs):
+    """A real Ctrl-C stops the chains at an iteration boundary; resuming
+    completes the run, and the result equals the uninterrupted run draw for
+    draw (warmup included)."""
+    X, y = data
+    args = {"n_samples": 150, "n_warmup": 50, "n_chains": 2, "random_state": 3}
+    full = quiet_sample(GaussianRegressionModel(X, y), MH(n_steps=1), **args)
+    model = SlowInterruptingModel(X, y, 120)
+    with pytest.warns(RuntimeWarning, match="sampling interrupted"):
+        part = sample(model, MH(n_steps=1), n_jobs=n_jobs, **args)
+    assert part.interrupted and part.chain_lengths.sum() < 300
+    model.k = -1
+    done = quiet_sample(model, resume=part, n_samples=None, n_jobs=n_jobs)
+    assert not done.interrupted and done.chain_lengths.tolist() == [150, 150]
+    assert not part.resumable   # its chains moved on into `done`
+    np.testing.assert_array_equal(done.draws, full.draws)
+    np.testing.assert_array_equal(done.warmup_draws, full.warmup_draws)
+    for name in full.stats:
+        np.testing.assert_array_equal(done.stats[name], full.stats[name])
+
+
+@pytest.mark.parametrize("name", ["mh", "hmc", "nuts", "hmc_ecs", "hmc_ecs_signed", "sgld",
+                                  "sghmc", "ewsg", "austerity", "confidence"])
+def test_resume_equals_one_longer_run(name):
+    """``sample(resume=trace, n_samples=k)`` continues every chain (state,
+    adapted tuning, random stream): draw for draw the run of the total length."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(400, 2))
+    y = (X @ np.array([1.0, -0.5]) + rng.logistic(size=400) > 0).astype(float)
+    args = {"n_warmup": 30, "n_chains": 2, "random_state": 5, "check_convergence": False}
+    model = LogisticRegressionModel(X, y)
+    full = sample(model, name, n_samples=50, **args)
+    first = sample(model, name, n_samples=20, **args)
+    # a new model object on the same data passes the fingerprint check
+    more = sample(LogisticRegressionModel(X.copy(), y.copy()), resume=first, n_samples=30,
+                  check_convergence=False)
+    assert more.chain_lengths.tolist() == [50, 50]
+    np.testing.assert_array_equal(more.draws, full.draws)
+    np.testing.assert_array_equal(more.warmup_draws, full.warmup_draws)
+    for k in full.stats:
+        np.testing.assert_array_equal(more.stats[k], full.stats[k], err_msg=k)
+    np.testing.assert_array_equal(more.diagnostics()["n_evals"], full.diagnostics()["n_evals"])
+    assert more.wall_time["elapsed"] > first.wall_time["elapsed"]
+
+
+def test_resume_errors(data):
+    X, y = data
+    model = GaussianRegressionModel(X, y)
+    trace = quiet_sample(model, MH(), n_samples=20, n_warmup=10, n_chains=2, random_state=0)
+    with pytest.raises(ValueError, match="differs in: y"):
+        sample(GaussianRegressionModel(X, y + 1), resume=trace)
+    with pytest.raises(ValueError, match="differs in: phi"):
+        sample(GaussianRegressionModel(X, y, noise_scale=2.0), resume=trace)
+    with pytest.raises(ValueError, match="same sampler"):
+        sample(model, "hmc", resume=trace)
+    with pytest.raises(ValueError, match="same sampler"):
+        sample(model, MH(n_steps=5), resume=trace)
+    with pytest.raises(TypeError, match="resume must be a Trace"):
+        sample(model, resume="trace")
+    import pickle
+    with pytest.raises(ValueError, match="cannot be resumed"):
+        sample(model, resume=pickle.loads(pickle.dumps(trace)))
+    more = quiet_sample(model, MH(), resume=trace, n_samples=5)
+    assert more.chain_lengths.tolist() == [25, 25]
+    with pytest.raises(ValueError, match="cannot be resumed"):
+        sample(model, resume=trace)      # its chains moved on
 
 
 # ---- user models, progress bar, ArviZ ---------------------------------------------------------

@@ -146,6 +146,18 @@ def test_random_state_variants(reg_data):
     c = BayesianLinearRegression(random_state=np.random.RandomState(0), **FAST).fit(X, y)
     d = BayesianLinearRegression(random_state=np.random.RandomState(0), **FAST).fit(X, y)
     np.testing.assert_array_equal(c.posterior_draws_, d.posterior_draws_)
+    # issue 14: a Generator, as documented
+    e = BayesianLinearRegression(random_state=np.random.default_rng(0), **FAST).fit(X, y)
+    f = BayesianLinearRegression(random_state=np.random.default_rng(0), **FAST).fit(X, y)
+    np.testing.assert_array_equal(e.posterior_draws_, f.posterior_draws_)
+
+
+@pytest.mark.parametrize("labels", [["a", 1], ["a", None], [None, 0]])
+def test_unorderable_labels_raise_value_error(clf_data, labels):
+    X, y = clf_data
+    yy = np.array([labels[int(v)] for v in y], dtype=object)
+    with pytest.raises(ValueError, match="one type|Unknown label type|mix"):
+        BayesianLogisticRegression(sampler="mh", **FAST).fit(X, yy)
 
 
 @pytest.mark.parametrize("cls", ALL)
@@ -432,8 +444,8 @@ def test_convergence_warning_bad_and_good(reg_data):
 
 
 class InterruptingMH(MH):
-    """MH whose kernels raise KeyboardInterrupt after ``after`` steps in total
-    (a user pressing Ctrl-C); a test-only sampler object."""
+    """MH whose kernels raise KeyboardInterrupt once, at step ``after + 1`` in
+    total (a user pressing Ctrl-C); a test-only sampler object."""
 
     def __init__(self, step_size=None, adapt=True, target_accept=None, n_steps=1, after=100):
         super().__init__(step_size=step_size, adapt=adapt, target_accept=target_accept,
@@ -448,7 +460,7 @@ class InterruptingMH(MH):
         class Kernel(MHKernel):
             def transition(self, rng, state):
                 counter[0] += 1
-                if counter[0] > after:
+                if counter[0] == after + 1:
                     raise KeyboardInterrupt
                 return super().transition(rng, state)
 
@@ -460,18 +472,129 @@ def test_keyboard_interrupt_keeps_draws(clf_data):
     X, y = clf_data
     full = BayesianLogisticRegression(sampler=InterruptingMH(after=10**9), random_state=0,
                                       **FAST).fit(X, y)
-    # chain 0: 200 steps; chain 1: 100 warmup + 30 retained
+    # chain 0: 200 steps; chain 1: 100 warmup + 30 retained; every draw is kept
     est = BayesianLogisticRegression(sampler=InterruptingMH(after=330), random_state=0, **FAST)
-    with pytest.warns(RuntimeWarning, match="kept 30 draws in each of 2 chains"):
+    with pytest.warns(RuntimeWarning, match="kept 100, 30 draws in the 2 chains"):
         est.fit(X, y)
     assert est.trace_.interrupted and est.diagnostics_["interrupted"] is True
-    assert est.posterior_draws_.shape == (2, 30, 5)
-    np.testing.assert_array_equal(est.posterior_draws_, full.posterior_draws_[:, :30])
-    assert est.predict_proba(X).shape == (len(X), 2)
+    assert est.diagnostics_["chain_lengths"].tolist() == [100, 30]
+    assert est.posterior_draws_.shape == (2, 100, 5)
+    np.testing.assert_array_equal(est.posterior_draws_[0], full.posterior_draws_[0])
+    np.testing.assert_array_equal(est.posterior_draws_[1, :30], full.posterior_draws_[1, :30])
+    assert np.isnan(est.posterior_draws_[1, 30:]).all()
+    pooled = est.sample_posterior()
+    assert pooled.shape == (130, 5) and np.isfinite(pooled).all()
+    np.testing.assert_allclose(est.coef_, pooled[:, :4].mean(axis=0))
+    assert np.isfinite(est.predict_proba(X)).all()
     # interrupted before any retained draw: the interrupt propagates
-    with pytest.raises(KeyboardInterrupt), pytest.warns(RuntimeWarning, match="kept 0 draws"):
+    with pytest.raises(KeyboardInterrupt), pytest.warns(RuntimeWarning, match="kept 0, 0 draws"):
         BayesianLogisticRegression(sampler=InterruptingMH(after=50), random_state=0,
                                    **FAST).fit(X, y)
+
+
+class FailingMH(MH):
+    """MH whose chains raise ValueError at their first step (a test-only sampler)."""
+
+    def build(self, model, prepared, n_warmup):
+        kernel = super().build(model, prepared, n_warmup)
+
+        class Kernel(MHKernel):
+            def transition(self, rng, state):
+                raise ValueError("the sampler failed")
+
+        kernel.__class__ = Kernel
+        return kernel
+
+
+@pytest.mark.parametrize("failure", ["error", "interrupt"])
+def test_failed_refit_keeps_the_previous_fit_whole(clf_data, failure):
+    """Issue 14: a re-fit that raises leaves the previous fit as it was, not
+    the new data's classes_ / n_features_in_ with the old draws."""
+    X, y = clf_data
+    est = BayesianLogisticRegression(sampler="mh", random_state=0, **FAST).fit(X, y)
+    before = {k: v for k, v in vars(est).items() if k.endswith("_")}
+    proba = est.predict_proba(X[:5])
+    labels = np.where(y[:60] == 1, "no", "yes")
+    est.set_params(sampler=FailingMH() if failure == "error" else InterruptingMH(after=5))
+    with pytest.raises(ValueError if failure == "error" else KeyboardInterrupt):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            est.fit(X[:60, :3], labels)
+    assert {k for k in vars(est) if k.endswith("_")} == set(before)
+    for k, v in before.items():
+        assert getattr(est, k) is v, k
+    assert est.n_features_in_ == 4 and est.classes_.tolist() == [0, 1]
+    np.testing.assert_array_equal(est.predict_proba(X[:5]), proba)
+
+
+def test_failed_first_fit_leaves_estimator_unfitted(clf_data):
+    X, y = clf_data
+    est = BayesianLogisticRegression(sampler=FailingMH(), random_state=0, **FAST)
+    with pytest.raises(ValueError, match="the sampler failed"):
+        est.fit(X, y)
+    assert not [k for k in vars(est) if k.endswith("_")]
+    with pytest.raises(NotFittedError):
+        est.predict(X)
+
+
+@pytest.mark.parametrize("sampler", ["mh", "hmc_ecs", "sgld"])
+def test_warm_start_equals_one_longer_fit(clf_data, sampler):
+    """Issue 14: a warm-started second fit continues every chain; the result
+    equals one fit with twice the draws, draw for draw."""
+    X, y = clf_data
+    args = {"sampler": sampler, "n_warmup": 100, "n_chains": 2, "random_state": 0}
+    long = BayesianLogisticRegression(n_samples=200, **args).fit(X, y)
+    est = BayesianLogisticRegression(n_samples=100, warm_start=True, **args).fit(X, y)
+    assert est.trace_.resumable
+    first = est.posterior_draws_
+    est.fit(X.copy(), y.copy())
+    assert est.posterior_draws_.shape == (2, 200, 5)
+    np.testing.assert_array_equal(est.posterior_draws_, long.posterior_draws_)
+    np.testing.assert_array_equal(est.posterior_draws_[:, :100], first)
+    np.testing.assert_array_equal(est.coef_, long.coef_)
+    np.testing.assert_array_equal(est.diagnostics_["n_evals"], long.diagnostics_["n_evals"])
+    # without warm_start the chain states are not kept (they reference X)
+    assert not long.trace_.resumable
+
+
+def test_warm_start_completes_an_interrupted_fit(clf_data):
+    X, y = clf_data
+    full = BayesianLogisticRegression(sampler=InterruptingMH(after=10**9), random_state=0,
+                                      **FAST).fit(X, y)
+    est = BayesianLogisticRegression(sampler=InterruptingMH(after=330), random_state=0, **FAST)
+    with pytest.warns(RuntimeWarning, match="kept 100, 30 draws"):
+        est.fit(X, y)
+    assert est.trace_.resumable            # kept after an interrupt, to be completed
+    est.set_params(warm_start=True).fit(X, y)
+    assert not est.trace_.interrupted and est.posterior_draws_.shape == (2, 100, 5)
+    # chain 0 was complete; chain 1 continues from its 30th draw (the interrupted
+    # step had drawn a proposal, so its later draws are a valid, different path)
+    np.testing.assert_array_equal(est.posterior_draws_[0], full.posterior_draws_[0])
+    np.testing.assert_array_equal(est.posterior_draws_[1, :30], full.posterior_draws_[1, :30])
+    assert np.isfinite(est.posterior_draws_).all()
+
+
+def test_warm_start_errors(clf_data):
+    X, y = clf_data
+    est = BayesianLogisticRegression(sampler="mh", warm_start=True, random_state=0,
+                                     **FAST).fit(X, y)
+    with pytest.raises(ValueError, match="differs in: y"):
+        est.fit(X, 1 - y)
+    with pytest.raises(ValueError, match="differs in:.*terms"):
+        est.fit(X + 1.0, y)
+    with pytest.raises(ValueError, match="classes changed"):
+        est.fit(X, np.where(y == 1, "a", "b"))
+    with pytest.raises(ValueError, match="n_chains cannot change"):
+        est.set_params(n_chains=3).fit(X, y)
+    est.set_params(n_chains=2)
+    with pytest.raises(ValueError, match="same sampler"):
+        est.set_params(sampler="hmc").fit(X, y)
+    est.set_params(sampler="mh")
+    # every failed warm start left the fit whole: it can still be continued
+    est.fit(X, y)
+    assert est.posterior_draws_.shape == (2, 200, 5)
+    with pytest.raises(ValueError, match="cannot be continued"):
+        pickle.loads(pickle.dumps(est)).fit(X, y)
 
 
 def test_progress_bar(clf_data, capsys):

@@ -2,6 +2,7 @@
 the sampling driver, posterior summaries and prediction helpers."""
 from __future__ import annotations
 
+import functools
 from numbers import Integral, Real
 
 import numpy as np
@@ -17,6 +18,25 @@ from ..samplers import SAMPLERS, BaseSampler
 MAX_PREDICT_DRAWS = 1000
 
 
+def all_or_nothing(fit):
+    """Make ``fit`` atomic: if it raises (an error, or an interrupt before any
+    draw), the estimator's fitted attributes are restored to what they were
+    (or it stays unfitted), never a mix of the new data's attributes and the
+    old draws."""
+    @functools.wraps(fit)
+    def wrapper(self, *args, **kwargs):
+        params = set(self.get_params(deep=False))
+        before = {k: v for k, v in vars(self).items() if k not in params}
+        try:
+            return fit(self, *args, **kwargs)
+        except BaseException:
+            for k in [k for k in vars(self) if k not in params]:
+                delattr(self, k)
+            vars(self).update(before)
+            raise
+    return wrapper
+
+
 class BayesianGLMBase(BaseEstimator):
     """Base of the estimators; subclasses set ``_family`` and build the model."""
 
@@ -29,13 +49,14 @@ class BayesianGLMBase(BaseEstimator):
         "prior_scale": [Interval(Real, 0, None, closed="neither")],
         "intercept_prior_scale": [Interval(Real, 0, None, closed="neither")],
         "fit_intercept": ["boolean"],
-        "random_state": ["random_state"],
+        "random_state": ["random_state", np.random.Generator, np.random.SeedSequence],
+        "warm_start": ["boolean"],
         "progress": ["boolean"],
     }
 
     def __init__(self, sampler="hmc_ecs", n_samples=1000, n_warmup=1000, n_chains=4, n_jobs=None,
                  prior_scale=10.0, intercept_prior_scale=10.0, fit_intercept=True,
-                 random_state=None, progress=False):
+                 random_state=None, warm_start=False, progress=False):
         store_params(self, locals())
 
     def _validate(self):
@@ -52,19 +73,48 @@ class BayesianGLMBase(BaseEstimator):
                               intercept_prior_scale=self.intercept_prior_scale, **params))
         return self
 
+    def _previous_run(self):
+        """The trace a ``warm_start`` fit continues, or None for a fresh run."""
+        old = getattr(self, "trace_", None)
+        if not self.warm_start or old is None:
+            return None
+        if not old.resumable:
+            raise ValueError(
+                "warm_start=True, but the previous fit cannot be continued: its chain states "
+                "were dropped (the estimator was pickled or cloned, or fitted with "
+                "warm_start=False). Fit once with warm_start=True, then fit again to continue.")
+        if self.n_chains != old.n_chains:
+            raise ValueError(f"warm_start continues the previous fit's {old.n_chains} chains; "
+                             f"n_chains cannot change (got {self.n_chains})")
+        n_warmup = old.run_state.n_warmup
+        if self.n_warmup != n_warmup:
+            raise ValueError(f"warm_start continues chains warmed up for {n_warmup} "
+                             f"iterations; n_warmup cannot change (got {self.n_warmup})")
+        return old
+
     def _run(self, model):
-        rs = self.random_state
-        if isinstance(rs, np.random.RandomState):
-            rs = int(rs.randint(2**31))
         names = [f"coef[{j}]" for j in range(model.n_features)]
         if model.fit_intercept:
             names.append("intercept")
-        trace = sample(model, self.sampler, n_samples=self.n_samples, n_warmup=self.n_warmup,
-                       n_chains=self.n_chains, n_jobs=self.n_jobs, random_state=seed_sequence(rs),
-                       progress=self.progress, param_names=names)
-        if trace.n_samples == 0:
+        previous = self._previous_run()
+        if previous is not None:
+            # an interrupted fit is completed first; a complete one gains n_samples draws
+            trace = sample(model, self.sampler, resume=previous, n_jobs=self.n_jobs,
+                           n_samples=None if previous.interrupted else self.n_samples,
+                           progress=self.progress)
+        else:
+            rs = self.random_state
+            if isinstance(rs, np.random.RandomState):
+                rs = int(rs.randint(2**31))
+            trace = sample(model, self.sampler, n_samples=self.n_samples, n_warmup=self.n_warmup,
+                           n_chains=self.n_chains, n_jobs=self.n_jobs,
+                           random_state=seed_sequence(rs), progress=self.progress,
+                           param_names=names)
+        if trace.chain_lengths.sum() == 0:
             # Ctrl-C before any retained draw: nothing to fit, let the interrupt through
             raise KeyboardInterrupt("sampling was interrupted before any draw was retained")
+        if not (self.warm_start or trace.interrupted):
+            trace.run_state = None    # it references the data; keep it only to continue
         self.trace_ = trace
         self.posterior_draws_ = trace.draws
         mean = trace.posterior_mean()
@@ -74,7 +124,11 @@ class BayesianGLMBase(BaseEstimator):
         self.diagnostics_ = self._diagnostics(trace)
         if trace.signs is not None:
             self.posterior_signs_ = trace.signs
-            self.tau_hat_ = float((trace.signs > 0).mean())
+            self.tau_hat_ = float((trace.pooled_signs() > 0).mean())
+        else:
+            # a previous fit's signs would describe other draws
+            self.__dict__.pop("posterior_signs_", None)
+            self.__dict__.pop("tau_hat_", None)
 
     @staticmethod
     def _diagnostics(trace):
@@ -82,12 +136,12 @@ class BayesianGLMBase(BaseEstimator):
         d["sampler"] = trace.sampler.name
         d["tuning"] = trace.tuning
         d["interrupted"] = trace.interrupted
-        d["summary"] = trace.summary() if trace.n_samples >= 4 else None
+        d["summary"] = trace.summary() if trace._common().shape[1] >= 4 else None
         return d
 
     # ---- posterior access --------------------------------------------------------------
     def _flat_draws(self):
-        return self.posterior_draws_.reshape(-1, self.posterior_draws_.shape[-1])
+        return self.trace_.pooled_draws()
 
     def _coef_draws(self, max_draws=None):
         """``(coef draws (S, d), intercept draws (S,), weights (S,))``, pooled over
@@ -130,18 +184,18 @@ class BayesianGLMBase(BaseEstimator):
         """
         check_is_fitted(self)
         flat = self._flat_draws()
-        signs = self.trace_.signs
+        signs = self.trace_.pooled_signs()
         if n_samples is None:
             if signs is None:
                 return flat.copy()
-            return flat[signs.reshape(-1) > 0].copy()
+            return flat[signs > 0].copy()
         if not isinstance(n_samples, Integral) or n_samples < 1:
             raise ValueError(f"n_samples must be a positive integer or None, got {n_samples!r}")
         rng = np.random.default_rng(seed_sequence(random_state))
         if signs is None:
             idx = rng.integers(0, flat.shape[0], size=n_samples)
         else:
-            prob = np.clip(signs.reshape(-1).astype(float), 0, None)
+            prob = np.clip(signs.astype(float), 0, None)
             idx = rng.choice(flat.shape[0], size=n_samples, p=prob / prob.sum())
         return flat[idx].copy()
 

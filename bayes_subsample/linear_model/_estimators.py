@@ -13,7 +13,7 @@ from sklearn.utils.validation import validate_data
 from .._driver import seed_sequence
 from .._params import store_params
 from ..models import GaussianRegressionModel, LogisticRegressionModel, PoissonRegressionModel
-from ._base import BayesianGLMBase
+from ._base import BayesianGLMBase, all_or_nothing
 
 __all__ = ["BayesianLogisticRegression", "BayesianLinearRegression", "BayesianPoissonRegression"]
 
@@ -42,8 +42,16 @@ _COMMON_DOC = """
         Standard deviation of the Gaussian prior on the intercept.
     fit_intercept : bool, default=True
         Add an intercept (the last posterior column).
-    random_state : int, Generator or None, default=None
-        Seeds ``SeedSequence(random_state).spawn(...)``: one stream per chain.
+    random_state : int, Generator, SeedSequence, RandomState or None, default=None
+        Seeds ``SeedSequence(random_state).spawn(...)``: one stream per chain
+        (a Generator or RandomState is advanced to draw the seed).
+    warm_start : bool, default=False
+        When True, fitting again on the same data continues the previous
+        chains from their last states, with their adapted tuning and random
+        streams, and appends ``n_samples`` draws per chain: the result equals,
+        draw for draw, one fit with the total number of draws. A fit that was
+        interrupted (Ctrl-C) is first completed. The data are checked by a
+        fingerprint; the sampler, ``n_chains`` and ``n_warmup`` must not change.
     progress : bool, default=False
         Show a progress bar (needs tqdm).
 """
@@ -69,6 +77,20 @@ _ATTR_DOC = """
 """
 
 
+def _encode_labels(y):
+    """``(classes, codes)`` as ``np.unique(y, return_inverse=True)``, with a
+    clear error for labels that cannot be ordered (str mixed with numbers,
+    None)."""
+    try:
+        check_classification_targets(y)
+        return np.unique(y, return_inverse=True)
+    except TypeError as e:
+        kinds = sorted({type(v).__name__ for v in np.asarray(y, dtype=object).ravel()})
+        raise ValueError(
+            f"y mixes label types that cannot be ordered ({', '.join(kinds)}): use labels of "
+            "one type (all strings or all numbers, no None)") from e
+
+
 class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
     __doc__ = f"""Bayesian logistic regression sampled by MCMC.
 
@@ -90,6 +112,7 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
     (3, 2)
     """
 
+    @all_or_nothing
     def fit(self, X, y):
         """Sample the posterior of the coefficients given ``X`` and binary ``y``.
 
@@ -99,8 +122,8 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
         """
         self._validate()
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], order="C")
-        check_classification_targets(y)
-        self.classes_, y_enc = np.unique(y, return_inverse=True)
+        previous = getattr(self, "classes_", None) if self.warm_start else None
+        self.classes_, y_enc = _encode_labels(y)
         if self.classes_.shape[0] < 2:
             raise ValueError(
                 "This solver needs samples of at least 2 classes in the data, but the data "
@@ -112,6 +135,9 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
                 f"{type_of_target(y)}: BayesianLogisticRegression got "
                 f"{self.classes_.shape[0]} classes: {self.classes_.tolist()}"
             )
+        if previous is not None and not np.array_equal(previous, self.classes_):
+            raise ValueError(f"warm_start: the classes changed from {previous.tolist()} to "
+                             f"{self.classes_.tolist()}; fit on the same data to continue")
         return self._fit_model(LogisticRegressionModel, X, y_enc.astype(np.float64))
 
     def __sklearn_tags__(self):
@@ -237,9 +263,10 @@ class BayesianLinearRegression(_BayesianRegressorBase):
 
     def __init__(self, noise_scale=None, sampler="hmc_ecs", n_samples=1000, n_warmup=1000,
                  n_chains=4, n_jobs=None, prior_scale=10.0, intercept_prior_scale=10.0,
-                 fit_intercept=True, random_state=None, progress=False):
+                 fit_intercept=True, random_state=None, warm_start=False, progress=False):
         store_params(self, locals())
 
+    @all_or_nothing
     def fit(self, X, y):
         """Sample the posterior of the coefficients given ``X`` and ``y``.
 
@@ -307,6 +334,7 @@ class BayesianPoissonRegression(_BayesianRegressorBase):
     (2,)
     """
 
+    @all_or_nothing
     def fit(self, X, y):
         """Sample the posterior given ``X`` and non-negative integer counts ``y``.
 

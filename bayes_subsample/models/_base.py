@@ -8,6 +8,7 @@ the methods of :class:`Model`, so a user-defined model (see
 """
 from __future__ import annotations
 
+import hashlib
 import numbers
 
 import numpy as np
@@ -59,6 +60,16 @@ class GaussianPrior:
     def neg_hessian(self):
         """``-d^2 log p / d theta^2`` (a diagonal matrix)."""
         return np.diag(self.precision)
+
+
+def _digest(*arrays):
+    """A short content hash of arrays (their bytes, dtypes and shapes)."""
+    h = hashlib.blake2b(digest_size=16)
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(a.data)
+    return h.hexdigest()
 
 
 class Model:
@@ -113,6 +124,16 @@ class Model:
             cy = CyCallbackModel(self)
             self.__dict__["_compiled"] = cy
         return cy
+
+    def fingerprint(self):
+        """What identifies this posterior, as a dict of strings: two models with
+        equal fingerprints have the same likelihood, data and prior (used to
+        check that a run is resumed on the model it was sampled on). Python
+        models are identified by their class and attributes' identities."""
+        return {"class": type(self).__qualname__, "n_data": str(self.n_data),
+                "n_params": str(self.n_params),
+                "prior": _digest(np.asarray(self.prior.scale, dtype=np.float64)),
+                "terms": f"{id(self):x}"}
 
     # ---- generic implementations --------------------------------------------
     def grad_sum(self, theta, idx):
@@ -300,6 +321,11 @@ class FunctionModel(Model):
         self.n_data = int(n_data)
         self.n_params = int(n_params)
         self.prior = GaussianPrior(prior_scale, self.n_params)
+
+    def fingerprint(self):
+        fp = super().fingerprint()
+        fp["terms"] = f"{id(self._loglik):x}:{id(self._grad):x}"
+        return fp
 
     def loglik_terms(self, theta, idx):
         out = np.asarray(self._loglik(theta, idx), dtype=np.float64)

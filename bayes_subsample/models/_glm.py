@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from .._threads import available_cores, thread_budget
-from ._base import GaussianPrior, Model
+from ._base import GaussianPrior, Model, _digest
 from ._cymodel import CyGaussian, CyLogistic, CyPoisson
 from ._rows import DenseRows
 
@@ -153,6 +153,17 @@ class GLM(Model):
     def compiled(self):
         """The compiled family object (``CyLogistic``, ``CyPoisson`` or ``CyGaussian``)."""
         return self._cy
+
+    def fingerprint(self):
+        """Family, prior, noise, intercept, shapes and dtype, a hash of ``y``
+        and of up to 4096 evenly spaced rows of ``X`` (a check that data were
+        not swapped or edited in bulk, cheap on 1e7 rows; not a proof)."""
+        fp = super().fingerprint()
+        rows = np.unique(np.linspace(0, self.n_data - 1, min(self.n_data, 4096)).astype(np.int64))
+        fp.update(family=self.family, phi=repr(self.phi), fit_intercept=str(self.fit_intercept),
+                  X=f"{self.X.dtype.str}{self.X.shape}", y=_digest(self.y),
+                  terms=_digest(np.asarray(self.X[rows])))
+        return fp
 
     # ---- per-datum terms ------------------------------------------------------
     def linear_predictor(self, theta, X=None):
