@@ -58,7 +58,18 @@ def factor_precision(precision, regulariser=None):
         if regulariser is None:
             raise
         P = P + np.diag(np.asarray(regulariser, dtype=np.float64)) + 1e-8 * np.eye(len(P))
-        L = linalg.cholesky(P, lower=True)
+        try:
+            L = linalg.cholesky(P, lower=True)
+        except linalg.LinAlgError as e:
+            d = np.abs(np.diag(P))
+            raise linalg.LinAlgError(
+                "the posterior precision is numerically singular even with the prior's "
+                f"precision added (its diagonal spans {d.min():.3g}..{d.max():.3g}): the "
+                "posterior's scales differ by more than float64 resolves. Usual cause: "
+                "collinear columns of X (a constant column with fit_intercept=True, one-hot "
+                "groups with an intercept) with a noise_scale or prior_scale many orders of "
+                "magnitude from the data's scale. Standardise X, drop redundant columns, or "
+                "rescale noise_scale / prior_scale.") from e
     inv_L = inv_lower(L)
     cov = inv_L.T @ inv_L
     return PrecisionFactors(P, L, cov, linalg.cholesky(cov, lower=True))

@@ -44,13 +44,19 @@ def find_map(model, theta0=None, *, method=None, tol=1e-8, max_iter=200):
     def fg(t):
         n_passes[0] += 1
         want_h = method == "newton"
-        ll, g, h = model.full_pass(t, gradient=True, hessian=want_h)
-        lp = ll + model.prior.log_prob(t)
-        gp = g + model.prior.grad_log_prob(t)
+        with np.errstate(over="ignore", invalid="ignore"):
+            ll, g, h = model.full_pass(t, gradient=True, hessian=want_h)
+            lp = ll + model.prior.log_prob(t)
+            gp = g + model.prior.grad_log_prob(t)
+        finite = np.isfinite(lp) and np.isfinite(gp).all() and (
+            not want_h or np.isfinite(h).all())
+        if n_passes[0] == 1 and not finite:
+            # at the start (theta = 0 unless given): the data's or the prior's scale
+            raise model.overflow_error("at the starting point of the MAP search")
         if want_h:
             cache["t"] = t.copy()
             cache["h"] = -h + model.prior.neg_hessian()
-        if not np.isfinite(lp):
+        if not finite:
             return np.inf, np.zeros_like(t)
         return -lp, -gp
 
@@ -62,10 +68,16 @@ def find_map(model, theta0=None, *, method=None, tol=1e-8, max_iter=200):
 
     # scale the tolerance with n: gradients of sums grow like n
     gtol = tol * max(1.0, float(model.n_data))
+    res = None
     if method == "newton":
-        res = optimize.minimize(fg, theta, jac=True, hess=hess, method="trust-exact",
-                                options={"gtol": gtol, "maxiter": max_iter})
-    else:
+        try:
+            res = optimize.minimize(fg, theta, jac=True, hess=hess, method="trust-exact",
+                                    options={"gtol": gtol, "maxiter": max_iter})
+        except (np.linalg.LinAlgError, UnboundLocalError, ZeroDivisionError):
+            # scipy's trust-exact can fail inside its subproblem on nearly
+            # singular, badly scaled Hessians: the gradient-only search follows
+            res = None
+    if res is None:
         # ftol ~ eps: stop on the gradient tolerance, not on L-BFGS-B's default
         # relative-reduction test (which stops with max |grad| >> gtol on large n)
         res = optimize.minimize(fg, theta, jac=True, method="L-BFGS-B",

@@ -104,7 +104,7 @@ class TaylorControlVariate:
         self.B = np.ascontiguousarray(hess, dtype=np.float64) if order == 2 else np.zeros((p, p))
         if not (np.isfinite(self.L_star) and np.isfinite(self.A).all()
                 and np.isfinite(self.B).all()):
-            raise FloatingPointError("non-finite log-likelihood sums at theta_star")
+            raise model.overflow_error("at the control variates' centre theta*")
         self.cache = None
 
     def build_cache(self):

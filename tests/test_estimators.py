@@ -229,6 +229,84 @@ def test_bad_input_raises_clear_error(cls, params, X, y, err, match):
         est.fit(X, y)
 
 
+_SCALED = _X() * 1e200
+
+
+@pytest.mark.parametrize("cls, params, X, y, match", [
+    # issue 14: internal exceptions that leaked out of fit, now ValueErrors that
+    # name the input at fault and say what to do
+    (BayesianLinearRegression, {"noise_scale": 1e-9}, [[1.0]] * 5, [1.0] * 5,
+     "numerically singular.*collinear"),
+    (BayesianPoissonRegression, {"sampler": "sgld"}, [[97.0] * 4], [0], "SGLD ran away"),
+    (BayesianLinearRegression, {"sampler": "sgld"}, [[0.0]], [1.35e155],
+     "y has values up to 1.35e\\+155.*Rescale y"),
+    (BayesianLogisticRegression, {}, _SCALED, _Y2, "X has rows.*overflow.*Standardise X"),
+    (BayesianLogisticRegression, {"sampler": "confidence"}, _SCALED, _Y2,
+     "X has rows.*overflow.*Standardise X"),
+    (BayesianLogisticRegression, {"sampler": "sgld"}, _SCALED, _Y2, "X has rows.*Standardise"),
+    (BayesianLinearRegression, {}, _SCALED, np.arange(20.0), "noise scale could not be "
+     "estimated.*Standardise X"),
+    (BayesianLogisticRegression, {"prior_scale": 1e-300}, _X(), _Y2,
+     "prior scales must lie in"),
+])
+def test_former_internal_errors_are_clear_value_errors(cls, params, X, y, match):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with pytest.raises(ValueError, match=match):
+            cls(**{**FAST, "random_state": 0, **params}).fit(X, y)
+
+
+@pytest.mark.parametrize("X, y", [([[0.25]] * 3, [1.0] * 3), ([[1.0]] * 5, [1.0] * 5),
+                                  ([[1.0], [2.0], [3.0]], [2.0, 4.0, 6.0])])
+def test_exact_linear_fit_floors_the_noise_scale(X, y):
+    """Issue 14: constant or exactly linear y used to leak LinAlgError /
+    UnboundLocalError (noise estimate ~0); the estimate is floored at 1e-3 x
+    the scale of y, with a warning, and the fit works."""
+    with pytest.warns(UserWarning, match="fitted .*almost.* exactly.*noise_scale_="):
+        est = BayesianLinearRegression(random_state=0, **FAST).fit(X, y)
+    sd = np.std(y)
+    assert est.noise_scale_ == pytest.approx(1e-3 * (sd if sd > 0 else 1.0))
+    assert np.isfinite(est.posterior_draws_).all()
+    np.testing.assert_allclose(est.predict(X), y, atol=1e-2)
+
+
+def test_poisson_all_zero_counts_sgld_raises_sampling_error():
+    """A posterior SGLD's Laplace-scaled step cannot follow (all-zero counts:
+    a wall exp(eta) on one side): a SamplingError, which is a ValueError."""
+    from bayes_subsample.exceptions import SamplingError
+    X = np.random.default_rng(0).normal(size=(50, 2))
+    with pytest.raises(SamplingError, match="SGLD") as info:
+        BayesianPoissonRegression(sampler="sgld", random_state=0, **FAST).fit(X, np.zeros(50))
+    assert isinstance(info.value, ValueError) and isinstance(info.value, FloatingPointError)
+    # the full-data samplers fit it
+    est = BayesianPoissonRegression(sampler="hmc", random_state=0, **FAST).fit(X, np.zeros(50))
+    assert np.isfinite(est.posterior_draws_).all() and est.intercept_ < -2
+
+
+def test_collinear_one_hot_with_intercept_fits():
+    """Issue 14: one-hot groups plus an intercept (collinear: the likelihood's
+    Hessian is singular; the prior makes the posterior proper) with nearly
+    noiseless labels, n = 1e5, through the samplers that used to raise
+    LinAlgError."""
+    rng = np.random.default_rng(0)
+    n = 100_000
+    g = rng.integers(0, 4, n)
+    X = np.column_stack([np.eye(4)[g], rng.normal(size=n)])
+    y = (np.array([1.0, -1.0, 0.5, 0.0])[g] + 2 * X[:, 4] + 0.01 * rng.normal(size=n) > 0)
+    for sampler in ["hmc", "hmc_ecs", "sgld"]:
+        est = BayesianLogisticRegression(sampler=sampler, n_samples=50, n_warmup=50, n_chains=2,
+                                         random_state=0).fit(X, y.astype(int))
+        assert np.isfinite(est.posterior_draws_).all(), sampler
+        # the identified contrasts are sharp; the group-vs-intercept split is the prior's
+        assert est.coef_[4] > 10, sampler
+    Xg = np.column_stack([np.eye(4)[g], rng.normal(size=n)])
+    yg = np.array([1.0, -1.0, 0.5, 0.0])[g] + 2 * Xg[:, 4] + 1e-3 * rng.normal(size=n)
+    reg = BayesianLinearRegression(sampler="hmc_ecs", n_samples=50, n_warmup=50, n_chains=2,
+                                   random_state=0).fit(Xg, yg)
+    d = reg.coef_[:4] - reg.coef_[3]
+    np.testing.assert_allclose(d, [1.0, -1.0, 0.5, 0.0], atol=1e-3)
+
+
 def test_not_fitted_and_wrong_width(clf_data):
     X, y = clf_data
     est = BayesianLogisticRegression(**FAST)

@@ -348,11 +348,29 @@ def test_sign_correction_uses_signs():
     ({"variant": "fancy"}, "variant"),
     ({"n_blocks": 0}, "n_blocks"),
     ({"cv_order": 3}, "cv_order"),
+    # issue 14: recentring every iteration restarted dual averaging each time and
+    # blew the step size up to ~1e41; values below 10 are refused
+    ({"recentre_every": 1}, "recentre_every.*range \\[10, inf\\)"),
+    ({"recentre_every": 9}, "recentre_every"),
 ])
 def test_invalid_hyperparameters(kwargs, match):
     model = _logistic_problem(n=2000)
     with pytest.raises(ValueError, match=match):
         sample(model, HMCECS(**kwargs), n_samples=10, n_warmup=10, n_chains=1)
+
+
+def test_shortest_recentring_interval_works():
+    """``recentre_every=10`` (the smallest accepted): a sane step size, chains
+    that move, and means within 0.2 posterior sd of full-data HMC."""
+    model = _logistic_problem(n=20000)
+    args = {"n_samples": 300, "n_warmup": 300, "n_chains": 2, "random_state": 0}
+    ref = _quiet_sample(model, HMC(), **args)
+    tr = _quiet_sample(model, HMCECS(recentre_every=10), **args)
+    assert all(0.05 < t["step_size"] < 5 for t in tr.tuning)
+    assert tr.diagnostics()["acceptance_rate"].min() > 0.5
+    sd = ref.draws.reshape(-1, model.n_params).std(axis=0)
+    err = np.abs(tr.posterior_mean() - ref.posterior_mean()) / sd
+    assert err.max() < 0.2, err
 
 
 def test_order2_needs_glm():

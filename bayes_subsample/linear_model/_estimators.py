@@ -1,6 +1,7 @@
 """Bayesian logistic, linear and Poisson regression estimators."""
 from __future__ import annotations
 
+import warnings
 from numbers import Real
 
 import numpy as np
@@ -238,9 +239,13 @@ class BayesianLinearRegression(_BayesianRegressorBase):
     noise_scale : float or None, default=None
         Standard deviation of the Gaussian noise. A float fixes it. ``None``
         estimates it once before sampling from the residuals of the
-        ridge-stabilised least-squares fit, ``sqrt(RSS / (n - p))`` (``p``
-        counting the intercept; ``n <= p`` falls back to ``std(y)``), and keeps
-        it fixed (an empirical-Bayes plug-in); the value is ``noise_scale_``.{_COMMON_DOC}
+        (minimum-norm) least-squares fit, ``sqrt(RSS / (n - p))`` (``p``
+        counting the intercept; ``n <= p`` falls back to ``std(y)``, or 1 for
+        constant ``y``), and keeps it fixed (an empirical-Bayes plug-in); the
+        value is ``noise_scale_``. It is at least 1e-3 times the standard
+        deviation of ``y``: when the fit is (almost) exact, there is no noise
+        to estimate and the floor, with a warning, keeps the posterior well
+        conditioned.{_COMMON_DOC}
     Attributes
     ----------
     noise_scale_ : float
@@ -285,7 +290,7 @@ class BayesianLinearRegression(_BayesianRegressorBase):
         if n <= p:
             s = float(np.std(y))
             return s if s > 0 else 1.0
-        # normal equations in chunks (X is not copied), ridge-stabilised
+        # normal equations in chunks (X is not copied)
         A = np.zeros((p, p))
         b = np.zeros(p)
         step = max(1, 2**20 // max(1, X.shape[1]))
@@ -295,15 +300,35 @@ class BayesianLinearRegression(_BayesianRegressorBase):
                 xs = np.column_stack([xs, np.ones(xs.shape[0])])
             A += xs.T @ xs
             b += xs.T @ y[s:s + step]
-        A += 1e-8 * np.trace(A) / p * np.eye(p)
-        beta = np.linalg.solve(A, b)
+        if not (np.isfinite(A).all() and np.isfinite(b).all()):
+            raise self._overflow(X, y)
+        # minimum-norm least squares (collinear columns allowed)
+        beta = np.linalg.lstsq(A, b, rcond=None)[0]
         rss = 0.0
         for s in range(0, n, step):
             xs = np.asarray(X[s:s + step], dtype=np.float64)
             pred = xs @ beta[:X.shape[1]] + (beta[-1] if self.fit_intercept else 0.0)
             rss += float(np.sum((y[s:s + step] - pred) ** 2))
-        sigma = np.sqrt(rss / (n - p))
-        return float(sigma) if sigma > 0 else 1e-6 + float(np.std(y))
+        sigma = float(np.sqrt(rss / (n - p)))
+        if not np.isfinite(sigma):
+            raise self._overflow(X, y)
+        sd = float(np.std(y))
+        floor = 1e-3 * (sd if sd > 0 else max(1.0, float(np.max(np.abs(y)))))
+        if sigma < floor:
+            warnings.warn(
+                f"noise_scale=None: y is fitted (almost) exactly by a linear function of X "
+                f"(residual sd {sigma:.3g}), so the noise cannot be estimated; using "
+                f"noise_scale_={floor:.3g} (1e-3 x the scale of y). Pass noise_scale to "
+                "choose it.", UserWarning, stacklevel=3)
+            return floor
+        return sigma
+
+    @staticmethod
+    def _overflow(X, y):
+        return ValueError(
+            "noise_scale=None: the noise scale could not be estimated, the least-squares fit "
+            f"overflows float64 (|X| up to {_absmax(X):.3g}, |y| up to "
+            f"{float(np.max(np.abs(y))):.3g}). Standardise X and y, or pass noise_scale.")
 
     def _predictive_moments(self, X):
         eta, w = self._linear_predictor_draws(X)
@@ -313,6 +338,12 @@ class BayesianLinearRegression(_BayesianRegressorBase):
 
     def _sample_observation(self, rng, eta, draws):
         return eta + self.noise_scale_ * rng.standard_normal(eta.shape)
+
+
+def _absmax(X, step=2**16):
+    """``max |X|`` in row chunks (no copy of X)."""
+    return max((float(np.max(np.abs(X[s:s + step]))) for s in range(0, X.shape[0], step)),
+               default=0.0)
 
 
 class BayesianPoissonRegression(_BayesianRegressorBase):

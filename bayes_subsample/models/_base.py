@@ -43,8 +43,15 @@ class GaussianPrior:
             raise ValueError(f"prior scale must have shape ({n_params},), got {scale.shape}")
         if not np.all(np.isfinite(scale)) or np.any(scale <= 0):
             raise ValueError("prior scales must be finite and > 0")
+        with np.errstate(over="ignore", under="ignore", divide="ignore"):
+            precision = 1.0 / scale**2
+        if not (np.all(np.isfinite(precision)) and np.all(precision > 0)):
+            raise ValueError(
+                f"prior scales must lie in [1e-150, 1e150] (the prior precision 1 / scale^2 "
+                f"must be a finite float64 > 0), got {float(np.min(scale)):.3g}"
+                f"..{float(np.max(scale)):.3g}")
         self.scale = scale
-        self.precision = 1.0 / scale**2
+        self.precision = precision
 
     @property
     def n_params(self):
@@ -134,6 +141,21 @@ class Model:
                 "n_params": str(self.n_params),
                 "prior": _digest(np.asarray(self.prior.scale, dtype=np.float64)),
                 "terms": f"{id(self):x}"}
+
+    def scale_problem(self):
+        """A message naming the input whose scale makes this posterior's sums
+        overflow float64, or None. Called to explain non-finite values."""
+        return None
+
+    def overflow_error(self, where):
+        """A ValueError for non-finite log-posterior values at ``where``, naming
+        the input at fault when the model can tell."""
+        problem = self.scale_problem()
+        if problem is None:
+            problem = ("Check the scale of the data (standardise X) and of the prior "
+                       "(prior_scale).")
+        return ValueError(f"the log-posterior or its derivatives are not finite {where}. "
+                          + problem)
 
     # ---- generic implementations --------------------------------------------
     def grad_sum(self, theta, idx):

@@ -133,6 +133,12 @@ class GLM(Model):
                 raise ValueError(f"noise_scale must be a finite float > 0, got {noise_scale!r}")
             self.noise_scale = float(noise_scale)
             self.phi = self.noise_scale**2
+            z = float(np.max(np.abs(y))) / self.noise_scale if y.size else 0.0
+            if not (np.isfinite(self.phi) and self.phi > 0) or z * z * max(1, y.size) > 1e300:
+                raise ValueError(
+                    f"y has values up to {z * self.noise_scale:.3g} for a noise scale of "
+                    f"{self.noise_scale:.3g}: the Gaussian log-likelihood's squared residuals "
+                    "overflow float64. Rescale y (e.g. divide by its standard deviation).")
         else:
             self.noise_scale = None
             self.phi = 1.0
@@ -234,6 +240,18 @@ class GLM(Model):
         if self._row_norm_max is None:
             self._row_norm_max = float(self._cy.rows.row_norm_max())
         return self._row_norm_max
+
+    def scale_problem(self):
+        """Which input's scale overflows float64 in this model's sums, as a
+        message, or None (one pass over X for its largest row norm)."""
+        R = self.row_norm_max
+        if not (np.isfinite(R) and R * R * max(1, self.n_data) < 1e300):
+            size = (f"rows of norm up to {R:.3g}" if np.isfinite(R)
+                    else "rows whose norm overflows float64")
+            return (f"X has {size}: the log-likelihood's gradient and curvature (sums of "
+                    "x x^T) overflow float64. Standardise X (e.g. StandardScaler), or rescale "
+                    "its columns.")
+        return super().scale_problem()
 
     def _max_abs_y_times_norm(self):
         if self._y_absmax is None:

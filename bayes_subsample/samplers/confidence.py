@@ -199,6 +199,8 @@ default="bernstein_serfling"
                 f"{type(model).__name__}.range_bound(theta, theta_new) (for FunctionModel "
                 "pass range_bound=callable). Original message: " + str(e)
             ) from e
+        if np.isscalar(C) and not np.isfinite(C) and model.scale_problem() is not None:
+            raise model.overflow_error("in the range bound C(theta, theta')")
         if not (np.isscalar(C) and float(C) >= 0.0):
             raise ValueError(f"model.range_bound must return a float >= 0, got {C!r}")
         prepared = prepare_laplace(model)

@@ -336,7 +336,10 @@ class HMCECS(BaseSampler):
     theta_star : array-like, optional
         Fix the expansion point (disables recentring).
     recentre_every : int or None, default=200
-        Recentre ``theta*`` every so many warmup iterations (None: never).
+        Recentre ``theta*`` every so many warmup iterations (None: never). At
+        least 10: each recentring makes a full pass over the data and restarts
+        the step-size adaptation, which needs several iterations to settle
+        (restarted at every iteration, dual averaging only grows the step).
     target_variance : float, default=1.0
         Perturbed: target ``Var[ell_hat_m]`` for choosing ``m``.
     subset_fraction : float, default=0.01
@@ -364,7 +367,7 @@ class HMCECS(BaseSampler):
         "correlation": [Interval(Real, 0, 1, closed="left")],
         "cv_order": [StrOptions({"auto"}), Interval(Integral, 0, 2, closed="both"), None],
         "theta_star": ["array-like", None],
-        "recentre_every": [Interval(Integral, 1, None, closed="left"), None],
+        "recentre_every": [Interval(Integral, 10, None, closed="left"), None],
         "target_variance": [Interval(Real, 0, None, closed="neither")],
         "subset_fraction": [Interval(Real, 0, 1, closed="right")],
     }

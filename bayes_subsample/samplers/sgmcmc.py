@@ -28,6 +28,7 @@ from sklearn.utils._param_validation import StrOptions
 from .._deprecation import DEPRECATED, deprecated_constraint
 from .._params import store_params
 from ..control_variates import TaylorControlVariate
+from ..exceptions import SamplingError
 from . import _sgmcmc_fast as _fast
 from ._base import BaseSampler, Kernel, LaplacePrepared, prepare_laplace, shared_constraints
 from ._hamiltonian import Metric
@@ -253,7 +254,7 @@ def prepare_sg(sampler, model, *, control_variates, batch_size, friction=None,
 
 
 def _diverged(name, step_size, where):
-    return FloatingPointError(
+    return SamplingError(
         f"{name} produced a non-finite state ({where}): step_size={step_size:g} is too large "
         "for this posterior's curvature or gradient noise. Use a smaller step_size (see "
         "bayes_subsample.samplers.suggest_step_size) or control variates.")
@@ -317,7 +318,7 @@ class _SGKernelBase(Kernel):
             theta = position.copy()
         dist = float(np.max(np.abs(z)))
         if not dist < RUNAWAY_SD:
-            raise FloatingPointError(
+            raise SamplingError(
                 f"{self.name} ran away: the chain is {dist:.3g} posterior standard deviations "
                 f"(of the Laplace approximation) from the mode; step_size={self.step_size:g} "
                 "makes the discretised dynamics unstable for this posterior. Use the default "
@@ -408,7 +409,8 @@ class SGLD(BaseSampler):
 
     A chain that leaves the finite numbers, or runs more than ``1000`` posterior
     standard deviations (of the Laplace approximation) away from the mode,
-    stops with a ``FloatingPointError`` saying what to change.
+    stops with a :class:`~bayes_subsample.exceptions.SamplingError` (a
+    ``ValueError`` and ``FloatingPointError``) saying what to change.
 
     Notes
     -----
