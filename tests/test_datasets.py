@@ -352,6 +352,159 @@ def test_small_blocks_give_same_result(monkeypatch, tmp_path):
 
 
 # --------------------------------------------------------------------------
+# damaged and incomplete files
+# --------------------------------------------------------------------------
+
+COVTYPE_SAMPLE = _base._PACKAGE_DATA / "covtype_sample_20k.data.gz"
+
+
+def _lines(path):
+    """The lines of a gzipped text file, each with its newline."""
+    return gzip.decompress(path.read_bytes()).splitlines(keepends=True)
+
+
+def _gz(path, data):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.compress(data, mtime=0))
+    return path
+
+
+def _truncated(path, src, keep=0.5):
+    """``path``: the first ``keep`` of the compressed bytes of ``src``."""
+    raw = src.read_bytes()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(raw[: int(len(raw) * keep)])
+    return path
+
+
+def _corrupted(path, src):
+    """``path``: ``src`` with one byte of its deflate data flipped."""
+    raw = bytearray(src.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(bytes(raw))
+    return path
+
+
+def test_data_file_error_is_a_documented_value_error():
+    assert issubclass(ds.DataFileError, ValueError)
+    assert "DataFileError" in ds.__all__
+
+
+@pytest.mark.parametrize("compress", [True, False])
+def test_covtype_cut_at_line_boundary_raises(tmp_path, compress):
+    lines = _lines(COVTYPE_SAMPLE)[:12345]
+    name = "covtype.data.gz" if compress else "covtype.data"
+    path = tmp_path / "covtype" / name
+    if compress:
+        _gz(path, b"".join(lines))
+    else:
+        path.parent.mkdir()
+        path.write_bytes(b"".join(lines))
+    with pytest.raises(ds.DataFileError) as exc:
+        ds.load_covtype(data_home=tmp_path)
+    msg = str(exc.value)
+    assert str(path) in msg
+    assert "12,345 data rows" in msg and "581,012" in msg
+    assert "download it again" in msg and "covtype.data.gz" in msg.split("from ")[-1]
+    # a cut after the rows asked for is not seen; one before them is
+    X, _ = ds.load_covtype(data_home=tmp_path, n_rows=1000, return_X_y=True)
+    assert X.shape == (1000, 54)
+    with pytest.raises(ds.DataFileError, match=r"12,345 data rows \(asked for the first 20,000\)"):
+        ds.load_covtype(data_home=tmp_path, n_rows=20000)
+
+
+@pytest.mark.parametrize("content", [b"", None])
+def test_empty_covtype_raises(tmp_path, content):
+    path = tmp_path / "covtype.data.gz"
+    if content is None:
+        path.write_bytes(b"")  # not even a gzip header
+    else:
+        _gz(path, content)
+    with pytest.raises(ds.DataFileError, match=r"covtype\.data\.gz: it holds no data rows"):
+        ds.load_covtype(data_home=tmp_path)
+
+
+@pytest.mark.parametrize("damage, what", [(_truncated, "truncated"), (_corrupted, "corrupt")])
+@pytest.mark.parametrize("cache", [False, True])
+def test_damaged_gzip_names_the_file(tmp_path, damage, what, cache):
+    cov = damage(tmp_path / "covtype" / "covtype.data.gz", COVTYPE_SAMPLE)
+    with pytest.raises(ds.DataFileError) as exc:
+        ds.load_covtype(data_home=tmp_path, cache=cache, cache_dir=tmp_path / "cache")
+    msg = str(exc.value)
+    assert msg.startswith(f"{cov}: ") and what in msg and "Delete it" in msg
+    # nothing half-built is left in the cache
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
+    # any HIGGS file, known by its name or not
+    for name in ("mine.csv.gz", "HIGGS.csv.gz"):
+        h = damage(tmp_path / name, HIGGS_SAMPLE_TRAIN)
+        with pytest.raises(ds.DataFileError, match=f"^{h}: .*{what}"):
+            ds.load_higgs(h)
+
+
+def test_short_truncated_gzip_fails_while_sniffing(tmp_path):
+    h = _truncated(tmp_path / "mine.csv.gz", HIGGS_SAMPLE_TRAIN, keep=0.01)
+    with pytest.raises(ds.DataFileError, match=f"^{h}: it is truncated"):
+        ds.load_higgs(h)
+
+
+def test_shipped_samples_are_checked(tmp_path, monkeypatch):
+    from bayes_subsample.datasets import _covtype, _higgs
+
+    monkeypatch.setattr(_covtype, "_PACKAGE_DATA", tmp_path)
+    monkeypatch.setattr(_higgs, "_PACKAGE_DATA", tmp_path)
+    lines = _lines(COVTYPE_SAMPLE)
+    _gz(tmp_path / COVTYPE_SAMPLE.name, b"".join(lines[:12345]))
+    with pytest.raises(ds.DataFileError, match="12,345 data rows, but the shipped 20,000-row "
+                                               "sample has 20,000.*reinstall"):
+        ds.load_covtype_sample()
+    # same row count, one value changed: the checksum tells
+    lines[7] = lines[7].replace(b",", b"9,", 1)
+    _gz(tmp_path / COVTYPE_SAMPLE.name, b"".join(lines))
+    with pytest.raises(ds.DataFileError, match="its content has sha256 .*, but the shipped"):
+        ds.load_covtype_sample()
+    _gz(tmp_path / COVTYPE_SAMPLE.name, b"".join(_lines(COVTYPE_SAMPLE)))  # re-compressed: fine
+    assert ds.load_covtype_sample().data.shape == (20000, 54)
+    hl = _lines(HIGGS_SAMPLE_TRAIN)
+    _gz(tmp_path / HIGGS_SAMPLE_TRAIN.name, b"".join(hl[:6000]))
+    with pytest.raises(ds.DataFileError, match="6,000 data rows, but the shipped"):
+        ds.load_higgs_sample()
+
+
+def test_higgs_cut_at_line_boundary_raises(tmp_path):
+    lines = _lines(HIGGS_SAMPLE_TRAIN)
+    # the full UCI file by its name: 11,000,000 rows
+    full = _gz(tmp_path / "higgs" / "HIGGS.csv.gz", b"".join(lines[:300]))
+    with pytest.raises(ds.DataFileError, match=r"300 data rows, but the complete UCI HIGGS.csv "
+                                               r"has 11,000,000.*00280/HIGGS.csv.gz"):
+        ds.load_higgs(data_home=tmp_path)
+    with pytest.raises(ds.DataFileError, match="300 data rows"):
+        ds.load_higgs(full, n_rows=1000)
+    assert ds.load_higgs(data_home=tmp_path, n_rows=300).data.shape == (300, 28)
+    # a known subset by its name in the shared data folder
+    sub = _gz(tmp_path / "lightgbm_binary.train.gz", b"".join(lines[:6000]))
+    with pytest.raises(ds.DataFileError, match=f"^{sub}: it has 6,000 data rows, but "
+                                               "LightGBM's binary.train has 7,000"):
+        ds.load_higgs(sub)
+    # a file of unknown size cut at a line boundary cannot be told from a short one
+    other = _gz(tmp_path / "mine.csv.gz", b"".join(lines[:6000]))
+    assert ds.load_higgs(other).data.shape == (6000, 28)
+
+
+def test_higgs_known_subset_checksum(tmp_path):
+    lines = _lines(HIGGS_SAMPLE_TRAIN)[:500]  # 500 rows, as many as binary.test
+    path = _gz(tmp_path / "lightgbm_binary.test.gz", b"".join(lines))
+    with pytest.raises(ds.DataFileError, match="its content has sha256 [0-9a-f]{64}, but "
+                                               "LightGBM's binary.test has d99ebec9"):
+        ds.load_higgs(path)
+    # the real one passes, gunzipped too
+    plain = tmp_path / "lightgbm_binary.train"
+    plain.write_bytes(gzip.decompress(HIGGS_SAMPLE_TRAIN.read_bytes()))
+    assert ds.load_higgs(plain).data.shape == (7000, 28)
+
+
+
+# --------------------------------------------------------------------------
 # cache
 # --------------------------------------------------------------------------
 

@@ -59,7 +59,7 @@ draws linear-Gaussian data for tests against exact conjugate posteriors.
 Neither adds an intercept column: the package's estimators have
 ``fit_intercept`` and treat the intercept as a virtual column of ones.
 """
-from ._base import clear_cache, get_cache_dir, get_data_home
+from ._base import DataFileError, clear_cache, get_cache_dir, get_data_home
 from ._covtype import load_covtype, load_covtype_sample
 from ._files import load_file
 from ._higgs import load_higgs, load_higgs_sample
@@ -74,6 +74,7 @@ from ._higgs import HIGGS_FEATURE_NAMES, HIGGS_LABEL_NAMES  # noqa: F401
 from ._kddcup99 import KDDCUP99_COLUMN_NAMES  # noqa: F401
 
 __all__ = [
+    "DataFileError",
     "clear_cache",
     "get_cache_dir",
     "get_data_home",

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import uuid
+import zlib
 from pathlib import Path
 from typing import NamedTuple
 
@@ -23,6 +24,118 @@ DEFAULT_DATA_HOME = "~/bayes_subsample_data"
 _PACKAGE_DATA = Path(__file__).resolve().parent.parent / "data"
 _BLOCK_BYTES = 32 * 1024 * 1024  # text parsed per block when streaming a file
 _CACHE_VERSION = 1
+
+# --------------------------------------------------------------------------
+# damaged files
+# --------------------------------------------------------------------------
+
+
+class DataFileError(ValueError):
+    """A data file is damaged, incomplete or not in the format its loader reads.
+
+    Raised by the loaders of :mod:`bayes_subsample.datasets` when a file
+    cannot be decompressed (truncated or corrupt gzip data) or parsed, holds
+    no data rows, or differs from what is known of it: a complete original
+    file with another number of rows than it has (Covertype 581,012; HIGGS
+    11,000,000; KDD Cup 99 10% 494,021; MNIST 60,000 + 10,000) or, where the
+    file is fixed, another sha256. The message names the file, says what is
+    wrong and what to do (usually: delete the file and download it again).
+
+    A subclass of :class:`ValueError`, so ``except ValueError`` catches it
+    as before.
+
+    Examples
+    --------
+    >>> import gzip, os, tempfile
+    >>> from bayes_subsample.datasets import DataFileError, load_covtype
+    >>> home = tempfile.mkdtemp()
+    >>> with gzip.open(os.path.join(home, "covtype.data.gz"), "wb") as f:
+    ...     _ = f.write(b"2596,51,3,258,0,510,221,232,148,6279" + b",0" * 44 + b",5\\n")
+    >>> try:
+    ...     load_covtype(data_home=home)
+    ... except DataFileError as exc:
+    ...     print(str(exc).split(": ", 1)[1][:64])
+    it has 1 data row, but the complete UCI covtype.data has 581,012
+    """
+
+
+class _Expect(NamedTuple):
+    """What a loader knows of the file it reads: for the checks and the messages.
+
+    ``n_rows`` (data rows, header excluded) and ``sha256`` (of the
+    decompressed bytes, so a re-compressed or gunzipped copy passes) are
+    None where unknown; ``fix`` says what to do about a damaged file.
+    """
+
+    what: str = "the file"  # how messages name the complete file
+    n_rows: int = None
+    sha256: str = None
+    fix: str = (
+        "If it was downloaded or copied, the transfer was probably cut short or damaged: "
+        "delete it and fetch it again."
+    )
+
+
+def _redownload(src):
+    """The advice for a damaged file of source ``src`` (a :class:`_Source`)."""
+    return f"Delete it and download it again from {src.url} (dataset page: {src.page})."
+
+
+_SHIPPED_FIX = (
+    "This file ships with bayes_subsample, so the installation is damaged: reinstall it "
+    "(pip install --force-reinstall bayes_subsample)."
+)
+
+
+def _damaged(path, problem, expect=_Expect()):
+    """A :class:`DataFileError` saying what is wrong with ``path`` and what to do."""
+    return DataFileError(f"{path}: {problem}. {expect.fix}")
+
+
+def _read(fh, n, path, expect=_Expect()):
+    """``fh.read(n)``, with decompression errors turned into a :class:`DataFileError`."""
+    try:
+        return fh.read(n)
+    except EOFError as exc:  # gzip: the stream ends before its end-of-stream marker
+        raise _damaged(path, f"it is truncated ({exc})", expect) from exc
+    except (gzip.BadGzipFile, zlib.error) as exc:  # bad CRC, length or deflate data
+        raise _damaged(path, f"its gzip data are corrupt ({exc})", expect) from exc
+
+
+def _check_read(path, expect, n_read, n_rows=None, digest=None):
+    """Raise a :class:`DataFileError` if a read of ``path`` is not what ``expect`` says.
+
+    ``n_read`` data rows were read with the limit ``n_rows`` (None: the whole
+    file, whose decompressed bytes ``digest`` then hashed, if given). Any
+    read must find a data row; a known file must give ``min(n_rows,
+    expect.n_rows)`` rows, and read whole, have the known sha256.
+    """
+    if n_read == 0:
+        raise _damaged(path, "it holds no data rows", expect)
+    if expect.n_rows is not None:
+        want = expect.n_rows if n_rows is None else min(n_rows, expect.n_rows)
+        if n_read != want:
+            asked = "" if n_rows is None else f" (asked for the first {n_rows:,})"
+            raise _damaged(
+                path,
+                f"it has {n_read:,} data row{'s' if n_read != 1 else ''}{asked}, but "
+                f"{expect.what} has {expect.n_rows:,}",
+                expect,
+            )
+    if n_rows is None and digest is not None and expect.sha256 is not None:
+        if digest.hexdigest() != expect.sha256:
+            raise _damaged(
+                path,
+                f"its content has sha256 {digest.hexdigest()}, but {expect.what} has "
+                f"{expect.sha256}",
+                expect,
+            )
+
+
+def _digest_for(expect, n_rows=None):
+    """A sha256 object to hash a whole read of a file with a known checksum, else None."""
+    return hashlib.sha256() if n_rows is None and expect.sha256 is not None else None
+
 
 # --------------------------------------------------------------------------
 # locating files
@@ -115,16 +228,22 @@ def _open_binary(path):
 # --------------------------------------------------------------------------
 
 
-def _iter_blocks(path, skip_lines=0, block_bytes=None):
-    """Yield byte blocks of whole lines (CR removed), skipping the first lines."""
+def _iter_blocks(path, skip_lines=0, block_bytes=None, expect=_Expect(), digest=None):
+    """Yield byte blocks of whole lines (CR removed), skipping the first lines.
+
+    A decompression error raises a :class:`DataFileError`; ``digest`` (a
+    hashlib object), if given, is fed the decompressed bytes.
+    """
     block_bytes = _BLOCK_BYTES if block_bytes is None else block_bytes
     with _open_binary(path) as fh:
         rest = b""
         first = True
         while True:
-            buf = fh.read(block_bytes)
+            buf = _read(fh, block_bytes, path, expect)
             if not buf:
                 break
+            if digest is not None:
+                digest.update(buf)
             if first and buf.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte-order mark
                 buf = buf[3:]
             first = False
@@ -197,16 +316,19 @@ def _parse_block(block, *, delimiter, dtype, usecols=None, max_rows=None):
 
 
 def _iter_parsed(
-    path, *, delimiter, dtype, n_rows=None, skip_lines=0, usecols=None, ncols=None, block_bytes=None
+    path, *, delimiter, dtype, n_rows=None, skip_lines=0, usecols=None, ncols=None,
+    block_bytes=None, expect=_Expect(), digest=None
 ):
     """Parse a delimited numeric text file block by block.
 
     Integers go through ``np.loadtxt`` (C since NumPy 1.23, about 60 million
     values per second); floats through pandas' C parser when available
     (about 10 million per second) else ``np.loadtxt`` (about 3-6 million).
+    Decompression and parse errors raise a :class:`DataFileError`.
     """
     remaining = n_rows
-    for block in _iter_blocks(path, skip_lines=skip_lines, block_bytes=block_bytes):
+    for block in _iter_blocks(path, skip_lines=skip_lines, block_bytes=block_bytes,
+                              expect=expect, digest=digest):
         if remaining is not None and remaining <= 0:
             return
         try:
@@ -214,9 +336,13 @@ def _iter_parsed(
                 block, delimiter=delimiter, dtype=dtype, usecols=usecols, max_rows=remaining
             )
         except ValueError as exc:
-            raise ValueError(f"Could not parse {path} as numeric delimited text: {exc}") from exc
+            raise _damaged(
+                path, f"could not parse it as numeric delimited text ({exc})", expect
+            ) from exc
         if ncols is not None and arr.shape[0] and arr.shape[1] != ncols:
-            raise ValueError(f"{path}: expected {ncols} columns per line, found {arr.shape[1]}")
+            raise _damaged(
+                path, f"expected {ncols} columns per line, found {arr.shape[1]}", expect
+            )
         if remaining is not None:
             remaining -= arr.shape[0]
         if arr.shape[0]:
@@ -491,15 +617,17 @@ def _cache_options(dtype, standardize, add_intercept, n_rows, **extra):
 
 def _load_table(
     what, path, parsed, split, *, n_features, target_dtype, dtype, standardize, add_intercept,
-    n_rows, cache, cache_dir, standardize_cols, options=None
+    n_rows, cache, cache_dir, standardize_cols, options=None, expect=_Expect()
 ):
     """Stream a numeric text file into ``data`` and ``target`` arrays, through the cache if asked.
 
-    ``parsed()`` yields the file's row blocks (:func:`_iter_parsed`) and
-    ``split(block)`` returns a block's features and targets. The features get
-    a last column of ones with ``add_intercept``, and columns
-    ``standardize_cols`` are standardised with ``standardize``. ``options``
-    are the loader's own settings for the cache key, besides the common ones.
+    ``parsed(digest)`` yields the file's row blocks (:func:`_iter_parsed`,
+    feeding ``digest`` the decompressed bytes) and ``split(block)`` returns a
+    block's features and targets. The features get a last column of ones
+    with ``add_intercept``, and columns ``standardize_cols`` are standardised
+    with ``standardize``. ``options`` are the loader's own settings for the
+    cache key, besides the common ones. The rows read (and, for a whole read,
+    the checksum) are checked against ``expect`` before anything is cached.
     Returns ``(X, y, meta)``.
     """
     options = _cache_options(dtype, standardize, add_intercept, n_rows, **(options or {}))
@@ -507,10 +635,12 @@ def _load_table(
     def build(make_sink):
         xs = make_sink("data", dtype, (n_features + bool(add_intercept),))
         ys = make_sink("target", target_dtype)
-        for block in parsed():
+        digest = _digest_for(expect, n_rows)
+        for block in parsed(digest):
             X_block, y_block = split(block)
             xs.append(_with_intercept(X_block, dtype) if add_intercept else X_block)
             ys.append(y_block)
+        _check_read(path, expect, xs.n, n_rows, digest)
         X, y = xs.finish(), ys.finish()
         meta = _standardize_meta(X, standardize_cols) if standardize else {}
         return {"data": X, "target": y}, meta
