@@ -504,6 +504,104 @@ def test_higgs_known_subset_checksum(tmp_path):
 
 
 
+# the first line of kddcup.data_10_percent
+KDD_LINE = (b"0,tcp,http,SF,181,5450,0,0,0,0,0,1,0,0,0,0,0,0,0,0,0,0,8,8,0.00,0.00,0.00,0.00,"
+            b"1.00,0.00,0.00,9,9,1.00,0.00,0.11,0.00,0.00,0.00,0.00,0.00,normal.\n")
+
+
+def test_kddcup99_cut_or_damaged_raises(tmp_path, monkeypatch):
+    from bayes_subsample.datasets import _kddcup99
+
+    path = _gz(tmp_path / "kddcup99" / "kddcup.data_10_percent.gz", KDD_LINE * 1000)
+    with pytest.raises(ds.DataFileError, match=f"^{path}: it has 1,000 data rows, but the "
+                                               "complete KDD Cup 99 10% file has 494,021"):
+        ds.load_kddcup99(data_home=tmp_path)
+    assert ds.load_kddcup99(data_home=tmp_path, n_rows=500).data.shape[0] == 500
+    _truncated(path, tmp_path / "kddcup99" / "kddcup.data_10_percent.gz", keep=0.3)
+    with pytest.raises(ds.DataFileError, match=f"^{path}: it is truncated.*download it again"):
+        ds.load_kddcup99(data_home=tmp_path, cache=True, cache_dir=tmp_path / "cache")
+    _gz(path, b"")
+    with pytest.raises(ds.DataFileError, match="it holds no data rows"):
+        ds.load_kddcup99(data_home=tmp_path)
+    # the checksum is compared when the row count matches (here: a smaller "known" count)
+    _gz(path, KDD_LINE * 1000)
+    monkeypatch.setattr(_kddcup99, "_EXPECT", _kddcup99._EXPECT._replace(n_rows=1000))
+    with pytest.raises(ds.DataFileError, match="its content has sha256 [0-9a-f]{64}, but the "
+                                               "complete KDD Cup 99 10% file has f8c8267e"):
+        ds.load_kddcup99(data_home=tmp_path)
+
+
+def _write_idx(path, arr):
+    """``arr`` (uint8) as a gzipped IDX file."""
+    head = bytes([0, 0, 8, arr.ndim]) + np.array(arr.shape, dtype=">u4").tobytes()
+    return _gz(path, head + np.ascontiguousarray(arr, dtype=np.uint8).tobytes())
+
+
+def _fake_idx_home(home, n_train=100, n_test=20):
+    rng = np.random.default_rng(0)
+    for part, n in (("train", n_train), ("t10k", n_test)):
+        _write_idx(home / "mnist" / f"{part}-images-idx3-ubyte.gz",
+                   rng.integers(0, 256, (n, 28, 28), dtype=np.uint8))
+        _write_idx(home / "mnist" / f"{part}-labels-idx1-ubyte.gz",
+                   rng.integers(0, 10, n, dtype=np.uint8))
+
+
+def test_mnist_idx_files_are_checked(tmp_path):
+    _fake_idx_home(tmp_path)
+    images = tmp_path / "mnist" / "train-images-idx3-ubyte.gz"
+    raw = gzip.decompress(images.read_bytes())
+    with pytest.raises(ds.DataFileError, match=f"^{images}: it has 100 data rows, but the MNIST "
+                                               "training images has 60,000"):
+        ds.load_mnist_7vs9(data_home=tmp_path)
+    _gz(images, raw[:-10])  # cut inside its data
+    with pytest.raises(ds.DataFileError, match=r"its header says shape \(100, 28, 28\) but it "
+                                               r"holds 78,390 bytes"):
+        ds.load_mnist_7vs9(data_home=tmp_path)
+    _gz(images, raw)
+    _truncated(images, images, keep=0.5)
+    with pytest.raises(ds.DataFileError, match=f"^{images}: it is truncated.*download it again"):
+        ds.load_mnist_7vs9(data_home=tmp_path)
+
+
+def test_mnist_npz_is_checked(tmp_path):
+    home = tmp_path / "home"
+    npz = home / "mnist" / "mnist_7vs9_derived.npz"
+    npz.parent.mkdir(parents=True)
+    shapes = {"X_train": (12214, 784), "y_train": (12214,), "X_test": (2037, 784),
+              "y_test": (2037,)}
+    arrays = {k: np.zeros(s, dtype=np.uint8) for k, s in shapes.items()}
+    # fewer rows than the subset has: was loaded as it was
+    np.savez(npz, **dict(arrays, X_train=arrays["X_train"][:100], y_train=arrays["y_train"][:100]))
+    with pytest.raises(ds.DataFileError, match=r"array 'X_train' has shape \(100, 784\), not "
+                                               r"\(12214, 784\).*Delete it"):
+        ds.load_mnist_7vs9(data_home=home)
+    np.savez(npz, **arrays)  # right shapes, wrong pixels
+    with pytest.raises(ds.DataFileError, match="its arrays have sha256"):
+        ds.load_mnist_7vs9(data_home=home)
+    np.savez(npz, X_train=arrays["X_train"])
+    with pytest.raises(ds.DataFileError, match=r"it lacks arrays \['y_train', 'X_test', 'y_test'\]"):
+        ds.load_mnist_7vs9(data_home=home)
+    np.savez(npz, **arrays)
+    for damage in (_truncated, _corrupted):
+        damage(npz, npz)
+        with pytest.raises(ds.DataFileError, match=f"^{npz}: it cannot be read as .npz"):
+            ds.load_mnist_7vs9(data_home=home)
+        np.savez(npz, **arrays)
+
+
+def test_real_mnist_npz_checksum_survives_resaving(tmp_path):
+    from bayes_subsample.datasets import _mnist
+
+    src = _real_file("mnist", "mnist_7vs9_derived.npz")
+    with np.load(src) as z:
+        arrays = {k: z[k] for k in z.files}
+    assert _mnist._arrays_sha256(arrays) == _mnist._NPZ_SHA256
+    (tmp_path / "mnist").mkdir()
+    np.savez_compressed(tmp_path / "mnist" / "mnist_7vs9_derived.npz", **arrays)
+    b = ds.load_mnist_7vs9(data_home=tmp_path)
+    np.testing.assert_array_equal(b.y_test, arrays["y_test"])
+
+
 # --------------------------------------------------------------------------
 # cache
 # --------------------------------------------------------------------------
