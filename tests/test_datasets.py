@@ -1017,3 +1017,40 @@ def test_load_file_errors(tmp_path, xy):
         (tmp_path / "e.csv").write_text(text)
         with pytest.raises(ValueError, match=match):
             ds.load_file(tmp_path / "e.csv")
+
+
+def test_load_file_damaged_files_raise_data_file_error(tmp_path, xy):
+    from sklearn.datasets import dump_svmlight_file
+
+    X, y = xy
+    X, y = np.tile(X, (200, 1)), np.tile(y, 200)  # big enough to cut inside the data
+    csv = _write_csv(tmp_path / "d.csv.gz", X, y)
+    dump_svmlight_file(X, y, str(tmp_path / "d.svm"))
+    svm = _gz(tmp_path / "d.svm.gz", (tmp_path / "d.svm").read_bytes())
+    for path in (csv, svm):
+        _truncated(path, path, keep=0.5)
+        with pytest.raises(ds.DataFileError, match=f"^{path}: it is truncated .*fetch it again"):
+            ds.load_file(path)
+    # cut so early that the format sniffing fails already
+    early = _truncated(tmp_path / "no_extension", _write_csv(tmp_path / "e.csv.gz", X, y), 0.05)
+    with pytest.raises(ds.DataFileError, match="it is truncated"):
+        ds.load_file(early)
+    np.savez(tmp_path / "a.npz", X=X, y=y)
+    npz = _corrupted(tmp_path / "a.npz", tmp_path / "a.npz")
+    with pytest.raises(ds.DataFileError, match=f"^{npz}: could not read it as .npz"):
+        ds.load_file(npz)
+    (tmp_path / "h.csv").write_text("a,b,label\n")
+    with pytest.raises(ds.DataFileError, match="holds no data rows"):
+        ds.load_file(tmp_path / "h.csv")
+
+
+def test_load_file_gzip_told_by_content(tmp_path, xy):
+    from sklearn.datasets import dump_svmlight_file
+
+    X, y = xy
+    csv = tmp_path / "d.csv"
+    _write_csv(tmp_path / "d.csv.gz", X, y).rename(csv)  # gzipped, named .csv
+    np.testing.assert_array_equal(ds.load_file(csv).data, X)
+    dump_svmlight_file(X, y, str(tmp_path / "plain.svm"))
+    _gz(tmp_path / "d.svm", (tmp_path / "plain.svm").read_bytes())
+    np.testing.assert_allclose(ds.load_file(tmp_path / "d.svm").data, X)
