@@ -6,6 +6,7 @@ environment variable BAYES_SUBSAMPLE_DATA and are skipped when it is unset.
 
 import gzip
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -629,6 +630,115 @@ def test_cache_memmap_roundtrip(tmp_path):
     assert len([p for p in cache.iterdir() if not p.name.startswith(".")]) == 3
     assert ds.clear_cache(cache) == 3
     assert ds.clear_cache(cache) == 0
+
+
+def _cached_higgs(tmp_path):
+    """A HIGGS source file in tmp_path, loaded once through the cache; (src, cache, entry)."""
+    src = tmp_path / "h.gz"
+    src.write_bytes(HIGGS_SAMPLE_TRAIN.read_bytes())
+    cache = tmp_path / "cache"
+    ds.load_higgs(src, cache=True, cache_dir=cache)
+    (entry,) = [p for p in cache.iterdir() if not p.name.startswith(".")]
+    return src, cache, entry
+
+
+def test_cache_entry_records_size_and_sha256(tmp_path):
+    import hashlib
+    import json
+
+    _src, _cache, entry = _cached_higgs(tmp_path)
+    meta = json.loads((entry / "meta.json").read_text())
+    assert set(meta["_arrays"]) == {"data", "target"}
+    for key, rec in meta["_arrays"].items():
+        raw = (entry / f"{key}.npy").read_bytes()
+        assert rec == {"size": len(raw), "sha256": hashlib.sha256(raw).hexdigest()}
+
+
+def _truncate_npy(entry):
+    p = entry / "data.npy"
+    p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
+
+
+def _garble_npy(entry):  # same size, other bytes
+    p = entry / "data.npy"
+    raw = bytearray(p.read_bytes())
+    raw[1000:1064] = b"\x7f" * 64
+    p.write_bytes(bytes(raw))
+
+
+def _garble_header(entry):
+    p = entry / "target.npy"
+    p.write_bytes(b"garbage!" + p.read_bytes()[8:])
+
+
+@pytest.mark.parametrize("damage", [
+    _truncate_npy,
+    _garble_npy,
+    _garble_header,
+    lambda e: (e / "target.npy").unlink(),
+    lambda e: (e / "meta.json").unlink(),
+    lambda e: (e / "meta.json").write_text('{"_arrays": '),
+    lambda e: (e / "meta.json").write_text('{"_arrays": ["data", "target"]}'),  # version 1
+], ids=["truncated", "garbage_payload", "garbage_header", "missing_npy", "missing_meta",
+        "garbage_meta", "meta_without_checksums"])
+def test_damaged_cache_entry_is_rebuilt_with_warning(tmp_path, damage):
+    src, cache, entry = _cached_higgs(tmp_path)
+    ref = ds.load_higgs(src)
+    damage(entry)
+    with pytest.warns(RuntimeWarning, match=f"cache entry {entry} is damaged: .*rebuilding it "
+                                            f"from {src}"):
+        b = ds.load_higgs(src, cache=True, cache_dir=cache)
+    np.testing.assert_array_equal(b.data, ref.data)
+    np.testing.assert_array_equal(b.target, ref.target)
+    del b
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # rebuilt: no warning any more
+        b = ds.load_higgs(src, cache=True, cache_dir=cache)
+    np.testing.assert_array_equal(b.data, ref.data)
+    assert [p.name for p in cache.iterdir()] == [entry.name]
+
+
+def test_interrupted_cache_write_leaves_no_entry(tmp_path, monkeypatch):
+    src = tmp_path / "h.gz"
+    src.write_bytes(HIGGS_SAMPLE_TRAIN.read_bytes())
+    cache = tmp_path / "cache"
+
+    def killed(*args, **kwargs):  # the process dies just before the rename ...
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_base.os, "replace", killed)
+    monkeypatch.setattr(_base.shutil, "rmtree", lambda *a, **k: None)  # ... and cleans nothing
+    with pytest.raises(KeyboardInterrupt):
+        ds.load_higgs(src, cache=True, cache_dir=cache)
+    monkeypatch.undo()
+    (left,) = cache.iterdir()
+    assert left.name.startswith(".") and ".tmp-" in left.name  # only a temporary folder
+    assert (left / "meta.json").is_file()  # complete inside, yet never taken for an entry
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        b = ds.load_higgs(src, cache=True, cache_dir=cache)
+    assert isinstance(b.data, np.memmap) and b.data.shape == (7000, 28)
+    del b
+    assert ds.clear_cache(cache) == 2 and not any(cache.iterdir())
+
+
+def test_clear_cache_removes_broken_and_partial_entries(tmp_path):
+    _src, cache, entry = _cached_higgs(tmp_path)
+    broken = cache / "covtype-0123456789abcdef"  # no meta.json: was left alone
+    broken.mkdir()
+    (broken / "data.npy").write_bytes(b"partial")
+    empty = cache / "kddcup99-fedcba9876543210"
+    empty.mkdir()
+    tmp = cache / f".higgs-0123456789abcdef.tmp-{'a' * 32}"
+    tmp.mkdir()
+    (tmp / "data.npy").write_bytes(b"partial")
+    mine = [cache / "my_notes.txt", cache / "my-folder", cache / ".hidden"]
+    mine[0].write_text("keep me")
+    mine[1].mkdir()
+    mine[2].mkdir()
+    assert ds.clear_cache(cache) == 4
+    assert not any(p.exists() for p in (entry, broken, empty, tmp))
+    assert all(p.exists() for p in mine)
 
 
 def test_cache_dir_env(monkeypatch, tmp_path):
