@@ -552,7 +552,7 @@ def test_mnist_idx_files_are_checked(tmp_path):
     images = tmp_path / "mnist" / "train-images-idx3-ubyte.gz"
     raw = gzip.decompress(images.read_bytes())
     with pytest.raises(ds.DataFileError, match=f"^{images}: it has 100 data rows, but the MNIST "
-                                               "training images has 60,000"):
+                                               "training-image file has 60,000"):
         ds.load_mnist_7vs9(data_home=tmp_path)
     _gz(images, raw[:-10])  # cut inside its data
     with pytest.raises(ds.DataFileError, match=r"its header says shape \(100, 28, 28\) but it "
