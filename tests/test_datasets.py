@@ -6,6 +6,7 @@ environment variable BAYES_SUBSAMPLE_DATA and are skipped when it is unset.
 
 import gzip
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -352,6 +353,257 @@ def test_small_blocks_give_same_result(monkeypatch, tmp_path):
 
 
 # --------------------------------------------------------------------------
+# damaged and incomplete files
+# --------------------------------------------------------------------------
+
+COVTYPE_SAMPLE = _base._PACKAGE_DATA / "covtype_sample_20k.data.gz"
+
+
+def _lines(path):
+    """The lines of a gzipped text file, each with its newline."""
+    return gzip.decompress(path.read_bytes()).splitlines(keepends=True)
+
+
+def _gz(path, data):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.compress(data, mtime=0))
+    return path
+
+
+def _truncated(path, src, keep=0.5):
+    """``path``: the first ``keep`` of the compressed bytes of ``src``."""
+    raw = src.read_bytes()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(raw[: int(len(raw) * keep)])
+    return path
+
+
+def _corrupted(path, src):
+    """``path``: ``src`` with one byte of its deflate data flipped."""
+    raw = bytearray(src.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(bytes(raw))
+    return path
+
+
+def test_data_file_error_is_a_documented_value_error():
+    assert issubclass(ds.DataFileError, ValueError)
+    assert "DataFileError" in ds.__all__
+
+
+@pytest.mark.parametrize("compress", [True, False])
+def test_covtype_cut_at_line_boundary_raises(tmp_path, compress):
+    lines = _lines(COVTYPE_SAMPLE)[:12345]
+    name = "covtype.data.gz" if compress else "covtype.data"
+    path = tmp_path / "covtype" / name
+    if compress:
+        _gz(path, b"".join(lines))
+    else:
+        path.parent.mkdir()
+        path.write_bytes(b"".join(lines))
+    with pytest.raises(ds.DataFileError) as exc:
+        ds.load_covtype(data_home=tmp_path)
+    msg = str(exc.value)
+    assert str(path) in msg
+    assert "12,345 data rows" in msg and "581,012" in msg
+    assert "download it again" in msg and "covtype.data.gz" in msg.split("from ")[-1]
+    # a cut after the rows asked for is not seen; one before them is
+    X, _ = ds.load_covtype(data_home=tmp_path, n_rows=1000, return_X_y=True)
+    assert X.shape == (1000, 54)
+    with pytest.raises(ds.DataFileError, match=r"12,345 data rows \(asked for the first 20,000\)"):
+        ds.load_covtype(data_home=tmp_path, n_rows=20000)
+
+
+@pytest.mark.parametrize("content", [b"", None])
+def test_empty_covtype_raises(tmp_path, content):
+    path = tmp_path / "covtype.data.gz"
+    if content is None:
+        path.write_bytes(b"")  # not even a gzip header
+    else:
+        _gz(path, content)
+    with pytest.raises(ds.DataFileError, match=r"covtype\.data\.gz: it holds no data rows"):
+        ds.load_covtype(data_home=tmp_path)
+
+
+@pytest.mark.parametrize("damage, what", [(_truncated, "truncated"), (_corrupted, "corrupt")])
+@pytest.mark.parametrize("cache", [False, True])
+def test_damaged_gzip_names_the_file(tmp_path, damage, what, cache):
+    cov = damage(tmp_path / "covtype" / "covtype.data.gz", COVTYPE_SAMPLE)
+    with pytest.raises(ds.DataFileError) as exc:
+        ds.load_covtype(data_home=tmp_path, cache=cache, cache_dir=tmp_path / "cache")
+    msg = str(exc.value)
+    assert msg.startswith(f"{cov}: ") and what in msg and "Delete it" in msg
+    # nothing half-built is left in the cache
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
+    # any HIGGS file, known by its name or not
+    for name in ("mine.csv.gz", "HIGGS.csv.gz"):
+        h = damage(tmp_path / name, HIGGS_SAMPLE_TRAIN)
+        with pytest.raises(ds.DataFileError, match=f"^{h}: .*{what}"):
+            ds.load_higgs(h)
+
+
+def test_short_truncated_gzip_fails_while_sniffing(tmp_path):
+    h = _truncated(tmp_path / "mine.csv.gz", HIGGS_SAMPLE_TRAIN, keep=0.01)
+    with pytest.raises(ds.DataFileError, match=f"^{h}: it is truncated"):
+        ds.load_higgs(h)
+
+
+def test_shipped_samples_are_checked(tmp_path, monkeypatch):
+    from bayes_subsample.datasets import _covtype, _higgs
+
+    monkeypatch.setattr(_covtype, "_PACKAGE_DATA", tmp_path)
+    monkeypatch.setattr(_higgs, "_PACKAGE_DATA", tmp_path)
+    lines = _lines(COVTYPE_SAMPLE)
+    _gz(tmp_path / COVTYPE_SAMPLE.name, b"".join(lines[:12345]))
+    with pytest.raises(ds.DataFileError, match="12,345 data rows, but the shipped 20,000-row "
+                                               "sample has 20,000.*reinstall"):
+        ds.load_covtype_sample()
+    # same row count, one value changed: the checksum tells
+    lines[7] = lines[7].replace(b",", b"9,", 1)
+    _gz(tmp_path / COVTYPE_SAMPLE.name, b"".join(lines))
+    with pytest.raises(ds.DataFileError, match="its content has sha256 .*, but the shipped"):
+        ds.load_covtype_sample()
+    _gz(tmp_path / COVTYPE_SAMPLE.name, b"".join(_lines(COVTYPE_SAMPLE)))  # re-compressed: fine
+    assert ds.load_covtype_sample().data.shape == (20000, 54)
+    hl = _lines(HIGGS_SAMPLE_TRAIN)
+    _gz(tmp_path / HIGGS_SAMPLE_TRAIN.name, b"".join(hl[:6000]))
+    with pytest.raises(ds.DataFileError, match="6,000 data rows, but the shipped"):
+        ds.load_higgs_sample()
+
+
+def test_higgs_cut_at_line_boundary_raises(tmp_path):
+    lines = _lines(HIGGS_SAMPLE_TRAIN)
+    # the full UCI file by its name: 11,000,000 rows
+    full = _gz(tmp_path / "higgs" / "HIGGS.csv.gz", b"".join(lines[:300]))
+    with pytest.raises(ds.DataFileError, match=r"300 data rows, but the complete UCI HIGGS.csv "
+                                               r"has 11,000,000.*00280/HIGGS.csv.gz"):
+        ds.load_higgs(data_home=tmp_path)
+    with pytest.raises(ds.DataFileError, match="300 data rows"):
+        ds.load_higgs(full, n_rows=1000)
+    assert ds.load_higgs(data_home=tmp_path, n_rows=300).data.shape == (300, 28)
+    # a known subset by its name in the shared data folder
+    sub = _gz(tmp_path / "lightgbm_binary.train.gz", b"".join(lines[:6000]))
+    with pytest.raises(ds.DataFileError, match=f"^{sub}: it has 6,000 data rows, but "
+                                               "LightGBM's binary.train has 7,000"):
+        ds.load_higgs(sub)
+    # a file of unknown size cut at a line boundary cannot be told from a short one
+    other = _gz(tmp_path / "mine.csv.gz", b"".join(lines[:6000]))
+    assert ds.load_higgs(other).data.shape == (6000, 28)
+
+
+def test_higgs_known_subset_checksum(tmp_path):
+    lines = _lines(HIGGS_SAMPLE_TRAIN)[:500]  # 500 rows, as many as binary.test
+    path = _gz(tmp_path / "lightgbm_binary.test.gz", b"".join(lines))
+    with pytest.raises(ds.DataFileError, match="its content has sha256 [0-9a-f]{64}, but "
+                                               "LightGBM's binary.test has d99ebec9"):
+        ds.load_higgs(path)
+    # the real one passes, gunzipped too
+    plain = tmp_path / "lightgbm_binary.train"
+    plain.write_bytes(gzip.decompress(HIGGS_SAMPLE_TRAIN.read_bytes()))
+    assert ds.load_higgs(plain).data.shape == (7000, 28)
+
+
+
+# the first line of kddcup.data_10_percent
+KDD_LINE = (b"0,tcp,http,SF,181,5450,0,0,0,0,0,1,0,0,0,0,0,0,0,0,0,0,8,8,0.00,0.00,0.00,0.00,"
+            b"1.00,0.00,0.00,9,9,1.00,0.00,0.11,0.00,0.00,0.00,0.00,0.00,normal.\n")
+
+
+def test_kddcup99_cut_or_damaged_raises(tmp_path, monkeypatch):
+    from bayes_subsample.datasets import _kddcup99
+
+    path = _gz(tmp_path / "kddcup99" / "kddcup.data_10_percent.gz", KDD_LINE * 1000)
+    with pytest.raises(ds.DataFileError, match=f"^{path}: it has 1,000 data rows, but the "
+                                               "complete KDD Cup 99 10% file has 494,021"):
+        ds.load_kddcup99(data_home=tmp_path)
+    assert ds.load_kddcup99(data_home=tmp_path, n_rows=500).data.shape[0] == 500
+    _truncated(path, tmp_path / "kddcup99" / "kddcup.data_10_percent.gz", keep=0.3)
+    with pytest.raises(ds.DataFileError, match=f"^{path}: it is truncated.*download it again"):
+        ds.load_kddcup99(data_home=tmp_path, cache=True, cache_dir=tmp_path / "cache")
+    _gz(path, b"")
+    with pytest.raises(ds.DataFileError, match="it holds no data rows"):
+        ds.load_kddcup99(data_home=tmp_path)
+    # the checksum is compared when the row count matches (here: a smaller "known" count)
+    _gz(path, KDD_LINE * 1000)
+    monkeypatch.setattr(_kddcup99, "_EXPECT", _kddcup99._EXPECT._replace(n_rows=1000))
+    with pytest.raises(ds.DataFileError, match="its content has sha256 [0-9a-f]{64}, but the "
+                                               "complete KDD Cup 99 10% file has f8c8267e"):
+        ds.load_kddcup99(data_home=tmp_path)
+
+
+def _write_idx(path, arr):
+    """``arr`` (uint8) as a gzipped IDX file."""
+    head = bytes([0, 0, 8, arr.ndim]) + np.array(arr.shape, dtype=">u4").tobytes()
+    return _gz(path, head + np.ascontiguousarray(arr, dtype=np.uint8).tobytes())
+
+
+def _fake_idx_home(home, n_train=100, n_test=20):
+    rng = np.random.default_rng(0)
+    for part, n in (("train", n_train), ("t10k", n_test)):
+        _write_idx(home / "mnist" / f"{part}-images-idx3-ubyte.gz",
+                   rng.integers(0, 256, (n, 28, 28), dtype=np.uint8))
+        _write_idx(home / "mnist" / f"{part}-labels-idx1-ubyte.gz",
+                   rng.integers(0, 10, n, dtype=np.uint8))
+
+
+def test_mnist_idx_files_are_checked(tmp_path):
+    _fake_idx_home(tmp_path)
+    images = tmp_path / "mnist" / "train-images-idx3-ubyte.gz"
+    raw = gzip.decompress(images.read_bytes())
+    with pytest.raises(ds.DataFileError, match=f"^{images}: it has 100 data rows, but the MNIST "
+                                               "training-image file has 60,000"):
+        ds.load_mnist_7vs9(data_home=tmp_path)
+    _gz(images, raw[:-10])  # cut inside its data
+    with pytest.raises(ds.DataFileError, match=r"its header says shape \(100, 28, 28\) but it "
+                                               r"holds 78,390 bytes"):
+        ds.load_mnist_7vs9(data_home=tmp_path)
+    _gz(images, raw)
+    _truncated(images, images, keep=0.5)
+    with pytest.raises(ds.DataFileError, match=f"^{images}: it is truncated.*download it again"):
+        ds.load_mnist_7vs9(data_home=tmp_path)
+
+
+def test_mnist_npz_is_checked(tmp_path):
+    home = tmp_path / "home"
+    npz = home / "mnist" / "mnist_7vs9_derived.npz"
+    npz.parent.mkdir(parents=True)
+    shapes = {"X_train": (12214, 784), "y_train": (12214,), "X_test": (2037, 784),
+              "y_test": (2037,)}
+    arrays = {k: np.zeros(s, dtype=np.uint8) for k, s in shapes.items()}
+    # fewer rows than the subset has: was loaded as it was
+    np.savez(npz, **dict(arrays, X_train=arrays["X_train"][:100], y_train=arrays["y_train"][:100]))
+    with pytest.raises(ds.DataFileError, match=r"array 'X_train' has shape \(100, 784\), not "
+                                               r"\(12214, 784\).*Delete it"):
+        ds.load_mnist_7vs9(data_home=home)
+    np.savez(npz, **arrays)  # right shapes, wrong pixels
+    with pytest.raises(ds.DataFileError, match="its arrays have sha256"):
+        ds.load_mnist_7vs9(data_home=home)
+    np.savez(npz, X_train=arrays["X_train"])
+    with pytest.raises(ds.DataFileError, match=r"it lacks arrays \['y_train', 'X_test', 'y_test'\]"):
+        ds.load_mnist_7vs9(data_home=home)
+    np.savez(npz, **arrays)
+    for damage in (_truncated, _corrupted):
+        damage(npz, npz)
+        with pytest.raises(ds.DataFileError, match=f"^{npz}: it cannot be read as .npz"):
+            ds.load_mnist_7vs9(data_home=home)
+        np.savez(npz, **arrays)
+
+
+def test_real_mnist_npz_checksum_survives_resaving(tmp_path):
+    from bayes_subsample.datasets import _mnist
+
+    src = _real_file("mnist", "mnist_7vs9_derived.npz")
+    with np.load(src) as z:
+        arrays = {k: z[k] for k in z.files}
+    assert _mnist._arrays_sha256(arrays) == _mnist._NPZ_SHA256
+    (tmp_path / "mnist").mkdir()
+    np.savez_compressed(tmp_path / "mnist" / "mnist_7vs9_derived.npz", **arrays)
+    b = ds.load_mnist_7vs9(data_home=tmp_path)
+    np.testing.assert_array_equal(b.y_test, arrays["y_test"])
+
+
+# --------------------------------------------------------------------------
 # cache
 # --------------------------------------------------------------------------
 
@@ -378,6 +630,115 @@ def test_cache_memmap_roundtrip(tmp_path):
     assert len([p for p in cache.iterdir() if not p.name.startswith(".")]) == 3
     assert ds.clear_cache(cache) == 3
     assert ds.clear_cache(cache) == 0
+
+
+def _cached_higgs(tmp_path):
+    """A HIGGS source file in tmp_path, loaded once through the cache; (src, cache, entry)."""
+    src = tmp_path / "h.gz"
+    src.write_bytes(HIGGS_SAMPLE_TRAIN.read_bytes())
+    cache = tmp_path / "cache"
+    ds.load_higgs(src, cache=True, cache_dir=cache)
+    (entry,) = [p for p in cache.iterdir() if not p.name.startswith(".")]
+    return src, cache, entry
+
+
+def test_cache_entry_records_size_and_sha256(tmp_path):
+    import hashlib
+    import json
+
+    _src, _cache, entry = _cached_higgs(tmp_path)
+    meta = json.loads((entry / "meta.json").read_text())
+    assert set(meta["_arrays"]) == {"data", "target"}
+    for key, rec in meta["_arrays"].items():
+        raw = (entry / f"{key}.npy").read_bytes()
+        assert rec == {"size": len(raw), "sha256": hashlib.sha256(raw).hexdigest()}
+
+
+def _truncate_npy(entry):
+    p = entry / "data.npy"
+    p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
+
+
+def _garble_npy(entry):  # same size, other bytes
+    p = entry / "data.npy"
+    raw = bytearray(p.read_bytes())
+    raw[1000:1064] = b"\x7f" * 64
+    p.write_bytes(bytes(raw))
+
+
+def _garble_header(entry):
+    p = entry / "target.npy"
+    p.write_bytes(b"garbage!" + p.read_bytes()[8:])
+
+
+@pytest.mark.parametrize("damage", [
+    _truncate_npy,
+    _garble_npy,
+    _garble_header,
+    lambda e: (e / "target.npy").unlink(),
+    lambda e: (e / "meta.json").unlink(),
+    lambda e: (e / "meta.json").write_text('{"_arrays": '),
+    lambda e: (e / "meta.json").write_text('{"_arrays": ["data", "target"]}'),  # version 1
+], ids=["truncated", "garbage_payload", "garbage_header", "missing_npy", "missing_meta",
+        "garbage_meta", "meta_without_checksums"])
+def test_damaged_cache_entry_is_rebuilt_with_warning(tmp_path, damage):
+    src, cache, entry = _cached_higgs(tmp_path)
+    ref = ds.load_higgs(src)
+    damage(entry)
+    with pytest.warns(RuntimeWarning, match=f"cache entry {entry} is damaged: .*rebuilding it "
+                                            f"from {src}"):
+        b = ds.load_higgs(src, cache=True, cache_dir=cache)
+    np.testing.assert_array_equal(b.data, ref.data)
+    np.testing.assert_array_equal(b.target, ref.target)
+    del b
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # rebuilt: no warning any more
+        b = ds.load_higgs(src, cache=True, cache_dir=cache)
+    np.testing.assert_array_equal(b.data, ref.data)
+    assert [p.name for p in cache.iterdir()] == [entry.name]
+
+
+def test_interrupted_cache_write_leaves_no_entry(tmp_path, monkeypatch):
+    src = tmp_path / "h.gz"
+    src.write_bytes(HIGGS_SAMPLE_TRAIN.read_bytes())
+    cache = tmp_path / "cache"
+
+    def killed(*args, **kwargs):  # the process dies just before the rename ...
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_base.os, "replace", killed)
+    monkeypatch.setattr(_base.shutil, "rmtree", lambda *a, **k: None)  # ... and cleans nothing
+    with pytest.raises(KeyboardInterrupt):
+        ds.load_higgs(src, cache=True, cache_dir=cache)
+    monkeypatch.undo()
+    (left,) = cache.iterdir()
+    assert left.name.startswith(".") and ".tmp-" in left.name  # only a temporary folder
+    assert (left / "meta.json").is_file()  # complete inside, yet never taken for an entry
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        b = ds.load_higgs(src, cache=True, cache_dir=cache)
+    assert isinstance(b.data, np.memmap) and b.data.shape == (7000, 28)
+    del b
+    assert ds.clear_cache(cache) == 2 and not any(cache.iterdir())
+
+
+def test_clear_cache_removes_broken_and_partial_entries(tmp_path):
+    _src, cache, entry = _cached_higgs(tmp_path)
+    broken = cache / "covtype-0123456789abcdef"  # no meta.json: was left alone
+    broken.mkdir()
+    (broken / "data.npy").write_bytes(b"partial")
+    empty = cache / "kddcup99-fedcba9876543210"
+    empty.mkdir()
+    tmp = cache / f".higgs-0123456789abcdef.tmp-{'a' * 32}"
+    tmp.mkdir()
+    (tmp / "data.npy").write_bytes(b"partial")
+    mine = [cache / "my_notes.txt", cache / "my-folder", cache / ".hidden"]
+    mine[0].write_text("keep me")
+    mine[1].mkdir()
+    mine[2].mkdir()
+    assert ds.clear_cache(cache) == 4
+    assert not any(p.exists() for p in (entry, broken, empty, tmp))
+    assert all(p.exists() for p in mine)
 
 
 def test_cache_dir_env(monkeypatch, tmp_path):
@@ -766,3 +1127,40 @@ def test_load_file_errors(tmp_path, xy):
         (tmp_path / "e.csv").write_text(text)
         with pytest.raises(ValueError, match=match):
             ds.load_file(tmp_path / "e.csv")
+
+
+def test_load_file_damaged_files_raise_data_file_error(tmp_path, xy):
+    from sklearn.datasets import dump_svmlight_file
+
+    X, y = xy
+    X, y = np.tile(X, (200, 1)), np.tile(y, 200)  # big enough to cut inside the data
+    csv = _write_csv(tmp_path / "d.csv.gz", X, y)
+    dump_svmlight_file(X, y, str(tmp_path / "d.svm"))
+    svm = _gz(tmp_path / "d.svm.gz", (tmp_path / "d.svm").read_bytes())
+    for path in (csv, svm):
+        _truncated(path, path, keep=0.5)
+        with pytest.raises(ds.DataFileError, match=f"^{path}: it is truncated .*fetch it again"):
+            ds.load_file(path)
+    # cut so early that the format sniffing fails already
+    early = _truncated(tmp_path / "no_extension", _write_csv(tmp_path / "e.csv.gz", X, y), 0.05)
+    with pytest.raises(ds.DataFileError, match="it is truncated"):
+        ds.load_file(early)
+    np.savez(tmp_path / "a.npz", X=X, y=y)
+    npz = _corrupted(tmp_path / "a.npz", tmp_path / "a.npz")
+    with pytest.raises(ds.DataFileError, match=f"^{npz}: could not read it as .npz"):
+        ds.load_file(npz)
+    (tmp_path / "h.csv").write_text("a,b,label\n")
+    with pytest.raises(ds.DataFileError, match="holds no data rows"):
+        ds.load_file(tmp_path / "h.csv")
+
+
+def test_load_file_gzip_told_by_content(tmp_path, xy):
+    from sklearn.datasets import dump_svmlight_file
+
+    X, y = xy
+    csv = tmp_path / "d.csv"
+    _write_csv(tmp_path / "d.csv.gz", X, y).rename(csv)  # gzipped, named .csv
+    np.testing.assert_array_equal(ds.load_file(csv).data, X)
+    dump_svmlight_file(X, y, str(tmp_path / "plain.svm"))
+    _gz(tmp_path / "d.svm", (tmp_path / "plain.svm").read_bytes())
+    np.testing.assert_allclose(ds.load_file(tmp_path / "d.svm").data, X)

@@ -29,6 +29,36 @@ and then at ``<home>/<file>``, compressed (``.gz``) and plain. A missing file
 raises :class:`FileNotFoundError` naming the paths tried and where to download
 the file. Nothing is downloaded automatically.
 
+What is checked
+---------------
+A loader never returns part of a file without saying so. Any problem with a
+data file raises :class:`DataFileError`, a subclass of :class:`ValueError`,
+whose message names the file, says what is wrong and what to do (for a
+download: delete it and download it again, from the address given):
+
+* gzip data that end early (a truncated download) or are corrupt, text that
+  does not parse, an empty file or one without data rows;
+* the complete original files must have all their rows: ``covtype.data``
+  581,012, ``HIGGS.csv`` 11,000,000, ``kddcup.data_10_percent`` 494,021,
+  the MNIST IDX files 60,000 and 10,000 items. A file cut at a line
+  boundary is refused instead of loading fewer rows. With ``n_rows`` a
+  loader must get that many rows (or all the file has);
+* read whole, a file whose content is fixed must have its sha256: that of
+  the decompressed content, so a gunzipped or re-compressed copy passes.
+  The values were computed from the copies in the shared data folder (the
+  covtype one decompresses to the md5 UCI publishes, the KDD Cup ``.gz`` has
+  the sha256 scikit-learn's fetcher expects); no checksum of full HIGGS is
+  on record, so it is checked by its row count only;
+* the HIGGS subsets read by :func:`load_higgs` under the names they have in
+  the shared data folder (``lightgbm_binary.train.gz``,
+  ``h2o_higgs_train_10k.csv.gz``, ``sas_viya_higgs.csv.gz``, ...), the
+  samples shipped with the package and ``mnist_7vs9_derived.npz`` (by its
+  arrays' shapes and the sha256 of their contents) are checked the same way.
+
+A file of unknown size, such as a user's own CSV given to :func:`load_file`
+or :func:`load_higgs`, can only be checked for what shows: complete gzip
+data, parseable rows, no missing values.
+
 Caching and memory mapping
 --------------------------
 Parsing text is the slow part (full HIGGS is 11 million rows, about 8 GB of
@@ -36,14 +66,23 @@ text). Integers are parsed with ``np.loadtxt``; floats with pandas' C parser
 when pandas is installed (about three times faster, same values), else with
 ``np.loadtxt``. With ``cache=True`` the parsed arrays are written once as
 ``.npy`` files in a cache directory (:func:`get_cache_dir`) and every later
-call opens them with ``np.load(..., mmap_mode="r")``: loading is then
-instantaneous, the arrays are read-only memory maps, and parallel chains or
-joblib workers that open the same file share one copy through the operating
-system's page cache. While the cache is being built the rows are streamed to
-disk block by block (32 MB of text at a time), so even full HIGGS needs only
-about 100 MB of memory to parse. The cache key covers the source file's path,
-size and modification time and every option that changes the result;
-:func:`clear_cache` deletes the cache.
+call opens them with ``np.load(..., mmap_mode="r")``: the arrays are
+read-only memory maps, and parallel chains or joblib workers that open the
+same file share one copy through the operating system's page cache. While
+the cache is being built the rows are streamed to disk block by block (32 MB
+of text at a time), so even full HIGGS needs only about 100 MB of memory to
+parse. The cache key covers the source file's path, size and modification
+time and every option that changes the result.
+
+An entry is written to a temporary folder beside it, with a ``meta.json``
+holding each ``.npy`` file's size and sha256, and renamed into place only
+when complete, so an interrupted build never passes for an entry. Every open
+checks the sizes and the sha256 of the whole files (one sequential read,
+about a second per GB, against minutes of parsing; the pages read stay in
+the shared page cache). A damaged or partial entry is deleted, with a
+:class:`RuntimeWarning`, and rebuilt from the source file.
+:func:`clear_cache` deletes every entry, complete or not, and the leftovers
+of interrupted builds.
 
 Targets
 -------
@@ -59,7 +98,7 @@ draws linear-Gaussian data for tests against exact conjugate posteriors.
 Neither adds an intercept column: the package's estimators have
 ``fit_intercept`` and treat the intercept as a virtual column of ones.
 """
-from ._base import clear_cache, get_cache_dir, get_data_home
+from ._base import DataFileError, clear_cache, get_cache_dir, get_data_home
 from ._covtype import load_covtype, load_covtype_sample
 from ._files import load_file
 from ._higgs import load_higgs, load_higgs_sample
@@ -74,6 +113,7 @@ from ._higgs import HIGGS_FEATURE_NAMES, HIGGS_LABEL_NAMES  # noqa: F401
 from ._kddcup99 import KDDCUP99_COLUMN_NAMES  # noqa: F401
 
 __all__ = [
+    "DataFileError",
     "clear_cache",
     "get_cache_dir",
     "get_data_home",

@@ -10,6 +10,8 @@ import os
 import re
 import shutil
 import uuid
+import warnings
+import zlib
 from pathlib import Path
 from typing import NamedTuple
 
@@ -22,7 +24,119 @@ DEFAULT_DATA_HOME = "~/bayes_subsample_data"
 # the files shipped with the package, in bayes_subsample/data/
 _PACKAGE_DATA = Path(__file__).resolve().parent.parent / "data"
 _BLOCK_BYTES = 32 * 1024 * 1024  # text parsed per block when streaming a file
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2  # 2: meta.json holds each array's size and sha256
+
+# --------------------------------------------------------------------------
+# damaged files
+# --------------------------------------------------------------------------
+
+
+class DataFileError(ValueError):
+    """A data file is damaged, incomplete or not in the format its loader reads.
+
+    Raised by the loaders of :mod:`bayes_subsample.datasets` when a file
+    cannot be decompressed (truncated or corrupt gzip data) or parsed, holds
+    no data rows, or differs from what is known of it: a complete original
+    file with another number of rows than it has (Covertype 581,012; HIGGS
+    11,000,000; KDD Cup 99 10% 494,021; MNIST 60,000 + 10,000) or, where the
+    file is fixed, another sha256. The message names the file, says what is
+    wrong and what to do (usually: delete the file and download it again).
+
+    A subclass of :class:`ValueError`, so ``except ValueError`` catches it
+    as before.
+
+    Examples
+    --------
+    >>> import gzip, os, tempfile
+    >>> from bayes_subsample.datasets import DataFileError, load_covtype
+    >>> home = tempfile.mkdtemp()
+    >>> with gzip.open(os.path.join(home, "covtype.data.gz"), "wb") as f:
+    ...     _ = f.write(b"2596,51,3,258,0,510,221,232,148,6279" + b",0" * 44 + b",5\\n")
+    >>> try:
+    ...     load_covtype(data_home=home)
+    ... except DataFileError as exc:
+    ...     print(str(exc).split(": ", 1)[1][:64])
+    it has 1 data row, but the complete UCI covtype.data has 581,012
+    """
+
+
+class _Expect(NamedTuple):
+    """What a loader knows of the file it reads: for the checks and the messages.
+
+    ``n_rows`` (data rows, header excluded) and ``sha256`` (of the
+    decompressed bytes, so a re-compressed or gunzipped copy passes) are
+    None where unknown; ``fix`` says what to do about a damaged file.
+    """
+
+    what: str = "the file"  # how messages name the complete file
+    n_rows: int = None
+    sha256: str = None
+    fix: str = (
+        "If it was downloaded or copied, the transfer was probably cut short or damaged: "
+        "delete it and fetch it again."
+    )
+
+
+def _redownload(src):
+    """The advice for a damaged file of source ``src`` (a :class:`_Source`)."""
+    return f"Delete it and download it again from {src.url} (dataset page: {src.page})."
+
+
+_SHIPPED_FIX = (
+    "This file ships with bayes_subsample, so the installation is damaged: reinstall it "
+    "(pip install --force-reinstall bayes_subsample)."
+)
+
+
+def _damaged(path, problem, expect=_Expect()):
+    """A :class:`DataFileError` saying what is wrong with ``path`` and what to do."""
+    return DataFileError(f"{path}: {problem}. {expect.fix}")
+
+
+def _read(fh, n, path, expect=_Expect()):
+    """``fh.read(n)``, with decompression errors turned into a :class:`DataFileError`."""
+    try:
+        return fh.read(n)
+    except EOFError as exc:  # gzip: the stream ends before its end-of-stream marker
+        raise _damaged(path, f"it is truncated ({exc})", expect) from exc
+    except (gzip.BadGzipFile, zlib.error) as exc:  # bad CRC, length or deflate data
+        raise _damaged(path, f"its gzip data are corrupt ({exc})", expect) from exc
+
+
+def _check_read(path, expect, n_read, n_rows=None, digest=None):
+    """Raise a :class:`DataFileError` if a read of ``path`` is not what ``expect`` says.
+
+    ``n_read`` data rows were read with the limit ``n_rows`` (None: the whole
+    file, whose decompressed bytes ``digest`` then hashed, if given). Any
+    read must find a data row; a known file must give ``min(n_rows,
+    expect.n_rows)`` rows, and read whole, have the known sha256.
+    """
+    if n_read == 0:
+        raise _damaged(path, "it holds no data rows", expect)
+    if expect.n_rows is not None:
+        want = expect.n_rows if n_rows is None else min(n_rows, expect.n_rows)
+        if n_read != want:
+            asked = "" if n_rows is None else f" (asked for the first {n_rows:,})"
+            raise _damaged(
+                path,
+                f"it has {n_read:,} data row{'s' if n_read != 1 else ''}{asked}, but "
+                f"{expect.what} has {expect.n_rows:,}",
+                expect,
+            )
+    if n_rows is None and digest is not None and expect.sha256 is not None:
+        if digest.hexdigest() != expect.sha256:
+            raise _damaged(
+                path,
+                f"its content has sha256 {digest.hexdigest()}, but {expect.what} has "
+                f"{expect.sha256}",
+                expect,
+            )
+
+
+def _digest_for(expect, n_rows=None):
+    """A sha256 object to hash a whole read of a file with a known checksum, else None."""
+    return hashlib.sha256() if n_rows is None and expect.sha256 is not None else None
+
 
 # --------------------------------------------------------------------------
 # locating files
@@ -115,16 +229,22 @@ def _open_binary(path):
 # --------------------------------------------------------------------------
 
 
-def _iter_blocks(path, skip_lines=0, block_bytes=None):
-    """Yield byte blocks of whole lines (CR removed), skipping the first lines."""
+def _iter_blocks(path, skip_lines=0, block_bytes=None, expect=_Expect(), digest=None):
+    """Yield byte blocks of whole lines (CR removed), skipping the first lines.
+
+    A decompression error raises a :class:`DataFileError`; ``digest`` (a
+    hashlib object), if given, is fed the decompressed bytes.
+    """
     block_bytes = _BLOCK_BYTES if block_bytes is None else block_bytes
     with _open_binary(path) as fh:
         rest = b""
         first = True
         while True:
-            buf = fh.read(block_bytes)
+            buf = _read(fh, block_bytes, path, expect)
             if not buf:
                 break
+            if digest is not None:
+                digest.update(buf)
             if first and buf.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte-order mark
                 buf = buf[3:]
             first = False
@@ -197,16 +317,19 @@ def _parse_block(block, *, delimiter, dtype, usecols=None, max_rows=None):
 
 
 def _iter_parsed(
-    path, *, delimiter, dtype, n_rows=None, skip_lines=0, usecols=None, ncols=None, block_bytes=None
+    path, *, delimiter, dtype, n_rows=None, skip_lines=0, usecols=None, ncols=None,
+    block_bytes=None, expect=_Expect(), digest=None
 ):
     """Parse a delimited numeric text file block by block.
 
     Integers go through ``np.loadtxt`` (C since NumPy 1.23, about 60 million
     values per second); floats through pandas' C parser when available
     (about 10 million per second) else ``np.loadtxt`` (about 3-6 million).
+    Decompression and parse errors raise a :class:`DataFileError`.
     """
     remaining = n_rows
-    for block in _iter_blocks(path, skip_lines=skip_lines, block_bytes=block_bytes):
+    for block in _iter_blocks(path, skip_lines=skip_lines, block_bytes=block_bytes,
+                              expect=expect, digest=digest):
         if remaining is not None and remaining <= 0:
             return
         try:
@@ -214,9 +337,13 @@ def _iter_parsed(
                 block, delimiter=delimiter, dtype=dtype, usecols=usecols, max_rows=remaining
             )
         except ValueError as exc:
-            raise ValueError(f"Could not parse {path} as numeric delimited text: {exc}") from exc
+            raise _damaged(
+                path, f"could not parse it as numeric delimited text ({exc})", expect
+            ) from exc
         if ncols is not None and arr.shape[0] and arr.shape[1] != ncols:
-            raise ValueError(f"{path}: expected {ncols} columns per line, found {arr.shape[1]}")
+            raise _damaged(
+                path, f"expected {ncols} columns per line, found {arr.shape[1]}", expect
+            )
         if remaining is not None:
             remaining -= arr.shape[0]
         if arr.shape[0]:
@@ -371,13 +498,22 @@ def get_cache_dir(cache_dir=None):
     return _expand_path(cache_dir)
 
 
+# an entry is a folder <dataset>-<16 hex digits>; it is built in a folder
+# .<entry>.tmp-<32 hex digits> beside it and renamed when complete
 _CACHE_ENTRY = re.compile(r"^[a-z0-9_]+-[0-9a-f]{16}$")
+_CACHE_TMP = re.compile(r"^\.[a-z0-9_]+-[0-9a-f]{16}\.tmp-[0-9a-f]{32}$")
+_CACHE_ARRAY = re.compile(r"^[a-z_]+$")  # array names, so <name>.npy stays inside the entry
+_HASH_CHUNK = 8 * 1024 * 1024
 
 
 def clear_cache(cache_dir=None):
     """Delete the arrays cached by the loaders; return how many entries were removed.
 
-    Only entries this module created (``<dataset>-<hash>`` folders) are removed.
+    Every folder the loaders create in the cache is removed: entries
+    (``<dataset>-<hash>``), complete or not, damaged or not, with or without
+    their ``meta.json``, and the temporary folders of interrupted builds
+    (``.<dataset>-<hash>.tmp-<id>``). Nothing else in the folder is touched.
+    Do not run it while a loader is writing to the same cache.
 
     Parameters
     ----------
@@ -387,6 +523,7 @@ def clear_cache(cache_dir=None):
     Returns
     -------
     n_removed : int
+        Entries and temporary folders removed.
 
     Examples
     --------
@@ -399,10 +536,18 @@ def clear_cache(cache_dir=None):
         return 0
     n = 0
     for p in root.iterdir():
-        if p.is_dir() and _CACHE_ENTRY.match(p.name) and (p / "meta.json").is_file():
-            shutil.rmtree(p, ignore_errors=True)
+        if (_CACHE_ENTRY.match(p.name) or _CACHE_TMP.match(p.name)) and _remove_entry(p):
             n += 1
     return n
+
+
+def _remove_entry(path):
+    """Delete a cache entry (or whatever stands at its name); True if it is gone."""
+    if path.is_symlink() or not path.is_dir():
+        path.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+    return not os.path.lexists(path)
 
 
 def _cache_entry(name, source, options, cache_dir):
@@ -423,51 +568,152 @@ def _cache_entry(name, source, options, cache_dir):
     return get_cache_dir(cache_dir) / f"{name}-{digest}"
 
 
+class _BrokenEntry(Exception):
+    """A cache entry failed its checks; the message says which."""
+
+
+def _file_digest(path):
+    """``(size, sha256)`` of the file ``path``, read once in chunks."""
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_HASH_CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+    return size, h.hexdigest()
+
+
+def _open_entry(entry):
+    """Memory-map the arrays of the cache entry ``entry``, after checking them.
+
+    ``meta.json`` must be readable, of this cache version, and give for
+    each ``.npy`` file the size and sha256 it had when written; the files
+    must have them. Returns ``(arrays, meta)``; raises :class:`_BrokenEntry`
+    saying what is wrong.
+    """
+    try:
+        meta = json.loads((entry / "meta.json").read_text())
+    except FileNotFoundError:
+        raise _BrokenEntry("its meta.json is missing") from None
+    except (OSError, ValueError) as exc:  # ValueError: not JSON, or not text
+        raise _BrokenEntry(f"its meta.json cannot be read ({exc})") from None
+    if not isinstance(meta, dict) or meta.pop("_version", None) != _CACHE_VERSION:
+        raise _BrokenEntry("its meta.json is not of this cache version")
+    files = meta.pop("_arrays", None)
+    if not isinstance(files, dict) or not files:
+        raise _BrokenEntry("its meta.json lists no arrays")
+    arrays = {}
+    for key, rec in files.items():
+        if not _CACHE_ARRAY.match(str(key)):
+            raise _BrokenEntry(f"its meta.json names an array {key!r}")
+        p = entry / f"{key}.npy"
+        try:
+            want_size, want_sha = int(rec["size"]), str(rec["sha256"])
+        except (TypeError, KeyError, ValueError):
+            raise _BrokenEntry(f"its meta.json lacks the size or sha256 of {p.name}") from None
+        if not p.is_file():
+            raise _BrokenEntry(f"{p.name} is missing")
+        size = p.stat().st_size
+        if size != want_size:
+            raise _BrokenEntry(f"{p.name} has {size:,} bytes, not the {want_size:,} written")
+        if _file_digest(p)[1] != want_sha:
+            raise _BrokenEntry(f"{p.name} does not have the sha256 it was written with")
+        try:
+            arrays[key] = np.load(p, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise _BrokenEntry(f"{p.name} cannot be read ({exc})") from None
+    return arrays, meta
+
+
+def _write_entry(entry, build):
+    """Build arrays into a new cache entry ``entry``, atomically.
+
+    Everything is written into a temporary folder beside ``entry``: the
+    ``.npy`` files, then ``meta.json`` with each file's size and sha256.
+    Only then is the folder renamed to ``entry`` (``os.replace``, atomic),
+    so an interrupted build leaves no folder that passes for an entry, only
+    a temporary one that :func:`clear_cache` removes. If another process
+    renamed its own build to ``entry`` first, that one is kept.
+    """
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    tmp = entry.parent / f".{entry.name}.tmp-{uuid.uuid4().hex}"
+    tmp.mkdir()
+    sinks = []
+
+    def make_sink(key, dtype, tail=()):
+        s = _Sink(dtype, tail, path=tmp / f"{key}.npy")
+        sinks.append(s)
+        return s
+
+    try:
+        arrays, meta = build(make_sink)
+        for key, a in arrays.items():
+            if isinstance(a, np.memmap):
+                a.flush()
+            elif isinstance(a, np.ndarray):
+                np.save(tmp / f"{key}.npy", a, allow_pickle=False)
+        del arrays
+        files = {}
+        for f in sorted(tmp.glob("*.npy")):
+            size, sha = _file_digest(f)
+            files[f.stem] = {"size": size, "sha256": sha}
+        meta = dict(meta, _version=_CACHE_VERSION, _arrays=files)
+        (tmp / "meta.json").write_text(json.dumps(meta, default=_json_default))
+        try:
+            os.replace(tmp, entry)
+        except OSError:  # another process has just put its entry there
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        for s in sinks:
+            s.abort()
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def _load_or_build(name, source, options, build, cache, cache_dir):
     """Run ``build(make_sink) -> (arrays: dict, meta: dict)``, through the cache if asked.
 
     Without the cache the arrays are plain ndarrays. With it, they are
-    read-only memory maps of ``.npy`` files written on the first call.
+    read-only memory maps of ``.npy`` files written on the first call
+    (:func:`_write_entry`).
+
+    Every open of an entry checks each file's size and the sha256 of all its
+    bytes against ``meta.json`` (:func:`_open_entry`); a damaged, partial or
+    unreadable entry is deleted, with a :class:`RuntimeWarning`, and rebuilt
+    from ``source``. Hashing the whole file, not a sample of it, was chosen
+    because damage anywhere (a disk error, a file cut short and padded,
+    bytes overwritten) must be seen, and it keeps what the memory map is
+    for: the hash streams the file in 8 MB chunks, so it allocates nothing
+    of the array's size, and the pages it reads stay in the operating
+    system's page cache, which the memory maps of all processes share. What
+    it costs is one sequential read per open, about a second per GB here
+    (full HIGGS in float32 is 1.3 GB), against minutes to parse the text.
     """
     if not cache:
         arrays, meta = build(lambda key, dtype, tail=(): _Sink(dtype, tail))
         return arrays, meta
     entry = _cache_entry(name, source, options, cache_dir)
-    if not (entry / "meta.json").is_file():
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        tmp = entry.parent / f".{entry.name}.tmp-{uuid.uuid4().hex}"
-        tmp.mkdir()
-        sinks = []
-
-        def make_sink(key, dtype, tail=()):
-            s = _Sink(dtype, tail, path=tmp / f"{key}.npy")
-            sinks.append(s)
-            return s
-
+    if os.path.lexists(entry):
         try:
-            arrays, meta = build(make_sink)
-            for key, a in arrays.items():
-                if isinstance(a, np.memmap):
-                    a.flush()
-                elif isinstance(a, np.ndarray):
-                    np.save(tmp / f"{key}.npy", a, allow_pickle=False)
-            del arrays
-            meta = dict(meta, _arrays=sorted(p.stem for p in tmp.glob("*.npy")))
-            (tmp / "meta.json").write_text(json.dumps(meta, default=_json_default))
-            try:
-                os.replace(tmp, entry)
-            except OSError:  # another process won the race
-                shutil.rmtree(tmp, ignore_errors=True)
-        except BaseException:
-            for s in sinks:
-                s.abort()
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-    meta = json.loads((entry / "meta.json").read_text())
-    arrays = {}
-    for key in meta.pop("_arrays"):
-        arrays[key] = np.load(entry / f"{key}.npy", mmap_mode="r", allow_pickle=False)
-    return arrays, meta
+            return _open_entry(entry)
+        except _BrokenEntry as exc:
+            from .._trace import _user_stacklevel
+
+            warnings.warn(
+                f"The cache entry {entry} is damaged: {exc}. Deleting it and rebuilding it "
+                f"from {source}.",
+                RuntimeWarning,
+                stacklevel=_user_stacklevel(),
+            )
+            _remove_entry(entry)
+    _write_entry(entry, build)
+    try:
+        return _open_entry(entry)
+    except _BrokenEntry as exc:  # pragma: no cover - only if the disk fails us
+        raise DataFileError(
+            f"{entry}: the cache entry just written fails its check: {exc}. Delete it "
+            "(bayes_subsample.datasets.clear_cache) and check the disk."
+        ) from None
 
 
 def _json_default(o):
@@ -491,15 +737,17 @@ def _cache_options(dtype, standardize, add_intercept, n_rows, **extra):
 
 def _load_table(
     what, path, parsed, split, *, n_features, target_dtype, dtype, standardize, add_intercept,
-    n_rows, cache, cache_dir, standardize_cols, options=None
+    n_rows, cache, cache_dir, standardize_cols, options=None, expect=_Expect()
 ):
     """Stream a numeric text file into ``data`` and ``target`` arrays, through the cache if asked.
 
-    ``parsed()`` yields the file's row blocks (:func:`_iter_parsed`) and
-    ``split(block)`` returns a block's features and targets. The features get
-    a last column of ones with ``add_intercept``, and columns
-    ``standardize_cols`` are standardised with ``standardize``. ``options``
-    are the loader's own settings for the cache key, besides the common ones.
+    ``parsed(digest)`` yields the file's row blocks (:func:`_iter_parsed`,
+    feeding ``digest`` the decompressed bytes) and ``split(block)`` returns a
+    block's features and targets. The features get a last column of ones
+    with ``add_intercept``, and columns ``standardize_cols`` are standardised
+    with ``standardize``. ``options`` are the loader's own settings for the
+    cache key, besides the common ones. The rows read (and, for a whole read,
+    the checksum) are checked against ``expect`` before anything is cached.
     Returns ``(X, y, meta)``.
     """
     options = _cache_options(dtype, standardize, add_intercept, n_rows, **(options or {}))
@@ -507,10 +755,12 @@ def _load_table(
     def build(make_sink):
         xs = make_sink("data", dtype, (n_features + bool(add_intercept),))
         ys = make_sink("target", target_dtype)
-        for block in parsed():
+        digest = _digest_for(expect, n_rows)
+        for block in parsed(digest):
             X_block, y_block = split(block)
             xs.append(_with_intercept(X_block, dtype) if add_intercept else X_block)
             ys.append(y_block)
+        _check_read(path, expect, xs.n, n_rows, digest)
         X, y = xs.finish(), ys.finish()
         meta = _standardize_meta(X, standardize_cols) if standardize else {}
         return {"data": X, "target": y}, meta

@@ -3,8 +3,8 @@
 import numpy as np
 from sklearn.utils import Bunch
 
-from ._base import (_PACKAGE_DATA, _check_dtype, _check_n_rows, _feature_stats, _find_file,
-                    _iter_parsed, _load_table, _Source)
+from ._base import (_PACKAGE_DATA, _SHIPPED_FIX, _check_dtype, _check_n_rows, _damaged, _Expect,
+                    _feature_stats, _find_file, _iter_parsed, _load_table, _redownload, _Source)
 
 _SOURCE = _Source(
     name="covtype",
@@ -12,6 +12,27 @@ _SOURCE = _Source(
     files=("covtype.data.gz", "covtype.data"),
     url="https://archive.ics.uci.edu/ml/machine-learning-databases/covtype/covtype.data.gz",
     page="https://archive.ics.uci.edu/dataset/31/covertype",
+)
+
+# What the files hold. The sha256 are of the decompressed text, so a gunzipped
+# or re-compressed copy passes. The full file's was computed from the shared
+# data folder's covtype.data.gz, which decompresses to the md5 UCI publishes for
+# covtype.data (71df19898bd3e11db15ae0faf4159f2c); that .gz itself has sha256
+#   b22ca13b51814b12ef7fec2fc96a623903e35dab1469a4d1213fe9911d92912c
+# (the folder's SHA256SUMS). The sample's was computed from
+# bayes_subsample/data/covtype_sample_20k.data.gz (the .gz's sha256 is in the
+# README there).
+_EXPECT = _Expect(
+    what="the complete UCI covtype.data",
+    n_rows=581_012,
+    sha256="0a9371cef7c964b5475d6053cc3e0894a5aa6f65ad1ed3ecb01c45aa96217945",
+    fix=_redownload(_SOURCE),
+)
+_EXPECT_SAMPLE = _Expect(
+    what="the shipped 20,000-row sample",
+    n_rows=20_000,
+    sha256="d45829724c0b51add5f46c821ec1dfc79702849c83b3b37f31c3b539c9463deb",
+    fix=_SHIPPED_FIX,
 )
 
 COVTYPE_FEATURE_NAMES = (
@@ -110,6 +131,11 @@ def load_covtype(
     FileNotFoundError
         If the file is in none of the places looked at; the message says
         where to put it and where to download it.
+    DataFileError
+        If the file cannot be decompressed or parsed, or is not the complete
+        UCI file: read whole, it must have 581,012 rows and the sha256 of
+        UCI's ``covtype.data``; with ``n_rows``, it must give that many rows
+        (or all 581,012). The message says to delete it and download it again.
 
     See Also
     --------
@@ -124,8 +150,8 @@ def load_covtype(
     """
     path = _find_file(_SOURCE, data_home)
     return _load_covtype_file(
-        path, "covtype", binary, dtype, standardize, add_intercept, return_X_y, n_rows, cache,
-        cache_dir
+        path, "covtype", _EXPECT, binary, dtype, standardize, add_intercept, return_X_y, n_rows,
+        cache, cache_dir
     )
 
 
@@ -137,7 +163,8 @@ def load_covtype_sample(
     The rows are a fixed uniformly random subset (sampled without
     replacement, kept in file order) of UCI ``covtype.data``, stored in the
     original format; ``bayes_subsample/data/README.md`` has the recipe and
-    licence (CC BY 4.0). Needs no download.
+    licence (CC BY 4.0). Needs no download. The file's rows and sha256 are
+    checked on every load (:class:`DataFileError` if it is damaged).
 
     Parameters
     ----------
@@ -160,31 +187,35 @@ def load_covtype_sample(
     """
     path = _PACKAGE_DATA / "covtype_sample_20k.data.gz"
     return _load_covtype_file(
-        path, "covtype_sample", binary, dtype, standardize, add_intercept, return_X_y
+        path, "covtype_sample", _EXPECT_SAMPLE, binary, dtype, standardize, add_intercept,
+        return_X_y
     )
 
 
 def _load_covtype_file(
-    path, what, binary, dtype, standardize, add_intercept, return_X_y, n_rows=None, cache=False,
-    cache_dir=None
+    path, what, expect, binary, dtype, standardize, add_intercept, return_X_y, n_rows=None,
+    cache=False, cache_dir=None
 ):
     dtype = _check_dtype(dtype)
     n_rows = _check_n_rows(n_rows)
 
-    def parsed():
-        return _iter_parsed(path, delimiter=",", dtype=np.int32, n_rows=n_rows, ncols=55)
+    def parsed(digest):
+        return _iter_parsed(path, delimiter=",", dtype=np.int32, n_rows=n_rows, ncols=55,
+                            expect=expect, digest=digest)
 
     def split(arr):
         cls = arr[:, 54]
         if cls.min() < 1 or cls.max() > 7:
-            raise ValueError(f"{path}: cover type must be in 1..7, found {cls.min()}..{cls.max()}")
+            raise _damaged(
+                path, f"cover type must be in 1..7, found {cls.min()}..{cls.max()}", expect
+            )
         return arr[:, :54], (cls == 2 if binary else cls)
 
     X, y, meta = _load_table(
         what, path, parsed, split, n_features=54, target_dtype=np.float64 if binary else np.int64,
         dtype=dtype, standardize=standardize, add_intercept=add_intercept, n_rows=n_rows,
         cache=cache, cache_dir=cache_dir, standardize_cols=range(_COVTYPE_N_QUANTITATIVE),
-        options={"binary": bool(binary)},
+        options={"binary": bool(binary)}, expect=expect,
     )
     if return_X_y:
         return X, y

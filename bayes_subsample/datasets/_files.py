@@ -1,14 +1,17 @@
 """A user's own data files: :func:`load_file` reads CSV/TSV, ``.npz`` and
 LIBSVM/svmlight files into a dense feature matrix and a target."""
 
+import gzip
 import io
 import os
+import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
 from sklearn.utils import Bunch
 
-from ._base import _open_binary
+from ._base import DataFileError, _damaged, _open_binary, _read
 
 _FORMATS = ("csv", "npz", "libsvm")
 
@@ -61,9 +64,13 @@ def load_file(path, target=None, format=None):
 
     Raises
     ------
+    DataFileError
+        A :class:`ValueError`: if the file cannot be decompressed or read in
+        the format (a truncated gzip file included), is empty, has a
+        non-numeric or missing value, no feature column, or as many targets
+        as rows; the message names the file and says what to do.
     ValueError
-        If the file cannot be read in the format, has a non-numeric or
-        missing value, no feature column, or ``target`` names no column.
+        If ``target`` names no column or does not apply to the format.
 
     Examples
     --------
@@ -94,7 +101,7 @@ def _load_file(path, target=None, format=None, *, target_option="target"):
     else:
         X, y, names, descr = _read_libsvm(path)
     if X.shape[0] != y.shape[0]:
-        raise ValueError(f"{path}: X has {X.shape[0]} rows but y has {y.shape[0]}")
+        raise _damaged(path, f"X has {X.shape[0]} rows but y has {y.shape[0]}")
     return Bunch(data=X, target=y, feature_names=names, data_test=X_test, target_test=y_test,
                  format=fmt, filename=str(path), DESCR=descr)
 
@@ -113,9 +120,25 @@ def _file_format(path, fmt):
         return "libsvm"
     # sniff: a LIBSVM line looks like "label idx:value idx:value"
     with _open_binary(path) as fh:
-        raw = fh.read(4096)
+        raw = _read(fh, 4096, path)
     line = raw.decode("utf-8", "replace").splitlines()[0] if raw else ""
     return "libsvm" if ":" in line else "csv"
+
+
+def _is_gzip(path):
+    with open(path, "rb") as fh:
+        return fh.read(2) == b"\x1f\x8b"
+
+
+def _read_error(path, fmt, exc):
+    """The :class:`DataFileError` for ``exc``, raised while reading ``path`` as ``fmt``."""
+    if isinstance(exc, DataFileError):
+        return exc
+    if isinstance(exc, EOFError):
+        return _damaged(path, f"it is truncated ({exc})")
+    if isinstance(exc, (gzip.BadGzipFile, zlib.error)):
+        return _damaged(path, f"its gzip data are corrupt ({exc})")
+    return _damaged(path, f"could not read it as {fmt} ({exc})")
 
 
 def _is_numeric(field):
@@ -147,10 +170,13 @@ def _target_index(target, columns, path, target_option):
 
 
 def _read_csv(path, target, target_option="target"):
-    with io.TextIOWrapper(_open_binary(path), encoding="utf-8-sig", errors="replace") as fh:
-        first = fh.readline()
+    try:
+        with io.TextIOWrapper(_open_binary(path), encoding="utf-8-sig", errors="replace") as fh:
+            first = fh.readline()
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise _read_error(path, "CSV", exc) from exc
     if not first.strip():
-        raise ValueError(f"{path} is empty")
+        raise _damaged(path, "it is empty")
     sep = "\t" if "\t" in first else ("," if "," in first else (";" if ";" in first else None))
     fields = [f.strip().strip('"') for f in (first.split(sep) if sep else first.split())]
     header = not all(_is_numeric(f) for f in fields if f)
@@ -160,28 +186,39 @@ def _read_csv(path, target, target_option="target"):
         pd = None
     if pd is not None:
         try:
+            # gzip told by content, like the first line above; else pandas infers from the name
             frame = pd.read_csv(path, sep=sep if sep else r"\s+", header=0 if header else None,
-                                engine="c" if sep else "python")
+                                engine="c" if sep else "python",
+                                compression="gzip" if _is_gzip(path) else "infer")
         except Exception as exc:  # pandas raises many types for malformed files
-            raise ValueError(f"could not read {path} as CSV: {exc}") from exc
+            raise _read_error(path, "CSV", exc) from exc
         columns = [str(c) for c in frame.columns]
     else:  # pragma: no cover
         frame = None
-        arr = np.genfromtxt(path, delimiter=sep, skip_header=int(header), dtype=np.float64)
+        try:
+            with _open_binary(path) as fh:
+                arr = np.genfromtxt(fh, delimiter=sep, skip_header=int(header), dtype=np.float64)
+        except Exception as exc:
+            raise _read_error(path, "CSV", exc) from exc
         arr = np.atleast_2d(arr)
         columns = fields if header else [str(j) for j in range(arr.shape[1])]
     j = _target_index(target, columns, path, target_option)
     if len(columns) < 2:
-        raise ValueError(f"{path} has a single column: nothing to use as features")
+        raise DataFileError(f"{path} has a single column: nothing to use as features")
     if frame is not None:
+        if len(frame) == 0:
+            raise _damaged(path, "it holds no data rows")
         bad = [c for c in frame.columns if frame[c].dtype.kind not in "biuf"]
         if bad:
-            raise ValueError(f"column {str(bad[0])!r} of {path} is not numeric; encode it as "
-                             "numbers first")
+            raise DataFileError(f"column {str(bad[0])!r} of {path} is not numeric; encode it "
+                                "as numbers first")
         arr = frame.to_numpy(dtype=np.float64)
+    if arr.size == 0:
+        raise _damaged(path, "it holds no data rows")
     if np.isnan(arr).any():
         row = int(np.flatnonzero(np.isnan(arr).any(axis=1))[0])
-        raise ValueError(f"{path} has a missing or non-numeric value in data row {row + 1}")
+        raise _damaged(path, f"it has a missing or non-numeric value in data row {row + 1} "
+                       "(a line cut short?)")
     y = arr[:, j]
     X = np.ascontiguousarray(np.delete(arr, j, axis=1))
     names = [c for i, c in enumerate(columns) if i != j] if header else _default_names(X)
@@ -196,7 +233,14 @@ def _read_npz(path):
     try:
         z = np.load(path, allow_pickle=False)
     except Exception as exc:
-        raise ValueError(f"could not read {path} as .npz: {exc}") from exc
+        raise _read_error(path, ".npz", exc) from exc
+    try:
+        return _npz_arrays(path, z)
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:  # e.g. a bad CRC-32
+        raise _read_error(path, ".npz", exc) from exc
+
+
+def _npz_arrays(path, z):
     with z:
         keys = set(z.files)
         for kx, ky in _NPZ_KEYS:
@@ -207,21 +251,22 @@ def _read_npz(path):
                 if kx == "X_train" and "X_test" in keys and "y_test" in keys:
                     X_test, y_test = np.asarray(z["X_test"]), np.asarray(z["y_test"]).reshape(-1)
                 if X.ndim != 2:
-                    raise ValueError(f"{path}: array {kx!r} must be 2-D, got shape {X.shape}")
+                    raise DataFileError(f"{path}: array {kx!r} must be 2-D, got shape {X.shape}")
                 names = ([str(n) for n in z["feature_names"]] if "feature_names" in keys
                          else _default_names(X))
                 return X, y, names, f"{path.name}: {X.shape[0]:,} rows", X_test, y_test
-    raise ValueError(f"{path} must hold arrays 'X' and 'y' (or 'X_train'/'y_train', or "
-                     f"'data'/'target'); it has {sorted(keys)}")
+    raise DataFileError(f"{path} must hold arrays 'X' and 'y' (or 'X_train'/'y_train', or "
+                        f"'data'/'target'); it has {sorted(keys)}")
 
 
 def _read_libsvm(path):
     from sklearn.datasets import load_svmlight_file
 
     try:
-        X, y = load_svmlight_file(str(path))
+        with _open_binary(path) as fh:  # gzip told by content, not by the name
+            X, y = load_svmlight_file(fh)
     except Exception as exc:
-        raise ValueError(f"could not read {path} as LIBSVM/svmlight: {exc}") from exc
+        raise _read_error(path, "LIBSVM/svmlight", exc) from exc
     if X.shape[0] * X.shape[1] > _MAX_DENSE_CELLS:
         raise ValueError(f"{path} is {X.shape[0]:,} x {X.shape[1]:,}: too large to densify "
                          "(the estimators take dense X)")

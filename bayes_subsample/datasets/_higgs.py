@@ -2,13 +2,15 @@
 detected from the content) and the shipped :func:`load_higgs_sample`."""
 
 import io
+from pathlib import Path
 
 import numpy as np
 from sklearn.utils import Bunch
 
-from ._base import (_PACKAGE_DATA, _check_dtype, _check_n_rows, _expand_path, _feature_stats,
-                    _find_file, _iter_parsed, _load_table, _open_binary, _Source,
-                    _standardize_inplace, _with_intercept)
+from ._base import (_PACKAGE_DATA, _SHIPPED_FIX, _check_dtype, _check_n_rows, _damaged, _Expect,
+                    _expand_path, _feature_stats, _find_file, _iter_parsed, _load_table,
+                    _open_binary, _read, _redownload, _Source, _standardize_inplace,
+                    _with_intercept)
 
 _SOURCE = _Source(
     name="higgs",
@@ -17,6 +19,51 @@ _SOURCE = _Source(
     url="https://archive.ics.uci.edu/ml/machine-learning-databases/00280/HIGGS.csv.gz",
     page="https://archive.ics.uci.edu/dataset/280/higgs",
 )
+
+# What the known HIGGS files hold, by file name (with or without .gz): data
+# rows (header excluded) and the sha256 of the decompressed text. No checksum
+# of the full UCI file is on record, so it is checked by its row count only.
+# The subsets' sha256 were computed from the copies in the shared data folder
+# (see its README for their origin; the .gz files' own sha256 are in its
+# SHA256SUMS); the lightgbm files are the ones shipped in bayes_subsample/data.
+_SUBSET_FIX = (
+    "Delete it and copy it again from its source (LightGBM's examples/binary_classification, "
+    "H2O's test data or SAS Viya's examples), or use the full UCI file."
+)
+_HIGGS_KNOWN = {
+    "HIGGS.csv": _Expect("the complete UCI HIGGS.csv", 11_000_000, None, _redownload(_SOURCE)),
+    "lightgbm_binary.train": _Expect(
+        "LightGBM's binary.train", 7_000,
+        "41c42dc14f86960256bf872fc8ae6286c688b44f43b4057b29428787fc1e0444", _SUBSET_FIX,
+    ),
+    "lightgbm_binary.test": _Expect(
+        "LightGBM's binary.test", 500,
+        "d99ebec91acd99638f00c727c251c947a1d17ddfcbea27bfef6b0dc5e5fb1db3", _SUBSET_FIX,
+    ),
+    "h2o_higgs_train_10k.csv": _Expect(
+        "H2O's higgs_train_10k.csv", 10_000,
+        "166051994b95041dd67059f0ee87cf99f08d5f1d97af8ad0a9f7617d2b355711", _SUBSET_FIX,
+    ),
+    "h2o_higgs_test_5k.csv": _Expect(
+        "H2O's higgs_test_5k.csv", 5_000,
+        "ab729cb2a366684b490d7a7b465dfa6fd9b27da23a65afdac68268c998a64fd4", _SUBSET_FIX,
+    ),
+    "sas_viya_higgs.csv": _Expect(
+        "SAS Viya's higgs.csv", 10_984,
+        "21f8b95e4aaed9e631a76d69c724bb0ca94456bc1ac01e18fd81b968dd3c9724", _SUBSET_FIX,
+    ),
+}
+for _split in ("train", "test"):  # the same files, shipped with the package
+    _HIGGS_KNOWN[f"higgs_lightgbm_binary.{_split}"] = _HIGGS_KNOWN[
+        f"lightgbm_binary.{_split}"
+    ]._replace(what=f"the shipped higgs_lightgbm_binary.{_split}.gz", fix=_SHIPPED_FIX)
+del _split
+
+
+def _higgs_expect(path):
+    """What is known of the HIGGS file ``path``, by its name (see ``_HIGGS_KNOWN``)."""
+    return _HIGGS_KNOWN.get(Path(path).name.removesuffix(".gz"), _Expect())
+
 
 HIGGS_FEATURE_NAMES = [
     "lepton_pT",
@@ -51,7 +98,7 @@ Source: {source}  (layout: {layout})
 """
 
 
-def _sniff_higgs_layout(path, label_column="auto", n_cols=29):
+def _sniff_higgs_layout(path, label_column="auto", n_cols=29, expect=_Expect()):
     """Work out delimiter, header and label column of a HIGGS-like text file.
 
     Rules (documented in :func:`load_higgs`): the delimiter is a tab if the
@@ -62,12 +109,12 @@ def _sniff_higgs_layout(path, label_column="auto", n_cols=29):
     else the last column if those are.
     """
     with _open_binary(path) as fh:
-        head = fh.read(1 << 16)
+        head = _read(fh, 1 << 16, path, expect)
     full = len(head) < 1 << 16
     if head.startswith(b"\xef\xbb\xbf"):
         head = head[3:]
     if not head.strip():
-        raise ValueError(f"{path} is empty")
+        raise _damaged(path, "it is empty", expect)
     raw_lines = head.replace(b"\r", b"").split(b"\n")
     if not full:
         raw_lines = raw_lines[:-1]  # last line may be cut
@@ -87,15 +134,19 @@ def _sniff_higgs_layout(path, label_column="auto", n_cols=29):
         header = fields
     data_lines = lines[1:] if header is not None else lines
     if not data_lines:
-        raise ValueError(f"{path} has no data rows")
+        raise _damaged(path, "it holds no data rows", expect)
     ncols = len(split(data_lines[0].decode("latin1")))
     if ncols != n_cols:
-        raise ValueError(
-            f"{path}: a HIGGS file has {n_cols} columns (label + 28 features), "
-            f"found {ncols} (delimiter {delimiter!r})"
+        raise _damaged(
+            path,
+            f"a HIGGS file has {n_cols} columns (label + 28 features), "
+            f"found {ncols} (delimiter {delimiter!r})",
+            expect,
         )
     if header is not None and len(header) != ncols:
-        raise ValueError(f"{path}: header has {len(header)} names but rows have {ncols} fields")
+        raise _damaged(
+            path, f"header has {len(header)} names but rows have {ncols} fields", expect
+        )
 
     if isinstance(label_column, str) and label_column not in ("auto", "first", "last"):
         if header is None:
@@ -126,8 +177,8 @@ def _sniff_higgs_layout(path, label_column="auto", n_cols=29):
                     io.BytesIO(b"\n".join(data_lines[:200])), delimiter=delimiter, ndmin=2
                 )
             except ValueError as exc:
-                raise ValueError(
-                    f"Could not parse {path} as numeric delimited text: {exc}"
+                raise _damaged(
+                    path, f"could not parse it as numeric delimited text ({exc})", expect
                 ) from exc
             is01 = [np.isin(sample[:, j], (0.0, 1.0)).all() for j in (0, ncols - 1)]
             if is01[0]:
@@ -164,19 +215,24 @@ def _load_higgs_file(
 ):
     dtype = _check_dtype(dtype)
     n_rows = _check_n_rows(n_rows)
-    layout = _sniff_higgs_layout(path, label_column)
+    expect = _higgs_expect(path)
+    layout = _sniff_higgs_layout(path, label_column, expect=expect)
     lab = layout["label_column"]
     feat = [j for j in range(layout["n_columns"]) if j != lab]
 
-    def parsed():
+    def parsed(digest):
         return _iter_parsed(path, delimiter=layout["delimiter"], dtype=dtype, n_rows=n_rows,
-                            skip_lines=layout["skip_lines"], ncols=layout["n_columns"])
+                            skip_lines=layout["skip_lines"], ncols=layout["n_columns"],
+                            expect=expect, digest=digest)
 
     def split(arr):
         y = arr[:, lab]
         if not np.isin(y, (0.0, 1.0)).all():
             bad = np.unique(y[~np.isin(y, (0.0, 1.0))])[:5]
-            raise ValueError(f"{path}: label column {lab} must hold 0/1, found {bad}")
+            problem = f"label column {lab} must hold 0/1, found {bad}"
+            if label_column != "auto":  # the caller's choice of column may be what is wrong
+                raise ValueError(f"{path}: {problem} (label_column={label_column!r})")
+            raise _damaged(path, problem, expect)
         if lab == 0:
             return arr[:, 1:], y
         if lab == arr.shape[1] - 1:
@@ -187,6 +243,7 @@ def _load_higgs_file(
         what, path, parsed, split, n_features=28, target_dtype=np.float64, dtype=dtype,
         standardize=standardize, add_intercept=add_intercept, n_rows=n_rows, cache=cache,
         cache_dir=cache_dir, standardize_cols=range(28), options={"label_column": lab},
+        expect=expect,
     )
     if return_X_y:
         return X, y
@@ -241,8 +298,20 @@ def load_higgs(
     such a name, the first column if its first 200 values are all 0/1, else
     the last column if its are; otherwise an error asks for
     ``label_column``. Every row must have 29 fields and every label must be
-    0 or 1, else ValueError. Features keep the UCI order
+    0 or 1, else :class:`DataFileError`. Features keep the UCI order
     (:data:`HIGGS_FEATURE_NAMES`); jet 1's b-tag is column 8.
+
+    Checks: a file named ``HIGGS.csv[.gz]`` must be the complete UCI file,
+    11,000,000 data rows (no checksum of it is on record), and the subsets
+    above, under the names they have in the shared data folder
+    (``lightgbm_binary.train.gz``, ``lightgbm_binary.test.gz``,
+    ``h2o_higgs_train_10k.csv.gz``, ``h2o_higgs_test_5k.csv.gz``,
+    ``sas_viya_higgs.csv.gz``, compressed or not) must have their known row
+    counts and sha256: a file cut short, even at a line boundary, raises
+    :class:`DataFileError` instead of loading fewer rows. With ``n_rows``
+    such a file must give that many rows (or all it has). Other files are
+    checked only for what can be seen: complete gzip data and parseable
+    rows.
 
     Parameters
     ----------
@@ -293,8 +362,12 @@ def load_higgs(
     FileNotFoundError
         If the file cannot be found; the message says where to put it and
         where to download it.
+    DataFileError
+        If the file cannot be decompressed or parsed, does not have the HIGGS
+        layout, or is a known file with other rows or content than it has;
+        the message says what is wrong and what to do.
     ValueError
-        If the file does not have the HIGGS layout.
+        If ``label_column`` is not a valid choice for the file.
 
     Examples
     --------
@@ -333,7 +406,8 @@ def load_higgs_sample(
     These are UCI HIGGS rows 1-7000 (``split="train"``) and 7001-7500
     (``split="test"``), features rounded to 3 decimals, exactly as LightGBM
     ships them in ``examples/binary_classification`` (MIT licence; the data
-    are UCI HIGGS, CC BY 4.0). Needs no download.
+    are UCI HIGGS, CC BY 4.0). Needs no download. The files' rows and sha256
+    are checked on every load (:class:`DataFileError` if one is damaged).
 
     Parameters
     ----------

@@ -5,8 +5,9 @@ import io
 import numpy as np
 from sklearn.utils import Bunch
 
-from ._base import (_cache_options, _check_dtype, _check_n_rows, _feature_stats, _find_file,
-                    _iter_blocks, _load_or_build, _Source, _standardize_meta)
+from ._base import (_cache_options, _check_dtype, _check_n_rows, _check_read, _damaged,
+                    _digest_for, _Expect, _feature_stats, _find_file, _iter_blocks,
+                    _load_or_build, _redownload, _Source, _standardize_meta)
 
 _SOURCE = _Source(
     name="kddcup99",
@@ -15,6 +16,18 @@ _SOURCE = _Source(
     url="https://archive.ics.uci.edu/ml/machine-learning-databases/kddcup99-mld/"
     "kddcup.data_10_percent.gz",
     page="https://archive.ics.uci.edu/dataset/130/kdd+cup+1999+data",
+)
+
+# The complete 10% file: 494,021 lines. The sha256 is of the decompressed text
+# (so a gunzipped or re-compressed copy passes), computed from the shared data
+# folder's kddcup.data_10_percent.gz, which is UCI's archive byte for byte: its
+# own sha256 (that folder's SHA256SUMS) is the one scikit-learn's fetch_kddcup99
+# expects, 8045aca0d84e70e622d1148d7df782496f6333bf6eb979a1b0837c42a9fd9561.
+_EXPECT = _Expect(
+    what="the complete KDD Cup 99 10% file",
+    n_rows=494_021,
+    sha256="f8c8267ebcd9c0ed1fd7d6277fe5bfff8732e9b7db8e61b873542b2a534b6f9a",
+    fix=_redownload(_SOURCE),
 )
 
 KDDCUP99_COLUMN_NAMES = [
@@ -93,6 +106,17 @@ def load_kddcup99(
         ``feature_scale``, ``filename``, ``DESCR``.
     (data, target) : tuple if ``return_X_y`` is True.
 
+    Raises
+    ------
+    FileNotFoundError
+        If the file cannot be found; the message says where to put it and
+        where to download it.
+    DataFileError
+        If the file cannot be decompressed or parsed, or is not the complete
+        10% file: read whole, it must have 494,021 rows and UCI's sha256;
+        with ``n_rows``, it must give that many rows (or all 494,021). The
+        message says to delete it and download it again.
+
     Examples
     --------
     >>> from bayes_subsample.datasets import load_kddcup99
@@ -105,8 +129,10 @@ def load_kddcup99(
 
     def build(make_sink):
         ints, rates, syms = [], [], []
-        for block in _iter_blocks(path):
-            remaining = None if n_rows is None else n_rows - sum(len(s) for s in syms)
+        n_read = 0
+        digest = _digest_for(_EXPECT, n_rows)
+        for block in _iter_blocks(path, expect=_EXPECT, digest=digest):
+            remaining = None if n_rows is None else n_rows - n_read
             if remaining is not None and remaining <= 0:
                 break
             kw = {"delimiter": ",", "ndmin": 2, "max_rows": remaining}
@@ -119,7 +145,11 @@ def load_kddcup99(
                 )
                 syms.append(np.loadtxt(io.BytesIO(block), dtype=str, usecols=(1, 2, 3, 41), **kw))
             except ValueError as exc:
-                raise ValueError(f"Could not parse {path} as KDD Cup 99 data: {exc}") from exc
+                raise _damaged(
+                    path, f"could not parse it as KDD Cup 99 data ({exc})", _EXPECT
+                ) from exc
+            n_read += syms[-1].shape[0]
+        _check_read(path, _EXPECT, n_read, n_rows, digest)
         ints = np.concatenate(ints)
         rates = np.concatenate(rates)
         syms = np.concatenate(syms)

@@ -1,9 +1,14 @@
 """MNIST digits 7 versus 9: :func:`load_mnist_7vs9`."""
 
+import hashlib
+import zipfile
+import zlib
+
 import numpy as np
 from sklearn.utils import Bunch
 
-from ._base import _candidates, _check_dtype, _find_file, _open_binary, _Source
+from ._base import (DataFileError, _candidates, _check_dtype, _check_read, _damaged, _Expect,
+                    _find_file, _open_binary, _read, _redownload, _Source)
 
 _SOURCE = _Source(
     name="mnist",
@@ -21,30 +26,113 @@ _MNIST_IDX = {
     "y_test": "t10k-labels-idx1-ubyte",
 }
 
+# What the original IDX files hold: images (labels) in the header's first
+# dimension and the sha256 of the decompressed file, computed from the copies
+# in the shared data folder (the .gz files' own sha256 are in its SHA256SUMS).
+_IDX_EXPECT = {
+    "train-images-idx3-ubyte": _Expect(
+        "the MNIST training-image file", 60_000,
+        "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db", _redownload(_SOURCE),
+    ),
+    "train-labels-idx1-ubyte": _Expect(
+        "the MNIST training-label file", 60_000,
+        "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5", _redownload(_SOURCE),
+    ),
+    "t10k-images-idx3-ubyte": _Expect(
+        "the MNIST test-image file", 10_000,
+        "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7", _redownload(_SOURCE),
+    ),
+    "t10k-labels-idx1-ubyte": _Expect(
+        "the MNIST test-label file", 10_000,
+        "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2", _redownload(_SOURCE),
+    ),
+}
 
-def _read_idx(path):
-    """Read an IDX file (the original MNIST format), gzipped or not."""
+# mnist_7vs9_derived.npz, derived from those files in the shared data folder
+# (the file's sha256 is in its SHA256SUMS). It is checked by the shapes of its
+# arrays and the sha256 of their contents (see _arrays_sha256), which a copy
+# re-saved with other zip metadata keeps; arrays derived from the IDX files
+# give the same value.
+_NPZ_SHAPES = {
+    "X_train": (12_214, 784),
+    "y_train": (12_214,),
+    "X_test": (2_037, 784),
+    "y_test": (2_037,),
+}
+_NPZ_SHA256 = "8fce3c5656c77792ce90e42bfd99bb91c5ed3943dce5f5c2c4cbd39832993975"
+_NPZ_EXPECT = _Expect(
+    what="the 7-vs-9 subset of MNIST",
+    fix="Delete it (the loader then derives the same arrays from the four original MNIST "
+    "IDX files if they are in the data home) or copy it again.",
+)
+
+
+def _arrays_sha256(arrays):
+    """sha256 of the arrays ``_NPZ_SHAPES`` names: each one's name, dtype, shape and bytes."""
+    h = hashlib.sha256()
+    for k in _NPZ_SHAPES:
+        a = np.ascontiguousarray(arrays[k])
+        h.update(f"{k} {a.dtype.str} {a.shape}\n".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def _read_idx(path, expect=None):
+    """Read an IDX file (the original MNIST format), gzipped or not.
+
+    A known file (``_IDX_EXPECT``, by name) must have its number of items
+    and sha256; any damage raises a :class:`DataFileError`.
+    """
+    if expect is None:
+        expect = _IDX_EXPECT.get(path.name.removesuffix(".gz"), _Expect())
     with _open_binary(path) as fh:
-        raw = fh.read()
+        raw = _read(fh, -1, path, expect)
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
-        raise ValueError(f"{path} is not an unsigned-byte IDX file")
+        raise _damaged(path, "it is not an unsigned-byte IDX file", expect)
     ndim = raw[3]
+    if len(raw) < 4 + 4 * ndim:
+        raise _damaged(path, "its IDX header is cut short", expect)
     shape = tuple(int(v) for v in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
     data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
     if data.size != int(np.prod(shape)):
-        raise ValueError(f"{path}: header says shape {shape} but holds {data.size} bytes")
+        raise _damaged(
+            path, f"its header says shape {shape} but it holds {data.size:,} bytes", expect
+        )
+    _check_read(path, expect, shape[0] if shape else 0, None, hashlib.sha256(raw))
     return data.reshape(shape)
+
+
+def _read_7vs9_npz(p):
+    """The four arrays of ``mnist_7vs9_derived.npz``, checked (:class:`DataFileError`)."""
+    try:
+        with np.load(p, allow_pickle=False) as z:
+            missing = [k for k in _NPZ_SHAPES if k not in z.files]
+            if missing:
+                raise _damaged(p, f"it lacks arrays {missing}", _NPZ_EXPECT)
+            arrays = {k: z[k] for k in _NPZ_SHAPES}
+    except DataFileError:
+        raise
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as exc:
+        raise _damaged(p, f"it cannot be read as .npz ({exc})", _NPZ_EXPECT) from exc
+    for k, shape in _NPZ_SHAPES.items():
+        if arrays[k].shape != shape:
+            raise _damaged(
+                p, f"array {k!r} has shape {arrays[k].shape}, not {shape}", _NPZ_EXPECT
+            )
+    got = _arrays_sha256(arrays)
+    if got != _NPZ_SHA256:
+        raise _damaged(
+            p, f"its arrays have sha256 {got}, but {_NPZ_EXPECT.what} has {_NPZ_SHA256}",
+            _NPZ_EXPECT,
+        )
+    return arrays
 
 
 def _mnist_7vs9_arrays(data_home):
     home, cands = _candidates(_SOURCE, data_home)
     for p in cands:
         if p.is_file():
-            with np.load(p) as z:
-                missing = {"X_train", "y_train", "X_test", "y_test"} - set(z.files)
-                if missing:
-                    raise ValueError(f"{p} lacks arrays {sorted(missing)}")
-                return {k: z[k] for k in ("X_train", "y_train", "X_test", "y_test")}, p
+            return _read_7vs9_npz(p), p
     # fall back to the original IDX files
     idx = {}
     for key, stem in _MNIST_IDX.items():
@@ -106,6 +194,16 @@ def load_mnist_7vs9(
         ``feature_names``, ``target_names`` (``['7', '9']``), ``pca`` (the
         fitted PCA or None), ``filename``, ``DESCR``.
     (X_train, y_train, X_test, y_test) : tuple if ``return_X_y`` is True.
+
+    Raises
+    ------
+    FileNotFoundError
+        If neither the ``.npz`` file nor the four IDX files are found.
+    DataFileError
+        If a file cannot be decompressed or read, or is not what it should
+        be: the ``.npz`` file must hold arrays of the shapes above with the
+        known sha256 of their contents; each IDX file must hold all its
+        60,000 (or 10,000) items, with the known sha256.
 
     Examples
     --------
