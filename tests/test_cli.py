@@ -139,6 +139,11 @@ def test_compare_table_and_plots(csv_file, tmp_path, capsys):
     (["fit", "{csv}", "--model", "probit"], "invalid choice"),
     (["fit", "{csv}", "--target", "alpha"], "binary target"),
     (["fit", "{csv}", "--out", "/nonexistent/dir/x.npz"], "does not exist"),
+    (["fit", "{csv}", "--summary", "s.yaml"], "cannot write a summary as .yaml; name it "
+                                              ".json (JSON) or .txt (text table)"),
+    (["fit", "{csv}", "--summary", "s"], "without extension"),
+    (["fit", "{csv}", "--out", "/"], "is a folder"),
+    (["demo", "--out", "roc.yaml"], "cannot write .yaml images; use one of"),
     (["fit", "covtype", "--data-home", "/nonexistent"], "Could not find"),
     (["compare", "{csv}", "--samplers", "hmc,nope"], "unknown sampler"),
     (["compare", "{csv}", "--samplers", "hmc,mh", "--param", "step_size=1"], "SAMPLER.KEY"),
@@ -146,7 +151,9 @@ def test_compare_table_and_plots(csv_file, tmp_path, capsys):
     (["nope"], "invalid choice"),
     (["demo", "--chains", "x"], "positive integer"),
 ])
-def test_user_errors_exit_2_with_one_line(argv, expected, csv_file, capsys):
+def test_user_errors_exit_2_with_one_line(argv, expected, csv_file, capsys, tmp_path,
+                                         monkeypatch):
+    monkeypatch.chdir(tmp_path)  # default outputs left in the working folder are not in the way
     argv = [a.replace("{csv}", str(csv_file[0])) for a in argv]
     assert main(argv) == 2
     assert expected in _one_line_error(capsys)
@@ -158,3 +165,72 @@ def test_python_dash_m(tmp_path):
                          check=False)
     assert res.returncode == 2
     assert "Traceback" not in res.stderr and "named dataset" in res.stderr
+
+
+# ---- output files: never the input, never twice, never an existing file without --force ----
+def _snapshot(folder):
+    return {p.name: p.read_bytes() for p in folder.iterdir()}
+
+
+@pytest.mark.parametrize("data_name, options", [
+    ("d.npz", ["--out", "d.npz"]),
+    ("d.npz", ["--out", "d"]),                  # the .npz the CLI adds makes it the input
+    ("d.txt", ["--summary", "d.txt"]),
+    ("d.npz", ["--out", "link.npz"]),           # a symlink to the input
+])
+def test_fit_never_overwrites_its_input(data_name, options, tmp_path, capsys, csv_file):
+    path = tmp_path / data_name
+    if data_name.endswith(".npz"):
+        np.savez(path, X=csv_file[1], y=csv_file[2])
+    else:
+        path.write_bytes(csv_file[0].read_bytes())
+    (tmp_path / "link.npz").symlink_to(path)
+    before = _snapshot(tmp_path)
+    argv = ["fit", str(path), "--force", "--quiet"] + FAST
+    assert main(argv + [str(tmp_path / o) if i % 2 else o for i, o in enumerate(options)]) == 2
+    assert "would overwrite the input data" in _one_line_error(capsys)
+    assert _snapshot(tmp_path) == before
+
+
+def test_fit_never_writes_two_outputs_to_one_file(csv_file, tmp_path, capsys):
+    (tmp_path / "s.json").symlink_to(tmp_path / "s.npz")
+    argv = ["fit", str(csv_file[0]), "--out", str(tmp_path / "s"), "--summary",
+            str(tmp_path / "s.json"), "--force"] + FAST
+    assert main(argv) == 2
+    assert "is also the --out file of this run" in _one_line_error(capsys)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.json"]
+
+
+@pytest.mark.parametrize("argv, existing", [
+    (["fit", "{csv}", "--out", "{tmp}/d"], "d.npz"),
+    (["fit", "{csv}", "--out", "{tmp}/d.npz"], "d_summary.json"),
+    (["fit", "{csv}", "--out", "{tmp}/d.npz", "--summary", "{tmp}/s.txt"], "s.txt"),
+    (["demo", "--out", "{tmp}/roc"], "roc.png"),
+    (["compare", "{csv}", "--out-prefix", "{tmp}/c"], "c_roc.png"),
+])
+def test_existing_outputs_need_force_and_are_checked_before_fitting(argv, existing, csv_file,
+                                                                    tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    (tmp_path / existing).write_text("precious")
+    argv = [a.replace("{csv}", str(csv_file[0])).replace("{tmp}", str(tmp_path)) for a in argv]
+    assert main(argv + FAST) == 2
+    res = capsys.readouterr()
+    assert "sampling" not in res.out  # refused before the fit
+    assert "Traceback" not in res.err and len(res.err.splitlines()) == 1
+    assert f"{tmp_path / existing} exists; use --force" in res.err
+    assert [p.name for p in tmp_path.iterdir()] == [existing]
+    assert (tmp_path / existing).read_text() == "precious"
+
+
+def test_force_overwrites_and_the_written_paths_are_reported(csv_file, tmp_path, capsys):
+    out = tmp_path / "draws"
+    argv = ["fit", str(csv_file[0]), "--sampler", "mh", "--out", str(out)] + FAST
+    assert main(argv) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert f"draws written to {tmp_path / 'draws.npz'} " in said
+    assert f"summary written to {tmp_path / 'draws_summary.json'}" in said
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["draws.npz", "draws_summary.json"]
+    (tmp_path / "draws_summary.json").write_text("old")
+    assert main(argv + ["--quiet"]) == 2
+    assert main(argv + ["--quiet", "--force"]) == 0
+    assert json.loads((tmp_path / "draws_summary.json").read_text())["sampler"] == "mh"

@@ -15,7 +15,8 @@ Commands
 
 Run ``bayes-subsample <command> --help`` for the options. Errors in the input
 (missing files, unknown columns, samplers or options) exit with status 2 and a
-one-line message.
+one-line message, as do output files refused before the run starts: the
+input, two outputs in one file, or an existing file without ``--force``.
 """
 import sys
 

@@ -4,15 +4,15 @@ import ast
 import json
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 
 from ..samplers import SAMPLERS
-from ._data import _check_model_target, load_data
-from ._report import (CLIError, _check_folder, _fmt_fraction, _legend, _print_all_notes,
-                      _print_notes, _pyplot_or_note, _roc_plot, _save, _say, _summary_json,
-                      _wrap, format_table, table_row)
+from ._data import _check_model_target, data_files, load_data
+from ._report import (CLIError, _fmt_fraction, _image_path, _legend, _npz_path,
+                      _print_all_notes, _print_notes, _plt_or_none, _roc_plot, _save, _say,
+                      _say_no_matplotlib, _summary_json, _summary_path, _wrap, format_table,
+                      plan_outputs, table_row)
 
 # --------------------------------------------------------------------------
 # samplers and models
@@ -144,6 +144,9 @@ def cmd_demo(args):
         if getattr(args, k) is None:
             setattr(args, k, v)
     args.prior_scale, args.no_intercept = 10.0, False
+    plt = None if args.no_plot else _plt_or_none()
+    if plt is not None:
+        out, = plan_outputs([("--out", _image_path(args.out, "--out"))], force=args.force)
     train = load_higgs_sample("train", standardize=True)
     test = load_higgs_sample("test")
     X, y = train.data, train.target
@@ -171,12 +174,12 @@ def cmd_demo(args):
     _print_all_notes(notes)
     if args.no_plot:
         return 0
-    plt = _pyplot_or_note("")
     if plt is None:
+        _say_no_matplotlib("")
         return 0
     path = _roc_plot(plt, fitted, X_test, y_test,
                      f"HIGGS sample: posterior-predictive ROC\n({X_test.shape[0]} held-out "
-                     "events, bands: 90% of per-draw curves)", args.out)
+                     "events, bands: 90% of per-draw curves)", out)
     _say("", f"ROC plot written to {path}")
     return 0
 
@@ -186,14 +189,15 @@ def cmd_demo(args):
 # --------------------------------------------------------------------------
 
 def cmd_fit(args):
-    data = load_data(args)
-    _check_model_target(args.model, data.y, args.data)
     params = _sampler_params(args.param, [args.sampler], allow_unprefixed=True)[args.sampler]
     sampler = make_sampler(args.sampler, params)
-    out = Path(args.out)
-    summary_path = Path(args.summary) if args.summary else out.with_name(out.stem + "_summary.json")
-    for p in (out, summary_path):
-        _check_folder(p)
+    out = _npz_path(args.out)
+    summary_path = (_summary_path(args.summary) if args.summary
+                    else out.with_name(out.stem + "_summary.json"))
+    plan_outputs([("--out", out), ("--summary", summary_path)], data_files(args.data),
+                 args.force)
+    data = load_data(args)
+    _check_model_target(args.model, data.y, args.data)
     if not args.quiet:
         _say(_wrap(f"{data.description}; {data.X.shape[1]} features"
                    f"{' (standardised)' if args.standardize else ''}; {args.model} regression, "
@@ -265,6 +269,12 @@ def cmd_compare(args):
         X, y, Xt, yt = X[tr], y[tr], X[te], y[te]
     if args.model != "logistic":
         Xt = yt = None
+    plt = None if args.no_plot else _plt_or_none()
+    if plt is not None:
+        kinds = ["trace", "marginals"] + (["roc"] if Xt is not None else [])
+        plots = dict(zip(kinds, plan_outputs(
+            [("--out-prefix", f"{args.out_prefix}_{k}.png") for k in kinds],
+            data_files(args.data), args.force)))
     _say(_wrap(f"{data.description}; {X.shape[0]:,} rows used for fitting"
                f"{'' if Xt is None else f', {Xt.shape[0]:,} held out'}; {args.model} "
                f"regression; {_run_length(args)}."), "")
@@ -275,11 +285,10 @@ def cmd_compare(args):
     _print_all_notes(notes)
     if args.no_plot:
         return 0
-    plt = _pyplot_or_note()
     if plt is None:
+        _say_no_matplotlib()
         return 0
     from ..plotting import plot_marginals, plot_trace
-    prefix = args.out_prefix
     written = []
     nplot = min(args.max_params, fitted[names[0]].posterior_draws_.shape[2])
     params = list(range(nplot - 1)) + [-1] if nplot > 1 else [-1]  # always show the intercept
@@ -294,16 +303,16 @@ def cmd_compare(args):
         if i:
             for ax in axes[:, i]:
                 ax.set_ylabel("")
-    written.append(_save(plt, fig, f"{prefix}_trace.png"))
+    written.append(_save(plt, fig, plots["trace"]))
     others = {n: fitted[n] for n in names if n != args.reference}
     axes = plot_marginals(others if others else fitted, reference=ref, params=params,
                           reference_label=f"{args.reference} (reference)", ncols=4)
     fig = axes.flat[0].figure
     fig.suptitle("posterior marginals")
-    written.append(_save(plt, fig, f"{prefix}_marginals.png"))
+    written.append(_save(plt, fig, plots["marginals"]))
     if Xt is not None:
         written.append(_roc_plot(plt, fitted, Xt, yt,
                                  f"posterior-predictive ROC, {Xt.shape[0]:,} held-out rows",
-                                 f"{prefix}_roc.png", band=len(names) <= 4))
+                                 plots["roc"], band=len(names) <= 4))
     _say("plots written: " + ", ".join(str(p) for p in written))
     return 0

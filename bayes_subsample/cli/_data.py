@@ -73,10 +73,18 @@ def _named_dataset(name, args):
     raise AssertionError(name)  # pragma: no cover
 
 
+def data_files(spec):
+    """The files that the data argument ``spec`` names: ``[path]``, or ``[]``
+    for a named dataset."""
+    path = Path(spec).expanduser()
+    return [] if spec.lower() in DATASETS and not path.exists() else [path]
+
+
 def load_data(args):
     """The data named by ``args.data``: a named dataset or a file."""
     spec = args.data
-    if spec.lower() in DATASETS and not Path(spec).exists():
+    files = data_files(spec)
+    if not files:
         if getattr(args, "target", None) is not None:
             raise CLIError(f"--target applies to CSV files, not to the named dataset {spec!r}")
         try:
@@ -85,7 +93,7 @@ def load_data(args):
             msg = " ".join(str(exc).split())
             raise CLIError(f"{msg} (--data-home sets the data home)") from exc
     else:
-        path = Path(spec).expanduser()
+        path, = files
         if not path.exists():
             names = ", ".join(DATASETS)
             if path.suffix or os.sep in spec:

@@ -150,25 +150,90 @@ _NO_MPL = ("matplotlib is not installed, so no plot was written; get it with "
            "again.")
 
 
-def _pyplot_or_note(*lead):
-    """matplotlib.pyplot, or None after saying (below the ``lead`` lines) that
-    matplotlib is needed for the plots."""
-    plt = _plt_or_none()
-    if plt is None:
-        _say(*lead, _wrap(_NO_MPL))
-    return plt
+def _say_no_matplotlib(*lead):
+    """Say (below the ``lead`` lines) that matplotlib is needed for the plots."""
+    _say(*lead, _wrap(_NO_MPL))
 
 
-def _check_folder(path):
-    """A CLIError unless the folder that ``path`` is to be written in exists."""
-    if not path.parent.exists():
-        raise CLIError(f"cannot write {path}: folder {path.parent} does not exist")
+# --------------------------------------------------------------------------
+# output files
+# --------------------------------------------------------------------------
+
+#: the formats of ``fit --summary``, by extension
+SUMMARY_FORMATS = {".json": "JSON", ".txt": "text table"}
+
+
+def _npz_path(text):
+    """The file ``numpy.savez`` writes for ``--out text``: it adds ``.npz``
+    unless the name ends in it."""
+    path = Path(text)
+    if path.is_dir():
+        raise CLIError(f"--out: {text} is a folder; give a file name")
+    return path if path.name.endswith(".npz") else path.with_name(path.name + ".npz")
+
+
+def _summary_path(text):
+    """The path of ``--summary text``, or a CLIError for a format it cannot write."""
+    path = Path(text)
+    if path.suffix.lower() not in SUMMARY_FORMATS:
+        known = " or ".join(f"{k} ({v})" for k, v in SUMMARY_FORMATS.items())
+        given = f"as {path.suffix}" if path.suffix else "without extension"
+        raise CLIError(f"--summary {text}: cannot write a summary {given}; name it {known}")
+    return path
+
+
+def _image_path(path, option):
+    """The file matplotlib writes for ``path`` (``.png`` added to a name without
+    extension), or a CLIError if matplotlib cannot write its extension."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    path = Path(path)
+    if not path.suffix:
+        return path.with_name(path.name + ".png")
+    kinds = FigureCanvasBase.get_supported_filetypes()
+    if path.suffix[1:].lower() not in kinds:
+        raise CLIError(f"{option} {path}: cannot write {path.suffix} images; use one of "
+                       + ", ".join(f".{k}" for k in sorted(kinds)))
+    return path
+
+
+def _same_file(a, b):
+    return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
+
+
+def plan_outputs(outputs, inputs=(), force=False):
+    """Check, before a run starts, the files it is to write.
+
+    ``outputs`` is a list of ``(option, path)``: each file to write (the exact
+    path, suffixes added) and the option that names it; ``inputs`` are the
+    files the run reads. A CLIError, with nothing written yet, if an output's
+    folder is missing, or it is a folder, an input or another output of the
+    run, or it exists and not ``force``. Returns the paths.
+    """
+    done = []
+    for option, path in outputs:
+        path = Path(path)
+        if any(_same_file(path, Path(src)) for src in inputs):
+            raise CLIError(f"{option}: writing {path} would overwrite the input data; "
+                           "choose another name")
+        for other_option, other in done:
+            if _same_file(path, other):
+                raise CLIError(f"{option}: {path} is also the {other_option} file of this run; "
+                               "choose another name")
+        if not path.parent.is_dir():
+            raise CLIError(f"cannot write {path}: folder {path.parent} does not exist")
+        if path.is_dir():
+            raise CLIError(f"{option}: {path} is a folder")
+        if path.exists() and not force:
+            raise CLIError(f"{option}: {path} exists; use --force to overwrite it, or choose "
+                           "another name")
+        done.append((option, path))
+    return [path for _, path in done]
 
 
 def _save(plt, fig, path):
     """Write ``fig`` to ``path`` and close it; returns the path."""
     path = Path(path)
-    _check_folder(path)
     try:
         fig.savefig(path, dpi=110)
     except (OSError, ValueError) as exc:
