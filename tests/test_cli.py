@@ -159,6 +159,40 @@ def test_user_errors_exit_2_with_one_line(argv, expected, csv_file, capsys, tmp_
     assert expected in _one_line_error(capsys)
 
 
+def _damaged_files(folder, csv_path):
+    """Files that open but cannot be read: gzip magic then garbage, gzip data
+    damaged in the middle, an .npz whose member fails its CRC."""
+    import gzip
+
+    garbage = b"\x1f\x8b" + b"garbage after the gzip magic" * 4
+    text = gzip.compress(csv_path.read_bytes() * 20)
+    damaged = text[:200] + b"\x00" * 60 + text[260:]
+    np.savez_compressed(folder / "good.npz", X=np.arange(600.0).reshape(200, 3),
+                        y=np.ones(200))
+    npz = bytearray((folder / "good.npz").read_bytes())
+    npz[300:400] = b"\xff" * 100
+    files = {"magic.csv": garbage, "magic_no_extension": garbage, "damaged.csv.gz": damaged,
+             "crc.npz": bytes(npz)}
+    for name, content in files.items():
+        (folder / name).write_bytes(content)
+    return list(files)
+
+
+def test_unreadable_input_is_a_one_line_error_naming_it(csv_file, tmp_path, capsys):
+    for name in _damaged_files(tmp_path, csv_file[0]):
+        path = tmp_path / name
+        assert main(["fit", str(path), "--out", str(tmp_path / "out.npz")] + FAST) == 2, name
+        msg = _one_line_error(capsys)
+        assert f"cannot read {path}: its " in msg and "is damaged" in msg
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "covtype.data.gz").write_bytes((tmp_path / "magic.csv").read_bytes())
+    assert main(["fit", "covtype", "--data-home", str(home), "--out",
+                 str(tmp_path / "out.npz")]) == 2
+    assert f"cannot read the covtype files in {home}" in _one_line_error(capsys)
+    assert not (tmp_path / "out.npz").exists()
+
+
 def test_python_dash_m(tmp_path):
     res = subprocess.run([sys.executable, "-m", "bayes_subsample", "fit", "nope"],
                          capture_output=True, text=True, cwd=tmp_path, timeout=120,
