@@ -159,6 +159,36 @@ def test_user_errors_exit_2_with_one_line(argv, expected, csv_file, capsys, tmp_
     assert expected in _one_line_error(capsys)
 
 
+@pytest.mark.parametrize("samplers, failing, error", [
+    ("mh,sgld", "sgld", "FloatingPointError: SGLD ran away"),   # a real divergence
+    ("sgld,mh", "sgld", "FloatingPointError: SGLD ran away"),   # ... of the reference
+    ("hmc,mh", "mh", "RuntimeError: a bug in a kernel"),         # any error
+])
+def test_compare_reports_a_failing_sampler_and_keeps_the_others(samplers, failing, error, csv_file,
+                                                                 tmp_path, capsys, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from bayes_subsample.samplers.mh import MHKernel
+
+    def broken(self, rng, state):
+        raise RuntimeError("a bug in a kernel")
+
+    if failing == "mh":
+        monkeypatch.setattr(MHKernel, "transition", broken)
+    unstable = ["--param", "sgld.step_size=100"] if "sgld" in samplers else []
+    rc = main(["compare", str(csv_file[0]), "--samplers", samplers, "--out-prefix",
+               str(tmp_path / "cmp")] + unstable + FAST)
+    assert rc == 1
+    res = capsys.readouterr()
+    assert "Traceback" not in res.err
+    (ok,) = set(samplers.split(",")) - {failing}
+    table = res.out.split("sampler ")[1].split("\n\n")[0].splitlines()
+    assert any(ln.startswith(f"{failing} ") and f"failed: {error}" in ln for ln in table)
+    assert any(ln.startswith(f"{ok} ") and "failed" not in ln for ln in table)
+    assert f"failed [{failing}]: {error}" in res.out
+    for suffix in ("trace", "marginals", "roc"):
+        assert (tmp_path / f"cmp_{suffix}.png").is_file()
+
+
 def _damaged_files(folder, csv_path):
     """Files that open but cannot be read: gzip magic then garbage, gzip data
     damaged in the middle, an .npz whose member fails its CRC."""

@@ -191,7 +191,9 @@ def build_parser():
         description="Fits the same model with several samplers and prints one row per "
                     "sampler;\nwrites <prefix>_trace.png, <prefix>_marginals.png "
                     "(densities against the\nreference sampler) and, for logistic "
-                    "regression, <prefix>_roc.png on held-out rows.",
+                    "regression, <prefix>_roc.png on held-out rows.\nA sampler that fails "
+                    "is marked failed in its row, with the reason, and the\nothers' results "
+                    "are kept; the exit status is then 1.",
         examples="example:\n  bayes-subsample compare higgs-sample --standardize \\\n"
                  "      --samplers hmc,hmc_ecs,hmc_ecs_signed")
     p.add_argument("--samplers", default="hmc,hmc_ecs", metavar="A,B,...",

@@ -3,6 +3,7 @@ estimators they build from the options."""
 import ast
 import json
 import time
+import traceback
 import warnings
 
 import numpy as np
@@ -10,9 +11,9 @@ import numpy as np
 from ..samplers import SAMPLERS
 from ._data import _check_model_target, data_files, load_data
 from ._report import (CLIError, _fmt_fraction, _image_path, _legend, _npz_path,
-                      _print_all_notes, _print_notes, _plt_or_none, _roc_plot, _save, _say,
-                      _say_no_matplotlib, _summary_json, _summary_path, _wrap, format_table,
-                      plan_outputs, table_row)
+                      _print_all_notes, _print_missing, _print_notes, _plt_or_none, _roc_plot,
+                      _save, _say, _say_no_matplotlib, _summary_json, _summary_path, _wrap,
+                      format_table, plan_outputs, table_row)
 
 # --------------------------------------------------------------------------
 # samplers and models
@@ -116,13 +117,42 @@ def _fit(est, X, y, label, quiet=False):
     return est, notes, seconds
 
 
+class _Fits:
+    """The fits of a command that runs several samplers: ``fitted``
+    {label: estimator} of those that made draws, ``notes`` {label: warnings},
+    ``missing`` {label: (status, reason)} of those that made none."""
+
+    def __init__(self):
+        self.fitted, self.notes, self.missing = {}, {}, {}
+
+    def rows(self, labels, reference=None, X_test=None, y_test=None):
+        """The table rows of ``labels``, in that order; a missing fit's row says why."""
+        ref = self.fitted.get(reference)
+        return [table_row(n, self.fitted[n], ref, X_test, y_test) if n in self.fitted
+                else {"label": n, "status": ": ".join(self.missing[n])} for n in labels]
+
+    def exit_status(self):
+        """0, or 1 if a sampler failed."""
+        return 1 if self.missing else 0
+
+
 def _fit_each(samplers, model, X, y, args):
-    """Fit ``model`` once with each of ``samplers`` ({label: sampler});
-    returns ({label: estimator}, {label: warning notes})."""
-    fitted, notes = {}, {}
+    """Fit ``model`` once with each of ``samplers`` ({label: sampler}). A
+    sampler that raises (a diverging SGLD, say) is recorded with its error and
+    the next one runs; with ``--traceback`` its traceback is printed. Returns
+    a :class:`_Fits`."""
+    fits = _Fits()
     for label, sampler in samplers.items():
-        fitted[label], notes[label], _ = _fit(make_estimator(model, sampler, args), X, y, label)
-    return fitted, notes
+        try:
+            est, fits.notes[label], _ = _fit(make_estimator(model, sampler, args), X, y, label)
+        except Exception as exc:
+            if args.traceback:
+                traceback.print_exc()
+            msg = " ".join(str(exc).split())
+            fits.missing[label] = ("failed", type(exc).__name__ + (f": {msg}" if msg else ""))
+        else:
+            fits.fitted[label] = est
+    return fits
 
 
 def _run_length(args):
@@ -157,13 +187,15 @@ def cmd_demo(args):
         f"({X.shape[1]} standardised features + intercept = {X.shape[1] + 1} parameters), "
         f"{_run_length(args)}; {X_test.shape[0]} held-out events for the ROC curve."), "")
     samplers = {"full HMC": make_sampler("hmc", {}), "HMC-ECS": make_sampler("hmc_ecs", {})}
-    fitted, notes = _fit_each(samplers, "logistic", X, y, args)
-    ref = fitted["full HMC"]
-    rows = [table_row(label, est, ref, X_test, y_test) for label, est in fitted.items()]
+    fits = _fit_each(samplers, "logistic", X, y, args)
+    fitted = fits.fitted
+    rows = fits.rows(samplers, "full HMC", X_test, y_test)
     _say("", format_table(rows), "")
-    _say(_legend(rows, X.shape[0], "full HMC"), "")
+    _print_missing(fits.missing)
+    if fitted:
+        _say(_legend(rows, X.shape[0], "full HMC"), "")
     r_h, r_e = rows
-    if r_h["ess_s"] and r_e["ess_s"]:
+    if len(fitted) == 2 and r_h["ess_s"] and r_e["ess_s"]:
         _say(_wrap(
             f"HMC-ECS evaluated {_fmt_fraction(r_e['data_fraction'])} of the likelihood terms "
             f"per iteration (full HMC: {_fmt_fraction(r_h['data_fraction'])}) and produced "
@@ -171,17 +203,17 @@ def cmd_demo(args):
             f"posterior means are within {r_e['err']:.2f} posterior standard deviations of "
             "full HMC's. The gap in cost grows with n: HMC-ECS's subsample size stays "
             "roughly fixed while every full-HMC step reads all the data."))
-    _print_all_notes(notes)
-    if args.no_plot:
-        return 0
+    _print_all_notes(fits.notes)
+    if args.no_plot or not fitted:
+        return fits.exit_status()
     if plt is None:
         _say_no_matplotlib("")
-        return 0
+        return fits.exit_status()
     path = _roc_plot(plt, fitted, X_test, y_test,
                      f"HIGGS sample: posterior-predictive ROC\n({X_test.shape[0]} held-out "
                      "events, bands: 90% of per-draw curves)", out)
     _say("", f"ROC plot written to {path}")
-    return 0
+    return fits.exit_status()
 
 
 # --------------------------------------------------------------------------
@@ -278,33 +310,38 @@ def cmd_compare(args):
     _say(_wrap(f"{data.description}; {X.shape[0]:,} rows used for fitting"
                f"{'' if Xt is None else f', {Xt.shape[0]:,} held out'}; {args.model} "
                f"regression; {_run_length(args)}."), "")
-    fitted, notes = _fit_each(samplers, args.model, X, y, args)
-    ref = fitted[args.reference]
-    rows = [table_row(n, est, ref, Xt, yt) for n, est in fitted.items()]
-    _say("", format_table(rows), "", _legend(rows, X.shape[0], args.reference), "")
-    _print_all_notes(notes)
-    if args.no_plot:
-        return 0
+    fits = _fit_each(samplers, args.model, X, y, args)
+    fitted = fits.fitted
+    rows = fits.rows(names, args.reference, Xt, yt)
+    _say("", format_table(rows), "")
+    _print_missing(fits.missing)
+    if fitted:
+        _say(_legend(rows, X.shape[0], args.reference), "")
+    _print_all_notes(fits.notes)
+    if args.no_plot or not fitted:
+        return fits.exit_status()
     if plt is None:
         _say_no_matplotlib()
-        return 0
+        return fits.exit_status()
     from ..plotting import plot_marginals, plot_trace
     written = []
-    nplot = min(args.max_params, fitted[names[0]].posterior_draws_.shape[2])
+    first = next(iter(fitted.values()))
+    nplot = min(args.max_params, first.posterior_draws_.shape[2])
     params = list(range(nplot - 1)) + [-1] if nplot > 1 else [-1]  # always show the intercept
-    if not fitted[names[0]].fit_intercept:
+    if not first.fit_intercept:
         params = list(range(nplot))
-    fig, axes = plt.subplots(len(params), len(names), squeeze=False, sharex=False,
-                             figsize=(3.2 * len(names), 1.6 * len(params) + 0.8),
+    fig, axes = plt.subplots(len(params), len(fitted), squeeze=False, sharex=False,
+                             figsize=(3.2 * len(fitted), 1.6 * len(params) + 0.8),
                              layout="constrained")
-    for i, n in enumerate(names):
+    for i, n in enumerate(fitted):
         tr_axes = plot_trace(fitted[n], params=params, density=False, axes=axes[:, i])
         tr_axes[0].set_title(n)
         if i:
             for ax in axes[:, i]:
                 ax.set_ylabel("")
     written.append(_save(plt, fig, plots["trace"]))
-    others = {n: fitted[n] for n in names if n != args.reference}
+    ref = fitted.get(args.reference)
+    others = {n: est for n, est in fitted.items() if est is not ref}
     axes = plot_marginals(others if others else fitted, reference=ref, params=params,
                           reference_label=f"{args.reference} (reference)", ncols=4)
     fig = axes.flat[0].figure
@@ -313,6 +350,6 @@ def cmd_compare(args):
     if Xt is not None:
         written.append(_roc_plot(plt, fitted, Xt, yt,
                                  f"posterior-predictive ROC, {Xt.shape[0]:,} held-out rows",
-                                 plots["roc"], band=len(names) <= 4))
+                                 plots["roc"], band=len(fitted) <= 4))
     _say("plots written: " + ", ".join(str(p) for p in written))
-    return 0
+    return fits.exit_status()

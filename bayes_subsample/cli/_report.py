@@ -77,11 +77,19 @@ def table_row(label, est, reference=None, X_test=None, y_test=None):
 
 
 def format_table(rows):
-    """An aligned table (79 columns at most) of :func:`table_row` results."""
-    cols = [c for c in _COLUMNS if any(r.get(c[0]) is not None for r in rows)]
+    """An aligned table (79 columns at most) of :func:`table_row` results; a
+    row ``{"label": ..., "status": text}`` (a sampler without draws) shows the
+    text, shortened to fit, in place of numbers."""
+    cols = [c for c in _COLUMNS
+            if c[0] == "label" or any(r.get(c[0]) is not None for r in rows)]
     lines = ["  ".join(h.ljust(w) if k == "label" else h.rjust(w) for k, h, w, _ in cols)]
     lines.append("-" * len(lines[0]))
     for r in rows:
+        if "status" in r:
+            w = cols[0][2]
+            status = textwrap.shorten(r["status"], WIDTH - w - 2, placeholder=" ...")
+            lines.append(f"{r['label'][:w]:<{w}}  {status}")
+            continue
         cells = []
         for k, _, w, f in cols:
             v = r.get(k)
@@ -119,6 +127,15 @@ def _print_notes(label, notes, short=False):
     else:
         for msg in notes:
             _say(_wrap(f"warning [{label}]: {msg}"))
+
+
+def _print_missing(missing):
+    """Why each sampler of ``missing`` ({label: (status, reason)}) has no
+    draws, in full."""
+    for label, (status, reason) in missing.items():
+        _say(_wrap(f"{status} [{label}]: {reason}"))
+    if missing:
+        _say("")
 
 
 def _print_all_notes(notes):
