@@ -1,7 +1,9 @@
 """Tests of the bayes-subsample command line."""
 import json
+import re
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -185,6 +187,88 @@ def test_compare_reports_a_failing_sampler_and_keeps_the_others(samplers, failin
     assert any(ln.startswith(f"{failing} ") and f"failed: {error}" in ln for ln in table)
     assert any(ln.startswith(f"{ok} ") and "failed" not in ln for ln in table)
     assert f"failed [{failing}]: {error}" in res.out
+    for suffix in ("trace", "marginals", "roc"):
+        assert (tmp_path / f"cmp_{suffix}.png").is_file()
+
+
+# ---- Ctrl-C: keep what was made, exit 130 ------------------------------------------------
+@pytest.fixture
+def ctrl_c_after(monkeypatch):
+    """``ctrl_c_after(k)``: MH raises KeyboardInterrupt (a user pressing Ctrl-C)
+    at its (k+1)-th transition, counted over all chains. With --param
+    n_steps=1 and FAST, a transition is an iteration: chain 0 makes 80
+    (40 warmup + 40 kept), then chain 1 its 40 warmup and its kept ones."""
+    from bayes_subsample.samplers.mh import MHKernel
+
+    def arm(k):
+        calls = [0]
+        transition = MHKernel.transition
+
+        def interrupted(self, rng, state):
+            calls[0] += 1
+            if calls[0] > k:
+                raise KeyboardInterrupt
+            return transition(self, rng, state)
+
+        monkeypatch.setattr(MHKernel, "transition", interrupted)
+
+    return arm
+
+
+def _main_without_runtime_warnings(argv):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rc = main(argv)
+    stray = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert not stray  # e.g. numpy's "All-NaN slice encountered" on one kept chain
+    return rc
+
+
+@pytest.mark.parametrize("k, kept", [
+    (140, (2, 20)),   # both chains have 20 draws
+    (60, (1, 20)),    # chain 1 never sampled: one chain, no R-hat
+    (121, (2, 1)),    # one draw per chain: too few for a summary
+])
+def test_fit_interrupted_saves_the_draws_made_and_exits_130(k, kept, ctrl_c_after, csv_file,
+                                                             tmp_path, capsys):
+    ctrl_c_after(k)
+    out = tmp_path / "d.npz"
+    rc = _main_without_runtime_warnings(["fit", str(csv_file[0]), "--sampler", "mh", "--param",
+                                         "n_steps=1", "--out", str(out)] + FAST)
+    assert rc == 130
+    res = capsys.readouterr()
+    assert "Traceback" not in res.err
+    said = " ".join(res.out.split())
+    assert re.search(fr"interrupted after [0-9.]+ s: kept {kept[1]} draws in each of {kept[0]} "
+                     "chains", said)
+    assert f"draws written to {out} " in said
+    assert np.load(out)["draws"].shape == (*kept, 4)
+    info = json.loads((tmp_path / "d_summary.json").read_text())
+    assert info["diagnostics"]["interrupted"] is True
+    assert (info["summary"] is None) == (kept[1] < 4)
+    if kept[0] == 1:
+        assert info["diagnostics"]["max_r_hat"] is None
+
+
+def test_fit_interrupted_before_any_draw_writes_nothing(ctrl_c_after, csv_file, tmp_path):
+    ctrl_c_after(30)
+    assert main(["fit", str(csv_file[0]), "--sampler", "mh", "--param", "n_steps=1",
+                 "--out", str(tmp_path / "d.npz"), "--quiet"] + FAST) == 130
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_compare_interrupted_keeps_the_fits_made_and_exits_130(ctrl_c_after, csv_file,
+                                                               tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    ctrl_c_after(140)
+    rc = _main_without_runtime_warnings(
+        ["compare", str(csv_file[0]), "--samplers", "hmc,mh,hmc_ecs", "--param",
+         "mh.n_steps=1", "--out-prefix", str(tmp_path / "cmp")] + FAST)
+    assert rc == 130
+    out = capsys.readouterr().out
+    table = out.split("sampler ")[1].split("\n\n")[0].splitlines()
+    assert [ln.split()[0] for ln in table[2:]] == ["hmc", "mh", "hmc_ecs"]
+    assert "not run" not in table[2] + table[3] and "not run" in table[4]
     for suffix in ("trace", "marginals", "roc"):
         assert (tmp_path / f"cmp_{suffix}.png").is_file()
 

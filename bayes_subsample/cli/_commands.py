@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 
+from ..diagnostics import _MIN_DRAWS
 from ..samplers import SAMPLERS
 from ._data import _check_model_target, data_files, load_data
 from ._report import (CLIError, _fmt_fraction, _image_path, _legend, _npz_path,
@@ -89,7 +90,9 @@ def make_estimator(model, sampler, args):
 
 
 def _fit(est, X, y, label, quiet=False):
-    """Fit, collecting warnings as notes; returns (estimator, notes, seconds)."""
+    """Fit, collecting warnings as notes; returns (estimator, notes, seconds).
+    Ctrl-C after the first retained draw returns the draws made
+    (``est.trace_.interrupted``); before it, the KeyboardInterrupt propagates."""
     if not quiet:
         print(f"  sampling with {label:<16} ...", end="", flush=True)
     t0 = time.perf_counter()
@@ -106,8 +109,11 @@ def _fit(est, X, y, label, quiet=False):
                 print(" failed", flush=True)
             raise
     seconds = time.perf_counter() - t0
+    tr = est.trace_
     if not quiet:
-        print(f" done in {seconds:.1f} s", flush=True)
+        print(f" interrupted after {seconds:.1f} s: kept {tr.n_samples} draws in each of "
+              f"{tr.n_chains} chains" if tr.interrupted else f" done in {seconds:.1f} s",
+              flush=True)
     notes = []
     for w in caught:
         msg = str(w.message)
@@ -120,10 +126,12 @@ def _fit(est, X, y, label, quiet=False):
 class _Fits:
     """The fits of a command that runs several samplers: ``fitted``
     {label: estimator} of those that made draws, ``notes`` {label: warnings},
-    ``missing`` {label: (status, reason)} of those that made none."""
+    ``missing`` {label: (status, reason)} of those that made none, and
+    ``interrupted`` (Ctrl-C stopped the run)."""
 
     def __init__(self):
         self.fitted, self.notes, self.missing = {}, {}, {}
+        self.interrupted = False
 
     def rows(self, labels, reference=None, X_test=None, y_test=None):
         """The table rows of ``labels``, in that order; a missing fit's row says why."""
@@ -132,19 +140,26 @@ class _Fits:
                 else {"label": n, "status": ": ".join(self.missing[n])} for n in labels]
 
     def exit_status(self):
-        """0, or 1 if a sampler failed."""
-        return 1 if self.missing else 0
+        """0; 1 if a sampler failed; 130 (as for SIGINT) if Ctrl-C stopped the run."""
+        return 130 if self.interrupted else (1 if self.missing else 0)
 
 
 def _fit_each(samplers, model, X, y, args):
     """Fit ``model`` once with each of ``samplers`` ({label: sampler}). A
     sampler that raises (a diverging SGLD, say) is recorded with its error and
-    the next one runs; with ``--traceback`` its traceback is printed. Returns
-    a :class:`_Fits`."""
+    the next one runs; with ``--traceback`` its traceback is printed. Ctrl-C
+    stops the run, keeping the draws the interrupted sampler made. Returns a
+    :class:`_Fits`."""
     fits = _Fits()
     for label, sampler in samplers.items():
+        if fits.interrupted:
+            fits.missing[label] = ("not run", "the run was interrupted")
+            continue
         try:
             est, fits.notes[label], _ = _fit(make_estimator(model, sampler, args), X, y, label)
+        except KeyboardInterrupt:
+            fits.interrupted = True
+            fits.missing[label] = ("interrupted", "before any draw was retained")
         except Exception as exc:
             if args.traceback:
                 traceback.print_exc()
@@ -152,6 +167,7 @@ def _fit_each(samplers, model, X, y, args):
             fits.missing[label] = ("failed", type(exc).__name__ + (f": {msg}" if msg else ""))
         else:
             fits.fitted[label] = est
+            fits.interrupted = est.trace_.interrupted
     return fits
 
 
@@ -195,7 +211,7 @@ def cmd_demo(args):
     if fitted:
         _say(_legend(rows, X.shape[0], "full HMC"), "")
     r_h, r_e = rows
-    if len(fitted) == 2 and r_h["ess_s"] and r_e["ess_s"]:
+    if len(fitted) == 2 and not fits.interrupted and r_h["ess_s"] and r_e["ess_s"]:
         _say(_wrap(
             f"HMC-ECS evaluated {_fmt_fraction(r_e['data_fraction'])} of the likelihood terms "
             f"per iteration (full HMC: {_fmt_fraction(r_h['data_fraction'])}) and produced "
@@ -249,16 +265,20 @@ def cmd_fit(args):
         np.savez_compressed(out, **arrays)
     except OSError as exc:
         raise CLIError(f"cannot write {out}: {exc}") from exc
-    info = _summary_json(est, data, args, sampler, notes)
+    # an interrupted run may have kept too few draws for a summary
+    summary = tr.summary() if tr.n_samples >= _MIN_DRAWS else None
+    table = (str(summary) if summary is not None else
+             f"no summary: {tr.n_samples} draws per chain, {_MIN_DRAWS} needed")
+    info = _summary_json(est, data, args, sampler, notes, summary)
     try:
         if summary_path.suffix.lower() == ".txt":
-            summary_path.write_text(str(tr.summary()) + "\n")
+            summary_path.write_text(table + "\n")
         else:
             summary_path.write_text(json.dumps(info, indent=2) + "\n")
     except OSError as exc:
         raise CLIError(f"cannot write {summary_path}: {exc}") from exc
     if not args.quiet:
-        s = str(tr.summary()).splitlines()
+        s = table.splitlines()
         shown = s[:1 + 30]
         _say("", *shown)
         if len(s) > len(shown):
@@ -267,7 +287,7 @@ def cmd_fit(args):
         _print_notes(args.sampler, notes)
         _say(_wrap(f"draws written to {out} (array 'draws': chains x draws x parameters, "
                    "intercept last)"), f"summary written to {summary_path}")
-    return 0
+    return 130 if tr.interrupted else 0
 
 
 # --------------------------------------------------------------------------

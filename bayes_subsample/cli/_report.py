@@ -47,15 +47,24 @@ def _fmt_fraction(f):
     return f"{pct:.0f}%" if pct >= 10 else (f"{pct:.1f}%" if pct >= 0.1 else f"{pct:.2g}%")
 
 
+def _extreme(reduce, values):
+    """``reduce`` (np.min or np.max) of the non-NaN ``values`` as a float; None
+    if there are none (short or interrupted runs: no warning, unlike np.nanmin)."""
+    if values is None:
+        return None
+    values = np.asarray(values, dtype=np.float64)
+    values = values[~np.isnan(values)]
+    return float(reduce(values)) if values.size else None
+
+
 def table_row(label, est, reference=None, X_test=None, y_test=None):
     """The numbers of one sampler for :func:`format_table`."""
     d = est.diagnostics_
     row = {"label": label}
-    rh = d.get("r_hat")
-    row["r_hat"] = (float(np.nanmax(rh)) if rh is not None and est.n_chains > 1
-                    and np.any(np.isfinite(rh)) else None)
-    row["ess"] = float(np.nanmin(d["ess_bulk"])) if "ess_bulk" in d else None
-    row["ess_s"] = float(np.nanmin(d["ess_per_second"])) if "ess_per_second" in d else None
+    # R-hat needs 2 chains; an interrupted run may keep fewer than est.n_chains
+    row["r_hat"] = _extreme(np.max, d.get("r_hat")) if est.trace_.n_chains > 1 else None
+    row["ess"] = _extreme(np.min, d.get("ess_bulk"))
+    row["ess_s"] = _extreme(np.min, d.get("ess_per_second"))
     row["accept"] = float(np.mean(d["acceptance_rate"]))
     row["data"] = _fmt_fraction(float(np.mean(d["data_fraction_per_iteration"])))
     row["data_fraction"] = float(np.mean(d["data_fraction_per_iteration"]))
@@ -271,10 +280,11 @@ def _roc_plot(plt, fitted, X_test, y_test, title, path, **kwargs):
     return _save(plt, fig, path)
 
 
-def _summary_json(est, data, args, sampler, notes):
+def _summary_json(est, data, args, sampler, notes, s):
+    """The JSON summary of ``fit``; ``s`` is the trace's summary (None if too few draws)."""
     d = est.diagnostics_
-    s = est.trace_.summary()
-    summ = {name: {c: float(s[c][i]) for c in s.columns} for i, name in enumerate(s.names)}
+    summ = (None if s is None else
+            {name: {c: float(s[c][i]) for c in s.columns} for i, name in enumerate(s.names)})
 
     def f(v):
         return None if v is None or not np.isfinite(v) else float(v)
@@ -289,10 +299,11 @@ def _summary_json(est, data, args, sampler, notes):
         "param_names": list(est.trace_.param_names),
         "summary": summ,
         "diagnostics": {
-            "max_r_hat": f(np.nanmax(d["r_hat"])) if "r_hat" in d and est.n_chains > 1 else None,
-            "min_ess_bulk": f(np.nanmin(d["ess_bulk"])) if "ess_bulk" in d else None,
-            "min_ess_per_second": (f(np.nanmin(d["ess_per_second"]))
-                                   if "ess_per_second" in d else None),
+            "interrupted": bool(est.trace_.interrupted),
+            "max_r_hat": (f(_extreme(np.max, d.get("r_hat")))
+                          if est.trace_.n_chains > 1 else None),
+            "min_ess_bulk": f(_extreme(np.min, d.get("ess_bulk"))),
+            "min_ess_per_second": f(_extreme(np.min, d.get("ess_per_second"))),
             "acceptance_rate": [float(a) for a in d["acceptance_rate"]],
             "data_fraction_per_iteration": [float(a) for a in d["data_fraction_per_iteration"]],
             "n_divergences": [int(a) for a in d["n_divergences"]],
