@@ -191,8 +191,8 @@ def build_parser():
         description="Fits the same model with several samplers and prints one row per "
                     "sampler;\nwrites <prefix>_trace.png, <prefix>_marginals.png "
                     "(densities against the\nreference sampler) and, for logistic "
-                    "regression, <prefix>_roc.png on held-out rows.\nA sampler that fails "
-                    "is marked failed in its row, with the reason, and the\nothers' results "
+                    "regression, <prefix>_roc.png on\nheld-out rows. A sampler that fails "
+                    "is marked failed in its row, with the\nreason, and the others' results "
                     "are kept; the exit status is then 1.",
         examples="example:\n  bayes-subsample compare higgs-sample --standardize \\\n"
                  "      --samplers hmc,hmc_ecs,hmc_ecs_signed")
