@@ -1,7 +1,9 @@
 """Tests of the bayes-subsample command line."""
 import json
+import re
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -139,6 +141,11 @@ def test_compare_table_and_plots(csv_file, tmp_path, capsys):
     (["fit", "{csv}", "--model", "probit"], "invalid choice"),
     (["fit", "{csv}", "--target", "alpha"], "binary target"),
     (["fit", "{csv}", "--out", "/nonexistent/dir/x.npz"], "does not exist"),
+    (["fit", "{csv}", "--summary", "s.yaml"], "cannot write a summary as .yaml; name it "
+                                              ".json (JSON) or .txt (text table)"),
+    (["fit", "{csv}", "--summary", "s"], "without extension"),
+    (["fit", "{csv}", "--out", "/"], "is a folder"),
+    (["demo", "--out", "roc.yaml"], "cannot write .yaml images; use one of"),
     (["fit", "covtype", "--data-home", "/nonexistent"], "Could not find"),
     (["compare", "{csv}", "--samplers", "hmc,nope"], "unknown sampler"),
     (["compare", "{csv}", "--samplers", "hmc,mh", "--param", "step_size=1"], "SAMPLER.KEY"),
@@ -146,10 +153,158 @@ def test_compare_table_and_plots(csv_file, tmp_path, capsys):
     (["nope"], "invalid choice"),
     (["demo", "--chains", "x"], "positive integer"),
 ])
-def test_user_errors_exit_2_with_one_line(argv, expected, csv_file, capsys):
+def test_user_errors_exit_2_with_one_line(argv, expected, csv_file, capsys, tmp_path,
+                                         monkeypatch):
+    monkeypatch.chdir(tmp_path)  # default outputs left in the working folder are not in the way
     argv = [a.replace("{csv}", str(csv_file[0])) for a in argv]
     assert main(argv) == 2
     assert expected in _one_line_error(capsys)
+
+
+@pytest.mark.parametrize("samplers, failing, error", [
+    ("mh,sgld", "sgld", "FloatingPointError: SGLD ran away"),   # a real divergence
+    ("sgld,mh", "sgld", "FloatingPointError: SGLD ran away"),   # ... of the reference
+    ("hmc,mh", "mh", "RuntimeError: a bug in a kernel"),         # any error
+])
+def test_compare_reports_a_failing_sampler_and_keeps_the_others(samplers, failing, error, csv_file,
+                                                                 tmp_path, capsys, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from bayes_subsample.samplers.mh import MHKernel
+
+    def broken(self, rng, state):
+        raise RuntimeError("a bug in a kernel")
+
+    if failing == "mh":
+        monkeypatch.setattr(MHKernel, "transition", broken)
+    unstable = ["--param", "sgld.step_size=100"] if "sgld" in samplers else []
+    rc = main(["compare", str(csv_file[0]), "--samplers", samplers, "--out-prefix",
+               str(tmp_path / "cmp")] + unstable + FAST)
+    assert rc == 1
+    res = capsys.readouterr()
+    assert "Traceback" not in res.err
+    (ok,) = set(samplers.split(",")) - {failing}
+    table = res.out.split("sampler ")[1].split("\n\n")[0].splitlines()
+    assert any(ln.startswith(f"{failing} ") and f"failed: {error}" in ln for ln in table)
+    assert any(ln.startswith(f"{ok} ") and "failed" not in ln for ln in table)
+    assert f"failed [{failing}]: {error}" in res.out
+    for suffix in ("trace", "marginals", "roc"):
+        assert (tmp_path / f"cmp_{suffix}.png").is_file()
+
+
+# ---- Ctrl-C: keep what was made, exit 130 ------------------------------------------------
+@pytest.fixture
+def ctrl_c_after(monkeypatch):
+    """``ctrl_c_after(k)``: MH raises KeyboardInterrupt (a user pressing Ctrl-C)
+    at its (k+1)-th transition, counted over all chains. With --param
+    n_steps=1 and FAST, a transition is an iteration: chain 0 makes 80
+    (40 warmup + 40 kept), then chain 1 its 40 warmup and its kept ones."""
+    from bayes_subsample.samplers.mh import MHKernel
+
+    def arm(k):
+        calls = [0]
+        transition = MHKernel.transition
+
+        def interrupted(self, rng, state):
+            calls[0] += 1
+            if calls[0] > k:
+                raise KeyboardInterrupt
+            return transition(self, rng, state)
+
+        monkeypatch.setattr(MHKernel, "transition", interrupted)
+
+    return arm
+
+
+def _main_without_runtime_warnings(argv):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rc = main(argv)
+    stray = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert not stray  # e.g. numpy's "All-NaN slice encountered" on one kept chain
+    return rc
+
+
+@pytest.mark.parametrize("k, kept", [
+    (140, (2, 20)),   # both chains have 20 draws
+    (60, (1, 20)),    # chain 1 never sampled: one chain, no R-hat
+    (121, (2, 1)),    # one draw per chain: too few for a summary
+])
+def test_fit_interrupted_saves_the_draws_made_and_exits_130(k, kept, ctrl_c_after, csv_file,
+                                                             tmp_path, capsys):
+    ctrl_c_after(k)
+    out = tmp_path / "d.npz"
+    rc = _main_without_runtime_warnings(["fit", str(csv_file[0]), "--sampler", "mh", "--param",
+                                         "n_steps=1", "--out", str(out)] + FAST)
+    assert rc == 130
+    res = capsys.readouterr()
+    assert "Traceback" not in res.err
+    said = " ".join(res.out.split())
+    assert re.search(fr"interrupted after [0-9.]+ s: kept {kept[1]} draws in each of {kept[0]} "
+                     "chains", said)
+    assert f"draws written to {out} " in said
+    assert np.load(out)["draws"].shape == (*kept, 4)
+    info = json.loads((tmp_path / "d_summary.json").read_text())
+    assert info["diagnostics"]["interrupted"] is True
+    assert (info["summary"] is None) == (kept[1] < 4)
+    if kept[0] == 1:
+        assert info["diagnostics"]["max_r_hat"] is None
+
+
+def test_fit_interrupted_before_any_draw_writes_nothing(ctrl_c_after, csv_file, tmp_path):
+    ctrl_c_after(30)
+    assert main(["fit", str(csv_file[0]), "--sampler", "mh", "--param", "n_steps=1",
+                 "--out", str(tmp_path / "d.npz"), "--quiet"] + FAST) == 130
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_compare_interrupted_keeps_the_fits_made_and_exits_130(ctrl_c_after, csv_file,
+                                                               tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    ctrl_c_after(140)
+    rc = _main_without_runtime_warnings(
+        ["compare", str(csv_file[0]), "--samplers", "hmc,mh,hmc_ecs", "--param",
+         "mh.n_steps=1", "--out-prefix", str(tmp_path / "cmp")] + FAST)
+    assert rc == 130
+    out = capsys.readouterr().out
+    table = out.split("sampler ")[1].split("\n\n")[0].splitlines()
+    assert [ln.split()[0] for ln in table[2:]] == ["hmc", "mh", "hmc_ecs"]
+    assert "not run" not in table[2] + table[3] and "not run" in table[4]
+    for suffix in ("trace", "marginals", "roc"):
+        assert (tmp_path / f"cmp_{suffix}.png").is_file()
+
+
+def _damaged_files(folder, csv_path):
+    """Files that open but cannot be read: gzip magic then garbage, gzip data
+    damaged in the middle, an .npz whose member fails its CRC."""
+    import gzip
+
+    garbage = b"\x1f\x8b" + b"garbage after the gzip magic" * 4
+    text = gzip.compress(csv_path.read_bytes() * 20)
+    damaged = text[:200] + b"\x00" * 60 + text[260:]
+    np.savez_compressed(folder / "good.npz", X=np.arange(600.0).reshape(200, 3),
+                        y=np.ones(200))
+    npz = bytearray((folder / "good.npz").read_bytes())
+    npz[300:400] = b"\xff" * 100
+    files = {"magic.csv": garbage, "magic_no_extension": garbage, "damaged.csv.gz": damaged,
+             "crc.npz": bytes(npz)}
+    for name, content in files.items():
+        (folder / name).write_bytes(content)
+    return list(files)
+
+
+def test_unreadable_input_is_a_one_line_error_naming_it(csv_file, tmp_path, capsys):
+    for name in _damaged_files(tmp_path, csv_file[0]):
+        path = tmp_path / name
+        assert main(["fit", str(path), "--out", str(tmp_path / "out.npz")] + FAST) == 2, name
+        msg = _one_line_error(capsys)
+        assert f"cannot read {path}: its " in msg and "is damaged" in msg
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "covtype.data.gz").write_bytes((tmp_path / "magic.csv").read_bytes())
+    assert main(["fit", "covtype", "--data-home", str(home), "--out",
+                 str(tmp_path / "out.npz")]) == 2
+    assert f"cannot read the covtype files in {home}" in _one_line_error(capsys)
+    assert not (tmp_path / "out.npz").exists()
 
 
 def test_python_dash_m(tmp_path):
@@ -158,3 +313,72 @@ def test_python_dash_m(tmp_path):
                          check=False)
     assert res.returncode == 2
     assert "Traceback" not in res.stderr and "named dataset" in res.stderr
+
+
+# ---- output files: never the input, never twice, never an existing file without --force ----
+def _snapshot(folder):
+    return {p.name: p.read_bytes() for p in folder.iterdir()}
+
+
+@pytest.mark.parametrize("data_name, options", [
+    ("d.npz", ["--out", "d.npz"]),
+    ("d.npz", ["--out", "d"]),                  # the .npz the CLI adds makes it the input
+    ("d.txt", ["--summary", "d.txt"]),
+    ("d.npz", ["--out", "link.npz"]),           # a symlink to the input
+])
+def test_fit_never_overwrites_its_input(data_name, options, tmp_path, capsys, csv_file):
+    path = tmp_path / data_name
+    if data_name.endswith(".npz"):
+        np.savez(path, X=csv_file[1], y=csv_file[2])
+    else:
+        path.write_bytes(csv_file[0].read_bytes())
+    (tmp_path / "link.npz").symlink_to(path)
+    before = _snapshot(tmp_path)
+    argv = ["fit", str(path), "--force", "--quiet"] + FAST
+    assert main(argv + [str(tmp_path / o) if i % 2 else o for i, o in enumerate(options)]) == 2
+    assert "would overwrite the input data" in _one_line_error(capsys)
+    assert _snapshot(tmp_path) == before
+
+
+def test_fit_never_writes_two_outputs_to_one_file(csv_file, tmp_path, capsys):
+    (tmp_path / "s.json").symlink_to(tmp_path / "s.npz")
+    argv = ["fit", str(csv_file[0]), "--out", str(tmp_path / "s"), "--summary",
+            str(tmp_path / "s.json"), "--force"] + FAST
+    assert main(argv) == 2
+    assert "is also the --out file of this run" in _one_line_error(capsys)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.json"]
+
+
+@pytest.mark.parametrize("argv, existing", [
+    (["fit", "{csv}", "--out", "{tmp}/d"], "d.npz"),
+    (["fit", "{csv}", "--out", "{tmp}/d.npz"], "d_summary.json"),
+    (["fit", "{csv}", "--out", "{tmp}/d.npz", "--summary", "{tmp}/s.txt"], "s.txt"),
+    (["demo", "--out", "{tmp}/roc"], "roc.png"),
+    (["compare", "{csv}", "--out-prefix", "{tmp}/c"], "c_roc.png"),
+])
+def test_existing_outputs_need_force_and_are_checked_before_fitting(argv, existing, csv_file,
+                                                                    tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    (tmp_path / existing).write_text("precious")
+    argv = [a.replace("{csv}", str(csv_file[0])).replace("{tmp}", str(tmp_path)) for a in argv]
+    assert main(argv + FAST) == 2
+    res = capsys.readouterr()
+    assert "sampling" not in res.out  # refused before the fit
+    assert "Traceback" not in res.err and len(res.err.splitlines()) == 1
+    assert f"{tmp_path / existing} exists; use --force" in res.err
+    assert [p.name for p in tmp_path.iterdir()] == [existing]
+    assert (tmp_path / existing).read_text() == "precious"
+
+
+def test_force_overwrites_and_the_written_paths_are_reported(csv_file, tmp_path, capsys):
+    out = tmp_path / "draws"
+    argv = ["fit", str(csv_file[0]), "--sampler", "mh", "--out", str(out)] + FAST
+    assert main(argv) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert f"draws written to {tmp_path / 'draws.npz'} " in said
+    assert f"summary written to {tmp_path / 'draws_summary.json'}" in said
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["draws.npz", "draws_summary.json"]
+    (tmp_path / "draws_summary.json").write_text("old")
+    assert main(argv + ["--quiet"]) == 2
+    assert main(argv + ["--quiet", "--force"]) == 0
+    assert json.loads((tmp_path / "draws_summary.json").read_text())["sampler"] == "mh"

@@ -11,11 +11,14 @@ Commands
     dataset; saves the draws (npz) and a summary (JSON or text).
 ``compare``
     Fits several samplers to one dataset; prints a table and writes trace,
-    marginal-density and ROC plots.
+    marginal-density and ROC plots. A sampler that fails is reported in its
+    row and the others run; the exit status is then 1.
 
 Run ``bayes-subsample <command> --help`` for the options. Errors in the input
 (missing files, unknown columns, samplers or options) exit with status 2 and a
-one-line message.
+one-line message, as do output files refused before the run starts: the
+input, two outputs in one file, or an existing file without ``--force``.
+After Ctrl-C the draws made so far are written and the status is 130.
 """
 import sys
 
@@ -31,7 +34,8 @@ __all__ = ["main"]
 
 
 def main(argv=None):
-    """Run the command line; returns the exit status (0 success, 2 user error)."""
+    """Run the command line; returns the exit status (0 success, 1 a sampler of
+    ``demo``/``compare`` failed, 2 user error, 130 interrupted by Ctrl-C)."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -75,6 +75,12 @@ def _add_sampling(p, options=_SAMPLING):
         p.add_argument(flag, type=kind, default=default, metavar=metavar, help=text)
 
 
+def _add_force(p):
+    p.add_argument("--force", action="store_true",
+                   help="overwrite output files that exist (never the input data or another "
+                   "output of the same run)")
+
+
 def _add_data(p):
     p.add_argument("data", help="a file (CSV/TSV with a header or not, .npz with arrays X and y, "
                    "LIBSVM/svmlight; .gz allowed) or a named dataset: " + ", ".join(DATASETS))
@@ -147,7 +153,9 @@ def build_parser():
                     "curves of the 500 held-out rows, with posterior bands, to a PNG. Takes "
                     "about 10-30 s on 2 cores; --quick takes a few seconds.")
     p.add_argument("--out", default="bayes_subsample_demo_roc.png", metavar="PNG",
-                   help="ROC plot file (default: %(default)s)")
+                   help="ROC plot file; .png is added to a name without extension "
+                   "(default: %(default)s)")
+    _add_force(p)
     p.add_argument("--quick", action="store_true",
                    help="short chains (2 x 200 + 200 iterations): a few seconds")
     p.add_argument("--no-plot", action="store_true", help="print the table only")
@@ -169,9 +177,11 @@ def build_parser():
                    help=f"one of: {sampler_names} (default: %(default)s)")
     _add_sampling(p)
     p.add_argument("--out", default="bayes_subsample_draws.npz", metavar="NPZ",
-                   help="draws file (default: %(default)s)")
+                   help="draws file; .npz is added to a name not ending in it "
+                   "(default: %(default)s)")
     p.add_argument("--summary", metavar="PATH",
                    help="summary file, .json or .txt (default: <out>_summary.json)")
+    _add_force(p)
     p.add_argument("--progress", action="store_true", help="show a progress bar (needs tqdm)")
     p.add_argument("--quiet", action="store_true", help="print nothing on success")
 
@@ -181,7 +191,9 @@ def build_parser():
         description="Fits the same model with several samplers and prints one row per "
                     "sampler;\nwrites <prefix>_trace.png, <prefix>_marginals.png "
                     "(densities against the\nreference sampler) and, for logistic "
-                    "regression, <prefix>_roc.png on held-out rows.",
+                    "regression, <prefix>_roc.png on\nheld-out rows. A sampler that fails "
+                    "is marked failed in its row, with the\nreason, and the others' results "
+                    "are kept; the exit status is then 1.",
         examples="example:\n  bayes-subsample compare higgs-sample --standardize \\\n"
                  "      --samplers hmc,hmc_ecs,hmc_ecs_signed")
     p.add_argument("--samplers", default="hmc,hmc_ecs", metavar="A,B,...",
@@ -198,4 +210,5 @@ def build_parser():
     p.add_argument("--max-params", type=_positive_int, default=6, metavar="K",
                    help="parameters shown in the plots (default: %(default)s)")
     p.add_argument("--no-plot", action="store_true", help="print the table only")
+    _add_force(p)
     return parser

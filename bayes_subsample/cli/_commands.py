@@ -3,16 +3,18 @@ estimators they build from the options."""
 import ast
 import json
 import time
+import traceback
 import warnings
-from pathlib import Path
 
 import numpy as np
 
+from ..diagnostics import _MIN_DRAWS
 from ..samplers import SAMPLERS
-from ._data import _check_model_target, load_data
-from ._report import (CLIError, _check_folder, _fmt_fraction, _legend, _print_all_notes,
-                      _print_notes, _pyplot_or_note, _roc_plot, _save, _say, _summary_json,
-                      _wrap, format_table, table_row)
+from ._data import _check_model_target, data_files, load_data
+from ._report import (CLIError, _fmt_fraction, _image_path, _legend, _npz_path,
+                      _print_all_notes, _print_missing, _print_notes, _plt_or_none, _roc_plot,
+                      _save, _say, _say_no_matplotlib, _summary_json, _summary_path, _wrap,
+                      format_table, plan_outputs, table_row)
 
 # --------------------------------------------------------------------------
 # samplers and models
@@ -88,7 +90,9 @@ def make_estimator(model, sampler, args):
 
 
 def _fit(est, X, y, label, quiet=False):
-    """Fit, collecting warnings as notes; returns (estimator, notes, seconds)."""
+    """Fit, collecting warnings as notes; returns (estimator, notes, seconds).
+    Ctrl-C after the first retained draw returns the draws made
+    (``est.trace_.interrupted``); before it, the KeyboardInterrupt propagates."""
     if not quiet:
         print(f"  sampling with {label:<16} ...", end="", flush=True)
     t0 = time.perf_counter()
@@ -105,8 +109,11 @@ def _fit(est, X, y, label, quiet=False):
                 print(" failed", flush=True)
             raise
     seconds = time.perf_counter() - t0
+    tr = est.trace_
     if not quiet:
-        print(f" done in {seconds:.1f} s", flush=True)
+        print(f" interrupted after {seconds:.1f} s: kept {tr.n_samples} draws in each of "
+              f"{tr.n_chains} chains" if tr.interrupted else f" done in {seconds:.1f} s",
+              flush=True)
     notes = []
     for w in caught:
         msg = str(w.message)
@@ -116,13 +123,52 @@ def _fit(est, X, y, label, quiet=False):
     return est, notes, seconds
 
 
+class _Fits:
+    """The fits of a command that runs several samplers: ``fitted``
+    {label: estimator} of those that made draws, ``notes`` {label: warnings},
+    ``missing`` {label: (status, reason)} of those that made none, and
+    ``interrupted`` (Ctrl-C stopped the run)."""
+
+    def __init__(self):
+        self.fitted, self.notes, self.missing = {}, {}, {}
+        self.interrupted = False
+
+    def rows(self, labels, reference=None, X_test=None, y_test=None):
+        """The table rows of ``labels``, in that order; a missing fit's row says why."""
+        ref = self.fitted.get(reference)
+        return [table_row(n, self.fitted[n], ref, X_test, y_test) if n in self.fitted
+                else {"label": n, "status": ": ".join(self.missing[n])} for n in labels]
+
+    def exit_status(self):
+        """0; 1 if a sampler failed; 130 (as for SIGINT) if Ctrl-C stopped the run."""
+        return 130 if self.interrupted else (1 if self.missing else 0)
+
+
 def _fit_each(samplers, model, X, y, args):
-    """Fit ``model`` once with each of ``samplers`` ({label: sampler});
-    returns ({label: estimator}, {label: warning notes})."""
-    fitted, notes = {}, {}
+    """Fit ``model`` once with each of ``samplers`` ({label: sampler}). A
+    sampler that raises (a diverging SGLD, say) is recorded with its error and
+    the next one runs; with ``--traceback`` its traceback is printed. Ctrl-C
+    stops the run, keeping the draws the interrupted sampler made. Returns a
+    :class:`_Fits`."""
+    fits = _Fits()
     for label, sampler in samplers.items():
-        fitted[label], notes[label], _ = _fit(make_estimator(model, sampler, args), X, y, label)
-    return fitted, notes
+        if fits.interrupted:
+            fits.missing[label] = ("not run", "the run was interrupted")
+            continue
+        try:
+            est, fits.notes[label], _ = _fit(make_estimator(model, sampler, args), X, y, label)
+        except KeyboardInterrupt:
+            fits.interrupted = True
+            fits.missing[label] = ("interrupted", "before any draw was retained")
+        except Exception as exc:
+            if args.traceback:
+                traceback.print_exc()
+            msg = " ".join(str(exc).split())
+            fits.missing[label] = ("failed", type(exc).__name__ + (f": {msg}" if msg else ""))
+        else:
+            fits.fitted[label] = est
+            fits.interrupted = est.trace_.interrupted
+    return fits
 
 
 def _run_length(args):
@@ -144,6 +190,9 @@ def cmd_demo(args):
         if getattr(args, k) is None:
             setattr(args, k, v)
     args.prior_scale, args.no_intercept = 10.0, False
+    plt = None if args.no_plot else _plt_or_none()
+    if plt is not None:
+        out, = plan_outputs([("--out", _image_path(args.out, "--out"))], force=args.force)
     train = load_higgs_sample("train", standardize=True)
     test = load_higgs_sample("test")
     X, y = train.data, train.target
@@ -154,13 +203,15 @@ def cmd_demo(args):
         f"({X.shape[1]} standardised features + intercept = {X.shape[1] + 1} parameters), "
         f"{_run_length(args)}; {X_test.shape[0]} held-out events for the ROC curve."), "")
     samplers = {"full HMC": make_sampler("hmc", {}), "HMC-ECS": make_sampler("hmc_ecs", {})}
-    fitted, notes = _fit_each(samplers, "logistic", X, y, args)
-    ref = fitted["full HMC"]
-    rows = [table_row(label, est, ref, X_test, y_test) for label, est in fitted.items()]
+    fits = _fit_each(samplers, "logistic", X, y, args)
+    fitted = fits.fitted
+    rows = fits.rows(samplers, "full HMC", X_test, y_test)
     _say("", format_table(rows), "")
-    _say(_legend(rows, X.shape[0], "full HMC"), "")
+    _print_missing(fits.missing)
+    if fitted:
+        _say(_legend(rows, X.shape[0], "full HMC"), "")
     r_h, r_e = rows
-    if r_h["ess_s"] and r_e["ess_s"]:
+    if len(fitted) == 2 and not fits.interrupted and r_h["ess_s"] and r_e["ess_s"]:
         _say(_wrap(
             f"HMC-ECS evaluated {_fmt_fraction(r_e['data_fraction'])} of the likelihood terms "
             f"per iteration (full HMC: {_fmt_fraction(r_h['data_fraction'])}) and produced "
@@ -168,17 +219,17 @@ def cmd_demo(args):
             f"posterior means are within {r_e['err']:.2f} posterior standard deviations of "
             "full HMC's. The gap in cost grows with n: HMC-ECS's subsample size stays "
             "roughly fixed while every full-HMC step reads all the data."))
-    _print_all_notes(notes)
-    if args.no_plot:
-        return 0
-    plt = _pyplot_or_note("")
+    _print_all_notes(fits.notes)
+    if args.no_plot or not fitted:
+        return fits.exit_status()
     if plt is None:
-        return 0
+        _say_no_matplotlib("")
+        return fits.exit_status()
     path = _roc_plot(plt, fitted, X_test, y_test,
                      f"HIGGS sample: posterior-predictive ROC\n({X_test.shape[0]} held-out "
-                     "events, bands: 90% of per-draw curves)", args.out)
+                     "events, bands: 90% of per-draw curves)", out)
     _say("", f"ROC plot written to {path}")
-    return 0
+    return fits.exit_status()
 
 
 # --------------------------------------------------------------------------
@@ -186,14 +237,15 @@ def cmd_demo(args):
 # --------------------------------------------------------------------------
 
 def cmd_fit(args):
-    data = load_data(args)
-    _check_model_target(args.model, data.y, args.data)
     params = _sampler_params(args.param, [args.sampler], allow_unprefixed=True)[args.sampler]
     sampler = make_sampler(args.sampler, params)
-    out = Path(args.out)
-    summary_path = Path(args.summary) if args.summary else out.with_name(out.stem + "_summary.json")
-    for p in (out, summary_path):
-        _check_folder(p)
+    out = _npz_path(args.out)
+    summary_path = (_summary_path(args.summary) if args.summary
+                    else out.with_name(out.stem + "_summary.json"))
+    plan_outputs([("--out", out), ("--summary", summary_path)], data_files(args.data),
+                 args.force)
+    data = load_data(args)
+    _check_model_target(args.model, data.y, args.data)
     if not args.quiet:
         _say(_wrap(f"{data.description}; {data.X.shape[1]} features"
                    f"{' (standardised)' if args.standardize else ''}; {args.model} regression, "
@@ -213,16 +265,20 @@ def cmd_fit(args):
         np.savez_compressed(out, **arrays)
     except OSError as exc:
         raise CLIError(f"cannot write {out}: {exc}") from exc
-    info = _summary_json(est, data, args, sampler, notes)
+    # an interrupted run may have kept too few draws for a summary
+    summary = tr.summary() if tr.n_samples >= _MIN_DRAWS else None
+    table = (str(summary) if summary is not None else
+             f"no summary: {tr.n_samples} draws per chain, {_MIN_DRAWS} needed")
+    info = _summary_json(est, data, args, sampler, notes, summary)
     try:
         if summary_path.suffix.lower() == ".txt":
-            summary_path.write_text(str(tr.summary()) + "\n")
+            summary_path.write_text(table + "\n")
         else:
             summary_path.write_text(json.dumps(info, indent=2) + "\n")
     except OSError as exc:
         raise CLIError(f"cannot write {summary_path}: {exc}") from exc
     if not args.quiet:
-        s = str(tr.summary()).splitlines()
+        s = table.splitlines()
         shown = s[:1 + 30]
         _say("", *shown)
         if len(s) > len(shown):
@@ -231,7 +287,7 @@ def cmd_fit(args):
         _print_notes(args.sampler, notes)
         _say(_wrap(f"draws written to {out} (array 'draws': chains x draws x parameters, "
                    "intercept last)"), f"summary written to {summary_path}")
-    return 0
+    return 130 if tr.interrupted else 0
 
 
 # --------------------------------------------------------------------------
@@ -265,45 +321,55 @@ def cmd_compare(args):
         X, y, Xt, yt = X[tr], y[tr], X[te], y[te]
     if args.model != "logistic":
         Xt = yt = None
+    plt = None if args.no_plot else _plt_or_none()
+    if plt is not None:
+        kinds = ["trace", "marginals"] + (["roc"] if Xt is not None else [])
+        plots = dict(zip(kinds, plan_outputs(
+            [("--out-prefix", f"{args.out_prefix}_{k}.png") for k in kinds],
+            data_files(args.data), args.force)))
     _say(_wrap(f"{data.description}; {X.shape[0]:,} rows used for fitting"
                f"{'' if Xt is None else f', {Xt.shape[0]:,} held out'}; {args.model} "
                f"regression; {_run_length(args)}."), "")
-    fitted, notes = _fit_each(samplers, args.model, X, y, args)
-    ref = fitted[args.reference]
-    rows = [table_row(n, est, ref, Xt, yt) for n, est in fitted.items()]
-    _say("", format_table(rows), "", _legend(rows, X.shape[0], args.reference), "")
-    _print_all_notes(notes)
-    if args.no_plot:
-        return 0
-    plt = _pyplot_or_note()
+    fits = _fit_each(samplers, args.model, X, y, args)
+    fitted = fits.fitted
+    rows = fits.rows(names, args.reference, Xt, yt)
+    _say("", format_table(rows), "")
+    _print_missing(fits.missing)
+    if fitted:
+        _say(_legend(rows, X.shape[0], args.reference), "")
+    _print_all_notes(fits.notes)
+    if args.no_plot or not fitted:
+        return fits.exit_status()
     if plt is None:
-        return 0
+        _say_no_matplotlib()
+        return fits.exit_status()
     from ..plotting import plot_marginals, plot_trace
-    prefix = args.out_prefix
     written = []
-    nplot = min(args.max_params, fitted[names[0]].posterior_draws_.shape[2])
+    first = next(iter(fitted.values()))
+    nplot = min(args.max_params, first.posterior_draws_.shape[2])
     params = list(range(nplot - 1)) + [-1] if nplot > 1 else [-1]  # always show the intercept
-    if not fitted[names[0]].fit_intercept:
+    if not first.fit_intercept:
         params = list(range(nplot))
-    fig, axes = plt.subplots(len(params), len(names), squeeze=False, sharex=False,
-                             figsize=(3.2 * len(names), 1.6 * len(params) + 0.8),
+    fig, axes = plt.subplots(len(params), len(fitted), squeeze=False, sharex=False,
+                             figsize=(3.2 * len(fitted), 1.6 * len(params) + 0.8),
                              layout="constrained")
-    for i, n in enumerate(names):
+    for i, n in enumerate(fitted):
         tr_axes = plot_trace(fitted[n], params=params, density=False, axes=axes[:, i])
         tr_axes[0].set_title(n)
         if i:
             for ax in axes[:, i]:
                 ax.set_ylabel("")
-    written.append(_save(plt, fig, f"{prefix}_trace.png"))
-    others = {n: fitted[n] for n in names if n != args.reference}
+    written.append(_save(plt, fig, plots["trace"]))
+    ref = fitted.get(args.reference)
+    others = {n: est for n, est in fitted.items() if est is not ref}
     axes = plot_marginals(others if others else fitted, reference=ref, params=params,
                           reference_label=f"{args.reference} (reference)", ncols=4)
     fig = axes.flat[0].figure
     fig.suptitle("posterior marginals")
-    written.append(_save(plt, fig, f"{prefix}_marginals.png"))
+    written.append(_save(plt, fig, plots["marginals"]))
     if Xt is not None:
         written.append(_roc_plot(plt, fitted, Xt, yt,
                                  f"posterior-predictive ROC, {Xt.shape[0]:,} held-out rows",
-                                 f"{prefix}_roc.png", band=len(names) <= 4))
+                                 plots["roc"], band=len(fitted) <= 4))
     _say("plots written: " + ", ".join(str(p) for p in written))
-    return 0
+    return fits.exit_status()

@@ -1,5 +1,8 @@
 """Reading the data for a command: a named dataset or a user's file."""
+import gzip
 import os
+import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +24,21 @@ DATASETS = {
 }
 
 MODELS = ("logistic", "linear", "poisson")
+
+#: what reading a damaged or unreadable file raises besides ValueError
+_UNREADABLE = (OSError, EOFError, zlib.error, zipfile.BadZipFile)
+
+
+def _unreadable(what, exc):
+    """The one-line error for ``what`` (a file or dataset) that ``exc`` stopped reading."""
+    detail = " ".join(str(exc).split())
+    if isinstance(exc, (gzip.BadGzipFile, EOFError, zlib.error)):
+        return CLIError(f"cannot read {what}: its gzip data is damaged or truncated ({detail})")
+    if isinstance(exc, zipfile.BadZipFile):
+        return CLIError(f"cannot read {what}: its .npz (zip) data is damaged ({detail})")
+    if isinstance(exc, OSError) and exc.strerror:
+        return CLIError(f"cannot read {what}: {exc.strerror}")
+    return CLIError(f"cannot read {what}: {detail or type(exc).__name__}")
 
 
 class _Data:
@@ -73,10 +91,18 @@ def _named_dataset(name, args):
     raise AssertionError(name)  # pragma: no cover
 
 
+def data_files(spec):
+    """The files that the data argument ``spec`` names: ``[path]``, or ``[]``
+    for a named dataset."""
+    path = Path(spec).expanduser()
+    return [] if spec.lower() in DATASETS and not path.exists() else [path]
+
+
 def load_data(args):
     """The data named by ``args.data``: a named dataset or a file."""
     spec = args.data
-    if spec.lower() in DATASETS and not Path(spec).exists():
+    files = data_files(spec)
+    if not files:
         if getattr(args, "target", None) is not None:
             raise CLIError(f"--target applies to CSV files, not to the named dataset {spec!r}")
         try:
@@ -84,8 +110,12 @@ def load_data(args):
         except FileNotFoundError as exc:
             msg = " ".join(str(exc).split())
             raise CLIError(f"{msg} (--data-home sets the data home)") from exc
+        except _UNREADABLE as exc:
+            from ..datasets import get_data_home
+            raise _unreadable(f"the {spec} files in {get_data_home(args.data_home)}",
+                              exc) from exc
     else:
-        path = Path(spec).expanduser()
+        path, = files
         if not path.exists():
             names = ", ".join(DATASETS)
             if path.suffix or os.sep in spec:
@@ -97,6 +127,8 @@ def load_data(args):
             f = _load_file(path, args.target, args.format, target_option="--target")
         except ValueError as exc:
             raise CLIError(str(exc)) from exc
+        except _UNREADABLE as exc:
+            raise _unreadable(spec, exc) from exc
         X, y, Xt, yt = f.data, f.target, f.data_test, f.target_test
         if args.n_rows is not None:
             X, y = X[:args.n_rows], y[:args.n_rows]

@@ -47,15 +47,24 @@ def _fmt_fraction(f):
     return f"{pct:.0f}%" if pct >= 10 else (f"{pct:.1f}%" if pct >= 0.1 else f"{pct:.2g}%")
 
 
+def _extreme(reduce, values):
+    """``reduce`` (np.min or np.max) of the non-NaN ``values`` as a float; None
+    if there are none (short or interrupted runs: no warning, unlike np.nanmin)."""
+    if values is None:
+        return None
+    values = np.asarray(values, dtype=np.float64)
+    values = values[~np.isnan(values)]
+    return float(reduce(values)) if values.size else None
+
+
 def table_row(label, est, reference=None, X_test=None, y_test=None):
     """The numbers of one sampler for :func:`format_table`."""
     d = est.diagnostics_
     row = {"label": label}
-    rh = d.get("r_hat")
-    row["r_hat"] = (float(np.nanmax(rh)) if rh is not None and est.n_chains > 1
-                    and np.any(np.isfinite(rh)) else None)
-    row["ess"] = float(np.nanmin(d["ess_bulk"])) if "ess_bulk" in d else None
-    row["ess_s"] = float(np.nanmin(d["ess_per_second"])) if "ess_per_second" in d else None
+    # R-hat needs 2 chains; an interrupted run may keep fewer than est.n_chains
+    row["r_hat"] = _extreme(np.max, d.get("r_hat")) if est.trace_.n_chains > 1 else None
+    row["ess"] = _extreme(np.min, d.get("ess_bulk"))
+    row["ess_s"] = _extreme(np.min, d.get("ess_per_second"))
     row["accept"] = float(np.mean(d["acceptance_rate"]))
     row["data"] = _fmt_fraction(float(np.mean(d["data_fraction_per_iteration"])))
     row["data_fraction"] = float(np.mean(d["data_fraction_per_iteration"]))
@@ -77,11 +86,19 @@ def table_row(label, est, reference=None, X_test=None, y_test=None):
 
 
 def format_table(rows):
-    """An aligned table (79 columns at most) of :func:`table_row` results."""
-    cols = [c for c in _COLUMNS if any(r.get(c[0]) is not None for r in rows)]
+    """An aligned table (79 columns at most) of :func:`table_row` results; a
+    row ``{"label": ..., "status": text}`` (a sampler without draws) shows the
+    text, shortened to fit, in place of numbers."""
+    cols = [c for c in _COLUMNS
+            if c[0] == "label" or any(r.get(c[0]) is not None for r in rows)]
     lines = ["  ".join(h.ljust(w) if k == "label" else h.rjust(w) for k, h, w, _ in cols)]
     lines.append("-" * len(lines[0]))
     for r in rows:
+        if "status" in r:
+            w = cols[0][2]
+            status = textwrap.shorten(r["status"], WIDTH - w - 2, placeholder=" ...")
+            lines.append(f"{r['label'][:w]:<{w}}  {status}")
+            continue
         cells = []
         for k, _, w, f in cols:
             v = r.get(k)
@@ -121,6 +138,15 @@ def _print_notes(label, notes, short=False):
             _say(_wrap(f"warning [{label}]: {msg}"))
 
 
+def _print_missing(missing):
+    """Why each sampler of ``missing`` ({label: (status, reason)}) has no
+    draws, in full."""
+    for label, (status, reason) in missing.items():
+        _say(_wrap(f"{status} [{label}]: {reason}"))
+    if missing:
+        _say("")
+
+
 def _print_all_notes(notes):
     if any(notes.values()):
         for label, msgs in notes.items():
@@ -150,25 +176,90 @@ _NO_MPL = ("matplotlib is not installed, so no plot was written; get it with "
            "again.")
 
 
-def _pyplot_or_note(*lead):
-    """matplotlib.pyplot, or None after saying (below the ``lead`` lines) that
-    matplotlib is needed for the plots."""
-    plt = _plt_or_none()
-    if plt is None:
-        _say(*lead, _wrap(_NO_MPL))
-    return plt
+def _say_no_matplotlib(*lead):
+    """Say (below the ``lead`` lines) that matplotlib is needed for the plots."""
+    _say(*lead, _wrap(_NO_MPL))
 
 
-def _check_folder(path):
-    """A CLIError unless the folder that ``path`` is to be written in exists."""
-    if not path.parent.exists():
-        raise CLIError(f"cannot write {path}: folder {path.parent} does not exist")
+# --------------------------------------------------------------------------
+# output files
+# --------------------------------------------------------------------------
+
+#: the formats of ``fit --summary``, by extension
+SUMMARY_FORMATS = {".json": "JSON", ".txt": "text table"}
+
+
+def _npz_path(text):
+    """The file ``numpy.savez`` writes for ``--out text``: it adds ``.npz``
+    unless the name ends in it."""
+    path = Path(text)
+    if path.is_dir():
+        raise CLIError(f"--out: {text} is a folder; give a file name")
+    return path if path.name.endswith(".npz") else path.with_name(path.name + ".npz")
+
+
+def _summary_path(text):
+    """The path of ``--summary text``, or a CLIError for a format it cannot write."""
+    path = Path(text)
+    if path.suffix.lower() not in SUMMARY_FORMATS:
+        known = " or ".join(f"{k} ({v})" for k, v in SUMMARY_FORMATS.items())
+        given = f"as {path.suffix}" if path.suffix else "without extension"
+        raise CLIError(f"--summary {text}: cannot write a summary {given}; name it {known}")
+    return path
+
+
+def _image_path(path, option):
+    """The file matplotlib writes for ``path`` (``.png`` added to a name without
+    extension), or a CLIError if matplotlib cannot write its extension."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    path = Path(path)
+    if not path.suffix:
+        return path.with_name(path.name + ".png")
+    kinds = FigureCanvasBase.get_supported_filetypes()
+    if path.suffix[1:].lower() not in kinds:
+        raise CLIError(f"{option} {path}: cannot write {path.suffix} images; use one of "
+                       + ", ".join(f".{k}" for k in sorted(kinds)))
+    return path
+
+
+def _same_file(a, b):
+    return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
+
+
+def plan_outputs(outputs, inputs=(), force=False):
+    """Check, before a run starts, the files it is to write.
+
+    ``outputs`` is a list of ``(option, path)``: each file to write (the exact
+    path, suffixes added) and the option that names it; ``inputs`` are the
+    files the run reads. A CLIError, with nothing written yet, if an output's
+    folder is missing, or it is a folder, an input or another output of the
+    run, or it exists and not ``force``. Returns the paths.
+    """
+    done = []
+    for option, path in outputs:
+        path = Path(path)
+        if any(_same_file(path, Path(src)) for src in inputs):
+            raise CLIError(f"{option}: writing {path} would overwrite the input data; "
+                           "choose another name")
+        for other_option, other in done:
+            if _same_file(path, other):
+                raise CLIError(f"{option}: {path} is also the {other_option} file of this run; "
+                               "choose another name")
+        if not path.parent.is_dir():
+            raise CLIError(f"cannot write {path}: folder {path.parent} does not exist")
+        if path.is_dir():
+            raise CLIError(f"{option}: {path} is a folder")
+        if path.exists() and not force:
+            raise CLIError(f"{option}: {path} exists; use --force to overwrite it, or choose "
+                           "another name")
+        done.append((option, path))
+    return [path for _, path in done]
 
 
 def _save(plt, fig, path):
     """Write ``fig`` to ``path`` and close it; returns the path."""
     path = Path(path)
-    _check_folder(path)
     try:
         fig.savefig(path, dpi=110)
     except (OSError, ValueError) as exc:
@@ -189,10 +280,11 @@ def _roc_plot(plt, fitted, X_test, y_test, title, path, **kwargs):
     return _save(plt, fig, path)
 
 
-def _summary_json(est, data, args, sampler, notes):
+def _summary_json(est, data, args, sampler, notes, s):
+    """The JSON summary of ``fit``; ``s`` is the trace's summary (None if too few draws)."""
     d = est.diagnostics_
-    s = est.trace_.summary()
-    summ = {name: {c: float(s[c][i]) for c in s.columns} for i, name in enumerate(s.names)}
+    summ = (None if s is None else
+            {name: {c: float(s[c][i]) for c in s.columns} for i, name in enumerate(s.names)})
 
     def f(v):
         return None if v is None or not np.isfinite(v) else float(v)
@@ -207,10 +299,11 @@ def _summary_json(est, data, args, sampler, notes):
         "param_names": list(est.trace_.param_names),
         "summary": summ,
         "diagnostics": {
-            "max_r_hat": f(np.nanmax(d["r_hat"])) if "r_hat" in d and est.n_chains > 1 else None,
-            "min_ess_bulk": f(np.nanmin(d["ess_bulk"])) if "ess_bulk" in d else None,
-            "min_ess_per_second": (f(np.nanmin(d["ess_per_second"]))
-                                   if "ess_per_second" in d else None),
+            "interrupted": bool(est.trace_.interrupted),
+            "max_r_hat": (f(_extreme(np.max, d.get("r_hat")))
+                          if est.trace_.n_chains > 1 else None),
+            "min_ess_bulk": f(_extreme(np.min, d.get("ess_bulk"))),
+            "min_ess_per_second": f(_extreme(np.min, d.get("ess_per_second"))),
             "acceptance_rate": [float(a) for a in d["acceptance_rate"]],
             "data_fraction_per_iteration": [float(a) for a in d["data_fraction_per_iteration"]],
             "n_divergences": [int(a) for a in d["n_divergences"]],
