@@ -162,8 +162,8 @@ def test_user_errors_exit_2_with_one_line(argv, expected, csv_file, capsys, tmp_
 
 
 @pytest.mark.parametrize("samplers, failing, error", [
-    ("mh,sgld", "sgld", "FloatingPointError: SGLD ran away"),   # a real divergence
-    ("sgld,mh", "sgld", "FloatingPointError: SGLD ran away"),   # ... of the reference
+    ("mh,sgld", "sgld", "SamplingError: SGLD ran away"),   # a real divergence
+    ("sgld,mh", "sgld", "SamplingError: SGLD ran away"),   # ... of the reference
     ("hmc,mh", "mh", "RuntimeError: a bug in a kernel"),         # any error
 ])
 def test_compare_reports_a_failing_sampler_and_keeps_the_others(samplers, failing, error, csv_file,
@@ -225,9 +225,9 @@ def _main_without_runtime_warnings(argv):
 
 
 @pytest.mark.parametrize("k, kept", [
-    (140, (2, 20)),   # both chains have 20 draws
-    (60, (1, 20)),    # chain 1 never sampled: one chain, no R-hat
-    (121, (2, 1)),    # one draw per chain: too few for a summary
+    (140, (40, 20)),   # chain 0 complete, chain 1 at 20 draws: every draw is kept
+    (60, (20, 0)),     # chain 1 never sampled: one chain, no R-hat
+    (121, (40, 1)),    # one draw in chain 1: too few for a summary
 ])
 def test_fit_interrupted_saves_the_draws_made_and_exits_130(k, kept, ctrl_c_after, csv_file,
                                                              tmp_path, capsys):
@@ -239,14 +239,19 @@ def test_fit_interrupted_saves_the_draws_made_and_exits_130(k, kept, ctrl_c_afte
     res = capsys.readouterr()
     assert "Traceback" not in res.err
     said = " ".join(res.out.split())
-    assert re.search(fr"interrupted after [0-9.]+ s: kept {kept[1]} draws in each of {kept[0]} "
+    assert re.search(fr"interrupted after [0-9.]+ s: kept {kept[0]}, {kept[1]} draws in the 2 "
                      "chains", said)
     assert f"draws written to {out} " in said
-    assert np.load(out)["draws"].shape == (*kept, 4)
+    saved = np.load(out)
+    assert saved["draws"].shape == (2, max(kept), 4)
+    assert saved["chain_lengths"].tolist() == list(kept)
+    for c in range(2):
+        assert np.isfinite(saved["draws"][c, :kept[c]]).all()
+        assert np.isnan(saved["draws"][c, kept[c]:]).all()
     info = json.loads((tmp_path / "d_summary.json").read_text())
     assert info["diagnostics"]["interrupted"] is True
-    assert (info["summary"] is None) == (kept[1] < 4)
-    if kept[0] == 1:
+    assert (info["summary"] is None) == (min(k for k in kept if k) < 4)
+    if 0 in kept:
         assert info["diagnostics"]["max_r_hat"] is None
 
 
@@ -297,13 +302,14 @@ def test_unreadable_input_is_a_one_line_error_naming_it(csv_file, tmp_path, caps
         path = tmp_path / name
         assert main(["fit", str(path), "--out", str(tmp_path / "out.npz")] + FAST) == 2, name
         msg = _one_line_error(capsys)
-        assert f"cannot read {path}: its " in msg and "is damaged" in msg
+        assert str(path) in msg and re.search("damaged|truncated|corrupt", msg), msg
     home = tmp_path / "home"
     home.mkdir()
     (home / "covtype.data.gz").write_bytes((tmp_path / "magic.csv").read_bytes())
     assert main(["fit", "covtype", "--data-home", str(home), "--out",
                  str(tmp_path / "out.npz")]) == 2
-    assert f"cannot read the covtype files in {home}" in _one_line_error(capsys)
+    msg = _one_line_error(capsys)
+    assert str(home / "covtype.data.gz") in msg and "delete it" in msg.lower(), msg
     assert not (tmp_path / "out.npz").exists()
 
 

@@ -111,8 +111,9 @@ def _fit(est, X, y, label, quiet=False):
     seconds = time.perf_counter() - t0
     tr = est.trace_
     if not quiet:
-        print(f" interrupted after {seconds:.1f} s: kept {tr.n_samples} draws in each of "
-              f"{tr.n_chains} chains" if tr.interrupted else f" done in {seconds:.1f} s",
+        kept = ", ".join(str(int(k)) for k in tr.chain_lengths)
+        print(f" interrupted after {seconds:.1f} s: kept {kept} draws in the {tr.n_chains} "
+              "chains" if tr.interrupted else f" done in {seconds:.1f} s",
               flush=True)
     notes = []
     for w in caught:
@@ -258,7 +259,7 @@ def cmd_fit(args):
         names = [f"{n}" for n in data.names] + names[len(data.names):]
         tr.param_names = names
     arrays = {"draws": tr.draws, "param_names": np.array(names),
-              "warmup_draws": tr.warmup_draws}
+              "warmup_draws": tr.warmup_draws, "chain_lengths": tr.chain_lengths}
     for k, v in tr.stats.items():
         arrays[f"stats_{k}"] = v
     try:
@@ -266,9 +267,10 @@ def cmd_fit(args):
     except OSError as exc:
         raise CLIError(f"cannot write {out}: {exc}") from exc
     # an interrupted run may have kept too few draws for a summary
-    summary = tr.summary() if tr.n_samples >= _MIN_DRAWS else None
+    common = tr._common().shape[1]
+    summary = tr.summary() if common >= _MIN_DRAWS else None
     table = (str(summary) if summary is not None else
-             f"no summary: {tr.n_samples} draws per chain, {_MIN_DRAWS} needed")
+             f"no summary: {common} draws in the shortest chain, {_MIN_DRAWS} needed")
     info = _summary_json(est, data, args, sampler, notes, summary)
     try:
         if summary_path.suffix.lower() == ".txt":
@@ -285,8 +287,11 @@ def cmd_fit(args):
             _say(f"... {len(s) - len(shown)} more parameters in {summary_path}")
         _say("", format_table([table_row(args.sampler, est)]), "")
         _print_notes(args.sampler, notes)
+        ragged = (" NaN past each chain's length, array 'chain_lengths';" if tr.ragged
+                  else "")
         _say(_wrap(f"draws written to {out} (array 'draws': chains x draws x parameters, "
-                   "intercept last)"), f"summary written to {summary_path}")
+                   f"intercept last;{ragged})".replace(";)", ")")),
+             f"summary written to {summary_path}")
     return 130 if tr.interrupted else 0
 
 
