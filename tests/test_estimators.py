@@ -152,6 +152,34 @@ def test_random_state_variants(reg_data):
     np.testing.assert_array_equal(e.posterior_draws_, f.posterior_draws_)
 
 
+@pytest.mark.parametrize("y", [np.arange(1000) % 2 * 1.0, (np.arange(1000) % 3 == 0),
+                               np.where(np.arange(1000) % 2, "yes", "no"),
+                               np.where(np.arange(1000) % 2, 7, -3).astype(np.int8),
+                               np.arange(1000) % 3])
+def test_label_encoding_in_chunks_matches_unique(y, monkeypatch):
+    """Issue 14 (memory): labels are encoded chunk by chunk (no sorted copy or
+    index arrays of tall y); float64 0/1 labels are used without a copy."""
+    from bayes_subsample.linear_model import _estimators
+    monkeypatch.setattr(_estimators, "_LABEL_CHUNK", 64)
+    classes, y01 = _estimators._encode_labels(y)
+    ref_classes, ref_codes = np.unique(y, return_inverse=True)
+    np.testing.assert_array_equal(classes, ref_classes)
+    if len(classes) == 2:
+        assert y01.dtype == np.float64
+        np.testing.assert_array_equal(y01, ref_codes)
+        assert (y01 is y) == (y.dtype == np.float64)
+    else:
+        assert y01 is None
+
+
+def test_float_labels_reach_the_model_without_a_copy(clf_data):
+    X, y = clf_data
+    y = y.astype(np.float64)
+    est = BayesianLogisticRegression(sampler="mh", warm_start=True, random_state=0,
+                                     **FAST).fit(X, y)
+    assert np.shares_memory(est.trace_.run_state.model.y, y)
+
+
 @pytest.mark.parametrize("labels", [["a", 1], ["a", None], [None, 0]])
 def test_unorderable_labels_raise_value_error(clf_data, labels):
     X, y = clf_data

@@ -78,18 +78,40 @@ _ATTR_DOC = """
 """
 
 
+#: rows per chunk of the label passes (bounded temporaries on tall y)
+_LABEL_CHUNK = 1 << 20
+
+
 def _encode_labels(y):
-    """``(classes, codes)`` as ``np.unique(y, return_inverse=True)``, with a
-    clear error for labels that cannot be ordered (str mixed with numbers,
-    None)."""
+    """``(classes, y01)``: the sorted distinct labels and, for two classes,
+    ``y == classes[1]`` as float64 (``y`` itself when it already is a float64
+    0/1 array: no copy), else None.
+
+    Both run over chunks of ``y`` (the distinct labels of each chunk, then a
+    comparison per chunk), so tall label arrays need no sorted copy or index
+    arrays: the memory added is the float64 labels at most. Labels that cannot
+    be ordered (str mixed with numbers, None) raise a clear ValueError.
+    """
     try:
-        check_classification_targets(y)
-        return np.unique(y, return_inverse=True)
+        parts = [np.unique(y[s:s + _LABEL_CHUNK]) for s in range(0, y.shape[0], _LABEL_CHUNK)]
+        classes = np.unique(np.concatenate(parts)) if parts else np.unique(y)
+        # the type of target follows from the distinct values
+        check_classification_targets(classes)
     except TypeError as e:
         kinds = sorted({type(v).__name__ for v in np.asarray(y, dtype=object).ravel()})
         raise ValueError(
             f"y mixes label types that cannot be ordered ({', '.join(kinds)}): use labels of "
             "one type (all strings or all numbers, no None)") from e
+    if classes.shape[0] != 2:
+        return classes, None
+    if (y.dtype == np.float64 and y.flags.c_contiguous and classes[0] == 0.0
+            and classes[1] == 1.0):
+        return classes, y
+    y01 = np.empty(y.shape[0], dtype=np.float64)
+    for s in range(0, y.shape[0], _LABEL_CHUNK):
+        np.equal(y[s:s + _LABEL_CHUNK], classes[1], out=y01[s:s + _LABEL_CHUNK],
+                 casting="unsafe")
+    return classes, y01
 
 
 class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
@@ -124,22 +146,22 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
         self._validate()
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], order="C")
         previous = getattr(self, "classes_", None) if self.warm_start else None
-        self.classes_, y_enc = _encode_labels(y)
+        self.classes_, y01 = _encode_labels(y)
         if self.classes_.shape[0] < 2:
             raise ValueError(
                 "This solver needs samples of at least 2 classes in the data, but the data "
                 f"contains only one class: {self.classes_[0]!r}"
             )
-        if self.classes_.shape[0] > 2 or type_of_target(y) == "multiclass":
+        if self.classes_.shape[0] > 2:
             raise ValueError(
                 "Only binary classification is supported. The type of the target is "
-                f"{type_of_target(y)}: BayesianLogisticRegression got "
+                f"{type_of_target(self.classes_)}: BayesianLogisticRegression got "
                 f"{self.classes_.shape[0]} classes: {self.classes_.tolist()}"
             )
         if previous is not None and not np.array_equal(previous, self.classes_):
             raise ValueError(f"warm_start: the classes changed from {previous.tolist()} to "
                              f"{self.classes_.tolist()}; fit on the same data to continue")
-        return self._fit_model(LogisticRegressionModel, X, y_enc.astype(np.float64))
+        return self._fit_model(LogisticRegressionModel, X, y01)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -1,0 +1,104 @@
+"""Benchmark: peak resident memory of an estimator fit relative to the size of X.
+
+Each configuration runs in a fresh subprocess: it draws HIGGS-shaped logistic
+data (``datasets.make_logistic_data``, float32 X, d = 28), notes the resident
+set size (RSS) before the fit -- X, y, the interpreter and the libraries --
+resets the kernel's peak-RSS counter (``/proc/self/clear_refs``, Linux) and
+fits ``BayesianLogisticRegression`` (HMC-ECS, 2 chains in 2 threads,
+300 warmup + 500 draws). It reports
+
+* ``peak / X``: the peak RSS during the fit over the bytes of X (everything
+  the process holds, the interpreter included);
+* ``added / X``: what the fit added to the RSS it started from, over X.
+
+Labels are passed as float64 0/1 (used without a copy) and as int64 (encoded
+to a float64 0/1 copy, 8 bytes per row).
+
+Usage::
+
+    python benchmarks/bench_memory.py                 # n = 1e6 and 1e7 (about 1 minute)
+    python benchmarks/bench_memory.py --sizes 1e6     # quick
+
+Writes ``benchmarks/results/memory.json`` (or ``--out``) and prints a Markdown
+table. Linux only (reads /proc).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+
+_CHILD = r"""
+import json, sys, time, warnings
+import numpy as np
+from bayes_subsample import BayesianLogisticRegression
+from bayes_subsample.datasets import make_logistic_data
+
+def status():
+    out = {}
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            key, value = line.split(":", 1)
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(value.split()[0]) * 1024
+    return out
+
+n, labels = int(float(sys.argv[1])), sys.argv[2]
+X, y = make_logistic_data(n, dtype=np.float32, random_state=0)
+if labels == "int64":
+    y = y.astype(np.int64)
+before = status()["VmRSS"]
+with open("/proc/self/clear_refs", "w") as fh:
+    fh.write("5")                      # reset the peak RSS (VmHWM) to the current RSS
+t0 = time.perf_counter()
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    BayesianLogisticRegression(n_samples=500, n_warmup=300, n_chains=2, n_jobs=2,
+                               random_state=0).fit(X, y)
+seconds = time.perf_counter() - t0
+peak = status()["VmHWM"]
+print(json.dumps({"n": n, "labels": labels, "X_bytes": X.nbytes, "y_bytes": y.nbytes,
+                  "rss_before": before, "peak_rss": peak, "fit_seconds": seconds}))
+"""
+
+
+def run(n, labels):
+    res = subprocess.run([sys.executable, "-c", _CHILD, str(n), labels], capture_output=True,
+                         text=True, check=True)
+    r = json.loads(res.stdout.strip().splitlines()[-1])
+    r["peak_over_X"] = r["peak_rss"] / r["X_bytes"]
+    r["before_over_X"] = r["rss_before"] / r["X_bytes"]
+    r["added_over_X"] = (r["peak_rss"] - r["rss_before"]) / r["X_bytes"]
+    return r
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=float, nargs="*", default=[1e6, 1e7])
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results",
+                                                  "memory.json"))
+    args = ap.parse_args(argv)
+    rows = []
+    print("| n | labels | X GB | RSS before fit / X | peak RSS / X | added by fit / X | fit s |")
+    print("|---|---|---|---|---|---|---|")
+    for n in args.sizes:
+        for labels in ("float64", "int64"):
+            r = run(int(n), labels)
+            rows.append(r)
+            print(f"| {int(n):,} | {labels} | {r['X_bytes'] / 1e9:.2f} | "
+                  f"{r['before_over_X']:.3f} | {r['peak_over_X']:.3f} | "
+                  f"{r['added_over_X']:.3f} | {r['fit_seconds']:.1f} |", flush=True)
+    result = {"command": "python benchmarks/bench_memory.py " + " ".join(argv or sys.argv[1:]),
+              "platform": platform.platform(), "cpu_count": os.cpu_count(),
+              "load_average": os.getloadavg(), "runs": rows}
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    with open(args.out, "w") as fh:
+        json.dump(result, fh, indent=2)
+    print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
