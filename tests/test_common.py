@@ -3,24 +3,21 @@
 Test-only configuration
 -----------------------
 The checks fit each estimator dozens of times on tiny data sets, so they run
-on *fast settings*: ``n_samples=30, n_warmup=30, n_chains=2, random_state=0``
-with ``sampler="mh"``, ``sampler="hmc"`` (the two full-data samplers) and the
-default ``sampler="hmc_ecs"`` (which runs on the full data of these tiny data
-sets), i.e. 3 estimators x 3 samplers. These runs are far too short for a converged
-posterior, so ``ConvergenceWarning`` is silenced here, and only here; every
-other test module sees it. ``random_state`` is fixed because the checks
-compare repeated fits (idempotence, pickling, ``n_jobs``), and a fixed seed
-must give identical draws.
+on *fast settings*: ``n_samples=30, n_warmup=30, n_chains=2, random_state=0``,
+for every registered sampler (``bayes_subsample.samplers.SAMPLERS``) and the
+three estimators. These runs are far too short for a converged posterior, so
+``ConvergenceWarning`` is silenced here, and only here; every other test module
+sees it. ``random_state`` is fixed because the checks compare repeated fits
+(idempotence, pickling, ``n_jobs``), and a fixed seed must give identical
+draws.
 
-Checks expected to fail are listed in ``EXPECTED_FAILED`` with a reason each
-(they run as non-strict xfails):
+``BayesianPoissonRegression`` accepts only non-negative *integer* counts (a
+Poisson likelihood), while some checks generate continuous targets: those
+checks (``COUNTS_ERROR``) must raise the "non-negative integer counts"
+``ValueError``, and nothing else. The API points they would cover are tested
+on count data in ``test_estimators.py``.
 
-* ``BayesianPoissonRegression`` accepts only non-negative *integer* counts
-  (a Poisson likelihood; non-integer targets are rejected with a clear
-  ``ValueError``), while these checks generate continuous targets. The API
-  points they would cover (``n_features_in_``, fit idempotence, ``fit``
-  returning a fitted estimator, list input, float32 / read-only input) are
-  tested on count data in ``test_estimators.py``.
+Known failures (``KNOWN_FAILURES``) run as strict xfails, each with its reason.
 """
 import warnings
 
@@ -33,6 +30,7 @@ from bayes_subsample import (
     BayesianLogisticRegression,
     BayesianPoissonRegression,
 )
+from bayes_subsample.samplers import SAMPLERS
 
 #: the fast settings (see the module docstring)
 FAST = {"n_samples": 30, "n_warmup": 30, "n_chains": 2, "random_state": 0}
@@ -40,31 +38,47 @@ FAST = {"n_samples": 30, "n_warmup": 30, "n_chains": 2, "random_state": 0}
 ESTIMATORS = [
     cls(sampler=sampler, **FAST)
     for cls in (BayesianLogisticRegression, BayesianLinearRegression, BayesianPoissonRegression)
-    for sampler in ("mh", "hmc", "hmc_ecs")
+    for sampler in SAMPLERS
 ]
 
-_POISSON_COUNTS = ("BayesianPoissonRegression needs non-negative integer counts; the check "
-                   "generates continuous targets (covered on counts in test_estimators.py)")
-
-#: estimator class name -> {check name: reason}
-EXPECTED_FAILED = {
-    "BayesianPoissonRegression": {
-        name: _POISSON_COUNTS for name in (
-            "check_n_features_in_after_fitting", "check_regressors_train",
-            "check_regressor_data_not_an_array", "check_regressors_no_decision_function",
-            "check_fit_idempotent", "check_fit_check_is_fitted", "check_n_features_in",
-        )
-    },
+#: estimator class name -> the checks that must fail with the counts error
+COUNTS_ERROR = {
+    "BayesianPoissonRegression": (
+        "check_n_features_in_after_fitting", "check_regressors_train",
+        "check_regressor_data_not_an_array", "check_regressors_no_decision_function",
+        "check_fit_idempotent", "check_fit_check_is_fitted", "check_n_features_in",
+    ),
 }
 
 
-def _expected_failed_checks(estimator):
-    return EXPECTED_FAILED.get(type(estimator).__name__, {})
+#: (estimator, sampler, check) -> reason: known failures, run as strict xfails
+#: (so a fix is noticed)
+KNOWN_FAILURES = {
+    ("BayesianLogisticRegression", "ewsg", "check_positive_only_tag_during_fit"): (
+        "iris setosa-vs-rest is linearly separable: the posterior is far from its Laplace "
+        "approximation (the likelihood's curvature is ~0 at the MAP and ~1e3 x larger "
+        "where points are misclassified), and EWSG's Laplace-preconditioned step runs "
+        "away (SamplingError); SGLD and SGHMC do not run away there but their sds are "
+        "5-10x NUTS's"),
+}
+
+
+def _check_name(check):
+    return getattr(check, "func", check).__name__
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
-@parametrize_with_checks(ESTIMATORS, expected_failed_checks=_expected_failed_checks)
-def test_sklearn_compatible_estimator(estimator, check):
+@parametrize_with_checks(ESTIMATORS)
+def test_sklearn_compatible_estimator(estimator, check, request):
+    key = (type(estimator).__name__, estimator.sampler, _check_name(check))
+    if key in KNOWN_FAILURES:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[key]))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        check(estimator)
+        if _check_name(check) in COUNTS_ERROR.get(type(estimator).__name__, ()):
+            # continuous targets: the Poisson estimator must refuse them, and
+            # for that reason only (anything else fails the test)
+            with pytest.raises(ValueError, match="non-negative integer counts"):
+                check(estimator)
+        else:
+            check(estimator)

@@ -739,3 +739,55 @@ def test_decision_function_is_log_odds_of_predictive_probability():
                                atol=1e-10)
     np.testing.assert_array_equal(clf.predict(X), clf.classes_[(clf.decision_function(X) > 0)
                                                                .astype(int)])
+
+
+# ---- every sampler end to end (issue 17: no sampler untested at the estimator level) ---------
+@pytest.fixture(scope="module")
+def tall_problems():
+    """Logistic and Poisson data large enough that the subsampling samplers
+    subsample (n = 4000, d = 2), with full-data NUTS references."""
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(4000, 2))
+    y_clf = (X @ np.array([1.0, -0.5]) + 0.3 + rng.logistic(size=4000) > 0).astype(int)
+    y_cnt = rng.poisson(np.exp(X @ np.array([0.3, -0.2]) + 0.5))
+    args = {"n_samples": 1000, "n_warmup": 500, "n_chains": 2, "random_state": 0}
+    refs = {
+        "logistic": BayesianLogisticRegression(sampler="nuts", **args).fit(X, y_clf),
+        "poisson": BayesianPoissonRegression(sampler="nuts", **args).fit(X, y_cnt),
+    }
+    return X, {"logistic": y_clf, "poisson": y_cnt}, refs
+
+
+def _agreement(est, ref):
+    """Max |mean error| / ref sd (less 4 MCSE of both), and sd ratios."""
+    d, r = est.sample_posterior(), ref.sample_posterior()
+    sd = r.std(axis=0)
+    mcse = np.hypot(est.diagnostics_["mcse_mean"], ref.diagnostics_["mcse_mean"])
+    err = np.clip(np.abs(d.mean(axis=0) - r.mean(axis=0)) - 4 * mcse, 0, None) / sd
+    return float(err.max()), d.std(axis=0) / sd
+
+
+@pytest.mark.parametrize("family, sampler", [
+    *[("logistic", s) for s in ["mh", "hmc", "hmc_ecs", "hmc_ecs_nuts", "hmc_ecs_signed",
+                                "austerity", "confidence", "sgld", "sghmc", "ewsg"]],
+    *[("poisson", s) for s in ["hmc_ecs", "hmc_ecs_nuts", "hmc_ecs_signed", "confidence",
+                               "sgld", "sghmc", "ewsg"]],
+    pytest.param("poisson", "austerity", marks=pytest.mark.xfail(strict=True, reason=(
+        "austerity MH at its default epsilon inflates the posterior sds (1.19-1.28 x NUTS "
+        "here; 1.20-1.29 on HIGGS in benchmarks/results/mixing.md): the wrong decisions of "
+        "its t-test favour moves; its speed and accuracy are the subject of issue 12"))),
+])
+def test_every_sampler_fits_through_the_estimator(tall_problems, family, sampler):
+    """Each registered sampler at its defaults, through the estimator: posterior
+    means within 0.25 posterior sd (beyond 4 Monte Carlo standard errors) and
+    sds within 25% of full-data NUTS, on data it subsamples."""
+    X, ys, refs = tall_problems
+    cls = BayesianLogisticRegression if family == "logistic" else BayesianPoissonRegression
+    est = cls(sampler=sampler, n_samples=1000, n_warmup=500, n_chains=2,
+              random_state=1).fit(X, ys[family])
+    tuning = est.diagnostics_["tuning"][0]
+    assert not tuning.get("full_data", False), "the sampler must subsample here"
+    err, sd_ratio = _agreement(est, refs[family])
+    assert err < 0.25, (err, sd_ratio)
+    assert np.all((sd_ratio > 0.75) & (sd_ratio < 1.25)), sd_ratio
+    assert np.isfinite(est.predict(X[:10])).all()
