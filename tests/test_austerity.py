@@ -147,11 +147,14 @@ def test_wrong_decisions_below_epsilon_with_few_tests(seed, logistic_data):
 
 @pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow)])
 def test_wrong_decisions_default_batches_union_bound(seed, logistic_data):
-    """With the default batch of 500 the test looks many times; each look
-    errs with probability <= epsilon (t approximation), so the rate is bounded
-    by epsilon times the mean number of non-final looks (union bound). The
-    observed rate is typically 1-3 epsilon here, not below epsilon; see the
-    sampler's notes. epsilon=0 never errs."""
+    """With small batches the test looks many times; each look errs with
+    probability <= epsilon (t approximation), so the rate is bounded by
+    epsilon times the mean number of non-final looks (union bound, 7-25 looks
+    here: a weak bound). The measured rate is 1.2-2x epsilon (seeds 0, 1 at
+    epsilon 0.01, 0.05, 0.1: 0.017-0.020, 0.076-0.093, 0.123-0.125), so it is
+    also held to 3 epsilon, a regression guard far tighter than the union
+    bound. epsilon=0 never errs, and the detector is shown to detect: at
+    epsilon = 0.1 the rate must exceed 0.05."""
     X, y = logistic_data(10000, 4, seed=20 + seed)
     model = LogisticRegressionModel(X, y)
     rates = {}
@@ -164,8 +167,12 @@ def test_wrong_decisions_default_batches_union_bound(seed, logistic_data):
         rates[eps] = wrong.mean()
         looks = np.maximum(st["n_batches"] - (st["data_fraction"] == 1.0), 0).mean()
         assert wrong.sum() <= _binomial_upper(wrong.size, min(1.0, eps * looks))
+        if eps > 0:
+            assert wrong.sum() <= _binomial_upper(wrong.size, 3 * eps), (eps, wrong.mean())
     assert rates[0.0] == 0.0
     assert rates[0.01] < rates[0.1]
+    # the detector sees wrong decisions where they must occur (measured 0.12)
+    assert rates[0.1] > 0.05
 
 
 def _check_exact_posterior(tr, mean, cov, n_mcse=4.0, sd_tol=0.10):
@@ -224,8 +231,11 @@ def test_gridsearch_over_epsilon(logistic_data):
                         scoring="roc_auc", cv=2)
     grid.fit(X, y)
     assert np.all(grid.cv_results_["mean_test_score"] > 0.7)
-    assert grid.best_params_["sampler__epsilon"] in (0.0, 0.01, 0.05, 0.1, 0.2)
-    assert "mean_data_fraction" in grid.best_estimator_.diagnostics_
+    # the refit reached the nested sampler object through sampler__epsilon
+    best = grid.best_estimator_
+    assert best.sampler.epsilon == grid.best_params_["sampler__epsilon"]
+    assert best.diagnostics_["sampler"] == "austerity"
+    assert "mean_data_fraction" in best.diagnostics_
 
 
 @pytest.mark.parametrize("params, match", [

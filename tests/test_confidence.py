@@ -223,31 +223,36 @@ def test_wrong_decisions_below_delta(seed, delta, proxy, logistic_data):
         assert tr.stats["data_fraction"].mean() < 0.5
 
 
+def _agrees_with_mh(trace, ref):
+    """Marginals within 4.5 MCSE (means) and 15% (sds) of exact MH."""
+    for j in range(2):
+        a, b = trace.draws[..., j], ref.draws[..., j]
+        tol = 4.5 * math.hypot(diag.mcse_mean(a), diag.mcse_mean(b))
+        if not (abs(a.mean() - b.mean()) < tol and abs(a.std() / b.std() - 1.0) < 0.15):
+            return False
+    return True
+
+
 def test_lognormal_toy_confidence_vs_tiny_batch_ttest():
     """Heavy-tailed log-likelihood differences (BDH §4.1): the confidence
-    sampler keeps its per-step guarantee and its marginal agrees with exact
-    MH; austerity MH with a first batch of 2 is shown for comparison (its
-    wrong-decision rate is reported, not asserted)."""
+    sampler keeps its per-step guarantee and its marginals agree with exact
+    MH. Austerity MH with a first batch of 2 -- a t-test on a heavy-tailed
+    mean -- is the negative control: the same checks must reject it (measured:
+    ~48% wrong decisions at epsilon = 0.05, sigma's sd 7x MH's)."""
     model, _x = lognormal_toy(5000, seed=3)
     kw = {"n_samples": 1500, "n_warmup": 500, "n_chains": 4, "random_state": 11,
-              "check_convergence": False}
+          "check_convergence": False}
     delta = 0.05
     conf = sample(model, ConfidenceMH(delta=delta, check_exact=True, n_steps=1), **kw)
     ref = sample(model, MH(n_steps=1), **kw)
     wrong = conf.stats["wrong_decision"]
     assert wrong.sum() <= _binomial_upper(wrong.size, delta)
-    for j in range(2):
-        a, b = conf.draws[..., j], ref.draws[..., j]
-        tol = 4.5 * math.hypot(diag.mcse_mean(a), diag.mcse_mean(b))
-        assert abs(a.mean() - b.mean()) < tol
-        assert abs(a.std() / b.std() - 1.0) < 0.15
+    assert _agrees_with_mh(conf, ref)
     aus = sample(model, AusterityMH(epsilon=0.05, first_batch_size=2, batch_size=50,
                                     check_exact=True, n_steps=1), **kw)
-    print(f"\nlognormal toy: wrong-decision rate confidence(delta={delta}) "
-          f"{wrong.mean():.4f} (data {conf.stats['data_fraction'].mean():.3f}); austerity "
-          f"(eps=0.05, first batch 2) {aus.stats['wrong_decision'].mean():.4f} "
-          f"(data {aus.stats['data_fraction'].mean():.3f}); sigma sd ratio to MH "
-          f"{np.exp(aus.draws[..., 1]).std() / np.exp(ref.draws[..., 1]).std():.3f}")
+    aus_wrong = aus.stats["wrong_decision"]
+    assert aus_wrong.sum() > _binomial_upper(aus_wrong.size, 4 * delta)
+    assert not _agrees_with_mh(aus, ref)
 
 
 def _check_exact_posterior(tr, mean, cov, n_mcse=4.0, sd_tol=0.10):

@@ -1,0 +1,40 @@
+"""README.md's performance figures come from the benchmarks' JSON output.
+
+``benchmarks/readme_figures.py`` builds the table from
+``benchmarks/results/*.json``; this test fails when README.md holds anything
+else (a hand-edited figure, or JSON updated without regenerating the table).
+"""
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _generator():
+    path = ROOT / "benchmarks" / "readme_figures.py"
+    if not path.exists():
+        pytest.skip("benchmarks/ is not in this checkout")
+    spec = importlib.util.spec_from_file_location("readme_figures", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_readme_table_is_generated_from_benchmark_json():
+    gen = _generator()
+    readme = (ROOT / "README.md").read_text()
+    table = gen.table()
+    assert gen.replace_in_readme(readme, table) == readme, (
+        "README.md's figures differ from benchmarks/results/*.json: run "
+        "`python benchmarks/readme_figures.py --write`")
+    # every row names the command that measured it
+    for row in table.splitlines()[2:]:
+        assert "`python benchmarks/" in row, row
+
+
+def test_replace_in_readme_needs_its_markers():
+    gen = _generator()
+    with pytest.raises(ValueError, match="markers"):
+        gen.replace_in_readme("no markers here", "| a |")
