@@ -164,7 +164,6 @@ def rct_benchmark(quick):
            "results": {}}
     ref_mean = ref_sd = None
     for name, s in samplers.items():
-        t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             trace = sample(model, s, n_samples=n_samples, n_warmup=n_warmup, n_chains=n_chains,
