@@ -791,3 +791,67 @@ def test_every_sampler_fits_through_the_estimator(tall_problems, family, sampler
     assert err < 0.25, (err, sd_ratio)
     assert np.all((sd_ratio > 0.75) & (sd_ratio < 1.25)), sd_ratio
     assert np.isfinite(est.predict(X[:10])).all()
+
+
+# ---- diagnostics values and the signed branches (issue 17) -----------------------------------
+def test_diagnostics_values_follow_their_definitions(clf_data):
+    """ess_per_second, computing_time and the per-chain figures are the
+    documented formulas of what the trace recorded, not only present."""
+    X, y = clf_data
+    est = BayesianLogisticRegression(sampler="hmc", random_state=0, **FAST).fit(X, y)
+    d, tr = est.diagnostics_, est.trace_
+    # all-in ESS/s: bulk ESS over the elapsed wall-clock time of the whole call
+    np.testing.assert_allclose(d["ess_per_second"], d["ess_bulk"] / tr.wall_time["elapsed"])
+    assert tr.wall_time["elapsed"] <= tr.wall_time["total"] + 0.5
+    # CT: inefficiency factor x every per-datum evaluation per retained iteration
+    evals = (tr.stats["n_evals"].sum() + tr.warmup_stats["n_evals"].sum()
+             + tr.n_evals_setup.sum() + tr.n_evals_prepare) / (tr.n_chains * tr.n_samples)
+    np.testing.assert_allclose(d["computing_time"], d["inefficiency_factor"] * evals)
+    np.testing.assert_allclose(d["acceptance_rate"], tr.stats["accepted"].mean(axis=1))
+    np.testing.assert_allclose(d["n_evals_per_iteration"], tr.stats["n_evals"].mean(axis=1))
+    np.testing.assert_allclose(d["data_fraction_per_iteration"],
+                               d["n_evals_per_iteration"] / len(X))
+
+
+@pytest.fixture(scope="module")
+def signed_fit():
+    """A signed HMC-ECS fit where negative signs occur (order-0 control
+    variates, batches of 3 rows, 4 products)."""
+    from bayes_subsample.samplers import HMCECS
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(3000, 2))
+    y = (X @ np.array([0.8, -0.4]) + rng.logistic(size=3000) > 0).astype(int)
+    est = BayesianLogisticRegression(
+        sampler=HMCECS(variant="signed", cv_order=0, batch_size=3, n_products=4),
+        n_samples=200, n_warmup=100, n_chains=2, random_state=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(X, y)
+    return est, X
+
+
+def test_signed_estimator_uses_sign_weights_everywhere(signed_fit):
+    from scipy.special import expit
+    est, X = signed_fit
+    s = est.trace_.pooled_signs().astype(float)
+    flat = est.trace_.pooled_draws()
+    assert (s < 0).any() and s.sum() > 0
+    # tau_hat: the share of positive signs, pooled and per chain
+    assert est.tau_hat_ == pytest.approx((s > 0).mean())
+    np.testing.assert_allclose(est.diagnostics_["tau_hat"],
+                               (est.posterior_signs_ > 0).mean(axis=1))
+    w = s / s.sum()
+    np.testing.assert_allclose(est.coef_, w @ flat[:, :2])
+    assert est.intercept_ == pytest.approx(w @ flat[:, 2])
+    # predictive probabilities: sign-weighted average over the (<= 1000) draws
+    p1 = expit(X[:20] @ flat[:, :2].T + flat[:, 2]) @ w
+    np.testing.assert_allclose(est.predict_proba(X[:20])[:, 1], np.clip(p1, 0, 1))
+    # the log-probabilities' negative-weight branch (no log-sum-exp form)
+    with np.errstate(divide="ignore"):
+        np.testing.assert_allclose(est.predict_log_proba(X[:20]),
+                                   np.log(est.predict_proba(X[:20])))
+    # sample_posterior: positive-sign draws; resampling only ever picks them
+    pos = est.sample_posterior()
+    np.testing.assert_array_equal(pos, flat[s > 0])
+    res = est.sample_posterior(n_samples=500, random_state=0)
+    assert {tuple(r) for r in res} <= {tuple(r) for r in flat[s > 0]}
