@@ -4,9 +4,9 @@ Public names: the estimators :class:`BayesianLogisticRegression`,
 :class:`BayesianLinearRegression`, :class:`BayesianPoissonRegression`, the
 low-level driver :func:`sample` (any :class:`~bayes_subsample.models.Model`),
 and the submodules ``models``, ``samplers``, ``control_variates``,
-``diagnostics``, ``datasets``, ``mrf``.
+``diagnostics``, ``datasets``, ``exceptions``, ``mrf``.
 """
-from . import datasets, diagnostics, models, samplers
+from . import datasets, diagnostics, exceptions, models, samplers
 from ._driver import Trace, sample
 from .linear_model import (BayesianLinearRegression, BayesianLogisticRegression,
                            BayesianPoissonRegression)
@@ -14,4 +14,4 @@ from .linear_model import (BayesianLinearRegression, BayesianLogisticRegression,
 __version__ = "0.1.0"
 
 __all__ = ["BayesianLogisticRegression", "BayesianLinearRegression", "BayesianPoissonRegression",
-           "sample", "Trace", "datasets", "models", "samplers", "diagnostics"]
+           "sample", "Trace", "datasets", "models", "samplers", "diagnostics", "exceptions"]
