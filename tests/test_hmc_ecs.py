@@ -246,6 +246,35 @@ def test_negative_control_order0_fails_the_same_check(m):
         _check_perturbed(tr, mean, np.sqrt(np.diag(cov)))
 
 
+def test_perturbation_shrinks_with_the_subsample_size():
+    """Issue 17: the perturbed sampler's bias is a function of Var[ell_hat],
+    which falls like 1/m. With theta* held 4 Laplace sds from the mode
+    (order-1 control variates, so the residuals are large), m = 300 gives a
+    visibly perturbed posterior (measured: means off by ~0.5 sd, sigma2 ~6)
+    that the accuracy check rejects, and m = 3000 one it accepts
+    (sigma2 ~0.7, means within 0.03 sd of full-data HMC)."""
+    from bayes_subsample._optimize import laplace
+    model = _logistic_problem(0, n=20000, d=3)
+    lap = laplace(model)
+    theta_star = lap["theta_map"] + 4 * np.sqrt(np.diag(lap["cov"]))
+    args = {"n_samples": 2000, "n_warmup": 500, "n_chains": 2}
+    ref = _quiet_sample(model, HMC(), random_state=0, **args)
+    ref_sd = ref.draws.reshape(-1, model.n_params).std(axis=0)
+    errs, mcs = {}, {}
+    for m in (300, 3000):
+        tr = _quiet_sample(model, HMCECS(cv_order=1, theta_star=theta_star, subsample_size=m,
+                                         n_blocks=10), random_state=1, **args)
+        errs[m] = np.abs(tr.posterior_mean() - ref.posterior_mean()) / ref_sd
+        mcs[m] = np.atleast_1d(diagnostics.mcse_mean(tr.draws)) / ref_sd
+        if m == 3000:
+            _check_perturbed(tr, ref.posterior_mean(), ref_sd)
+        else:
+            with pytest.raises(AssertionError):
+                _check_perturbed(tr, ref.posterior_mean(), ref_sd)
+    noise = 3 * np.sqrt(np.sum(mcs[300] ** 2) + np.sum(mcs[3000] ** 2))
+    assert errs[300].sum() > errs[3000].sum() + noise, (errs, mcs)
+
+
 def test_user_model_generic_path():
     """A FunctionModel (1-D Gaussian mean, known scale) runs through the generic
     order-1 control variates and matches its conjugate posterior."""
