@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.exceptions import ConvergenceWarning, EfficiencyWarning
 
 from . import diagnostics as diag
 
@@ -16,6 +16,10 @@ __all__ = ["Trace"]
 
 #: Info fields every kernel reports (doc of the contract: samplers/_base.py)
 _CONTRACT_FIELDS = ("accept_prob", "accepted", "n_evals", "diverging", "energy_error", "sign")
+
+#: samplers that decide MH moves on subsamples warn (EfficiencyWarning) when
+#: they read more than this share of the data per decision on average
+SUBSAMPLE_EFFICIENCY_LIMIT = 0.5
 
 
 @dataclass(eq=False, kw_only=True)
@@ -243,8 +247,12 @@ class Trace:
 
     def check_convergence(self, warn=True):
         """Warnings (ConvergenceWarning) for R-hat > 1.01, bulk ESS < 100 per
-        chain, divergences; returns the messages."""
-        msgs = []
+        chain, divergences, a low share of positive signs; an
+        EfficiencyWarning when a sampler deciding on subsamples (austerity,
+        confidence) read more than half the data per decision. Returns the
+        messages."""
+        msgs, efficiency = [], []
+        st = self.stats
         d = self.diagnostics()
         if "r_hat" in d and self.n_chains > 1:
             rh = np.nanmax(d["r_hat"]) if np.any(np.isfinite(d["r_hat"])) else np.nan
@@ -268,6 +276,13 @@ class Trace:
                 "(subsample_size) or the number of products (n_products), use second-order "
                 "control variates, or let theta* recentre during a longer warmup."
             )
+        if getattr(self.sampler, "decides_on_subsamples", False) and "data_fraction" in st:
+            frac = float(np.nanmean(self._per_chain_mean(st["data_fraction"])))
+            if frac > SUBSAMPLE_EFFICIENCY_LIMIT:
+                efficiency.append(
+                    f"{self.sampler.name} read {100 * frac:.0f}% of the data per MH decision on "
+                    "average: at this rate exact MH, which streams X in one fused pass, is "
+                    f"faster. To subsample, {self.sampler.advice_when_reading_everything}.")
         ndiv = int(np.sum(self._count("diverging", self.stats)))
         if ndiv:
             msgs.append(
@@ -278,7 +293,9 @@ class Trace:
         if warn:
             for m in msgs:
                 warnings.warn(m, ConvergenceWarning, stacklevel=_user_stacklevel())
-        return msgs
+            for m in efficiency:
+                warnings.warn(m, EfficiencyWarning, stacklevel=_user_stacklevel())
+        return msgs + efficiency
 
     def to_inference_data(self):
         """An ``arviz.InferenceData`` with posterior draws and sample stats."""

@@ -9,10 +9,12 @@
 * API: bad input and clear errors for models without a range bound.
 """
 import math
+import warnings
 
 import numpy as np
 import pytest
 from scipy import stats
+from sklearn.exceptions import ConvergenceWarning
 
 from bayes_subsample import diagnostics as diag
 from bayes_subsample._driver import sample
@@ -315,3 +317,21 @@ def test_proxy_needs_logistic_or_gaussian_glm():
     toy, _ = lognormal_toy(100)
     with pytest.raises(ValueError, match="provides no range bound for control-variate"):
         ConfidenceMH(proxy="taylor").prepare(toy, rng)
+
+
+def test_reading_most_of_the_data_warns(logistic_data):
+    """Issue 12's user-visible symptom: a confidence sampler reading (nearly)
+    everything is slower than exact MH, and the run now says so; a run that
+    subsamples does not warn."""
+    from sklearn.exceptions import EfficiencyWarning
+    X, y = logistic_data(3000, 3, seed=40)
+    model = LogisticRegressionModel(X, y)
+    kw = {"n_samples": 200, "n_warmup": 100, "n_chains": 2, "random_state": 0}
+    with pytest.warns(EfficiencyWarning, match=r"confidence read \d+% of the data.*proxy='taylor'"):
+        tr = sample(model, ConfidenceMH(delta=0.01, n_steps=1), **kw)
+    assert tr.stats["data_fraction"].mean() > 0.5
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EfficiencyWarning)
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        tr = sample(model, AusterityMH(epsilon=0.1, batch_size=100, n_steps=1), **kw)
+    assert tr.stats["data_fraction"].mean() < 0.5

@@ -153,6 +153,10 @@ default="bernstein_serfling"
 
     name = "confidence"
     exact = False
+    decides_on_subsamples = True
+    advice_when_reading_everything = ("try proxy='taylor' (control-variate differences need far "
+                                      "fewer data near the mode) or a larger delta, or use exact "
+                                      "MH (sampler='mh')")
     _parameter_constraints = {
         **shared_constraints("step_size", "adapt", "check_exact", "target_accept", "n_steps",
                              optional=("target_accept", "n_steps")),
