@@ -72,10 +72,19 @@ Design (``slow``, one module-level run per sampler, shared by its tests):
 The helpers (thinning, ranks, uniformity test, wrong-posterior transforms) are
 checked on synthetic draws in the default suite.
 """
+import functools
+import time
+import warnings
 
 import numpy as np
 import pytest
 from scipy import stats
+from scipy.special import expit
+
+from bayes_subsample import diagnostics as diag
+from bayes_subsample import sample
+from bayes_subsample.models import LogisticRegressionModel
+from bayes_subsample.samplers import HMCECS
 
 N_REPS = 500        # R
 N_KEEP = 99         # L: thinned draws per replication (L + 1 divisible by N_BINS)
@@ -87,6 +96,16 @@ SAMPLERS = ["mh", "hmc", "nuts", "hmc_ecs_signed"]
 LEVEL = ALPHA / (len(SAMPLERS) * N_PARAMS)
 SHRINK = 0.8        # negative control 1: sd x 0.8
 SHIFT = 0.3         # negative control 2: + 0.3 sd
+
+#: per sampler: the sampler, rows of data, thinning interval k (k * L retained draws)
+CONFIG = {
+    "mh": {"sampler": "mh", "n_data": 50, "thin": 10, "n_warmup": 500},
+    "hmc": {"sampler": "hmc", "n_data": 50, "thin": 5, "n_warmup": 500},
+    "nuts": {"sampler": "nuts", "n_data": 50, "thin": 5, "n_warmup": 500},
+    "hmc_ecs_signed": {"sampler": HMCECS(variant="signed", cv_order=2, batch_size=1,
+                                         n_products=1),
+                       "n_data": 200, "thin": 15, "n_warmup": 500},
+}
 
 
 # --------------------------------------------------------------------------------------
@@ -278,3 +297,105 @@ def test_signed_ranks_use_the_signs():
     assert sbc_pvalues(theta, draws, signs).min() > LEVEL
     assert sbc_pvalues(theta, draws).max() < LEVEL
     assert sbc_pvalues(theta, draws, signs, transform=shrunk).min() < LEVEL
+
+
+# --------------------------------------------------------------------------------------
+# slow suite: SBC of the samplers
+# --------------------------------------------------------------------------------------
+def simulate(rng, n_data):
+    """theta_true from the prior and logistic-regression data given it."""
+    theta = rng.normal(size=N_PARAMS)               # prior N(0, 1): coefficients, intercept
+    X = rng.normal(size=(n_data, N_PARAMS - 1))
+    y = (rng.random(n_data) < expit(X @ theta[:-1] + theta[-1])).astype(float)
+    model = LogisticRegressionModel(X, y, prior_scale=1.0, intercept_prior_scale=1.0)
+    return model, theta
+
+
+def replicate(name, r):
+    """One SBC replication of sampler ``name``: the thinned draws and signs,
+    theta_true and facts about the run."""
+    cfg = CONFIG[name]
+    model, theta = simulate(np.random.default_rng([14, SAMPLERS.index(name), r]),
+                            cfg["n_data"])
+    np.testing.assert_array_equal(model.prior.scale, np.ones(N_PARAMS))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")                 # low-tau warnings of signed runs etc.
+        tr = sample(model, cfg["sampler"], n_samples=cfg["thin"] * N_KEEP,
+                    n_warmup=cfg["n_warmup"], n_chains=1, n_jobs=1,
+                    random_state=10_000 * SAMPLERS.index(name) + r, check_convergence=False)
+    ess = min(np.min(diag.ess_bulk(tr.draws)), np.min(diag.ess_tail(tr.draws)))
+    signs = tr.signs
+    out = {"theta": theta, "draws": thin(tr.draws[0], N_KEEP), "ess": ess, "signs": None}
+    if signs is not None:
+        out.update(signs=thin(signs[0], N_KEEP).astype(float),
+                   neg_share=float((signs < 0).mean()),
+                   full_data=bool(tr.tuning[0].get("full_data")),
+                   rows=float(np.mean(tr.stats["subsample_rows"])))
+    return out
+
+
+@functools.cache
+def sbc_run(name):
+    """All replications of sampler ``name`` (computed once per session)."""
+    t0 = time.perf_counter()
+    reps = [replicate(name, r) for r in range(N_REPS)]
+    run = {k: [rep[k] for rep in reps] for k in reps[0]}
+    run = {k: (np.array(v) if v[0] is not None else None) for k, v in run.items()}
+    run["seconds"] = time.perf_counter() - t0
+    return run
+
+
+def run_pvalues(run, transform=None, use_signs=True):
+    signs = run["signs"] if use_signs else None
+    u = []
+    for r in range(N_REPS):
+        s = None if signs is None else signs[r]
+        d = run["draws"][r] if transform is None else transform(run["draws"][r], s)
+        u.append(sbc_ranks(d, run["theta"][r], s))
+    return uniformity_test(np.array(u))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SAMPLERS)
+def test_sbc_ranks_are_uniform(name):
+    run = sbc_run(name)
+    # the thinned draws are roughly independent (ESS >= L, see the module docstring)
+    ess_ok = np.mean(run["ess"] >= N_KEEP)
+    assert ess_ok >= 0.95, (ess_ok, np.quantile(run["ess"], [0, 0.05, 0.5]))
+    stat, p = run_pvalues(run)
+    print(f"\n{name}: {run['seconds']:.1f} s, ESS q05/median "
+          f"{np.quantile(run['ess'], 0.05):.0f}/{np.median(run['ess']):.0f}, "
+          f"share with ESS >= L {ess_ok:.3f}, "
+          f"chi2 {np.round(stat, 1)}, p {np.round(p, 4)}")
+    assert p.min() > LEVEL, p
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SAMPLERS)
+@pytest.mark.parametrize("control", [shrunk, shifted], ids=["shrunk", "shifted"])
+def test_sbc_rejects_wrong_posterior(name, control):
+    """Negative controls: the same runs' draws, made too narrow (sd x 0.8) or
+    shifted (+0.3 sd), are rejected at the corrected level."""
+    stat, p = run_pvalues(sbc_run(name), transform=control)
+    print(f"\n{name} {control.__name__}: chi2 {np.round(stat, 1)}, p {p}")
+    assert p.min() < LEVEL, p
+
+
+@pytest.mark.slow
+def test_signed_sbc_has_negative_signs_and_subsamples():
+    """The signed runs subsample, carry a measurable share of negative signs
+    (else the sign weighting would be untested), and every replication's
+    thinned sign sum is positive (the weighted rank is defined)."""
+    run = sbc_run("hmc_ecs_signed")
+    assert not run["full_data"].any()
+    assert run["rows"].mean() < 0.05 * CONFIG["hmc_ecs_signed"]["n_data"]
+    share = run["neg_share"].mean()
+    thinned_share = (run["signs"] < 0).mean()
+    print(f"\nnegative signs: {share:.4f} of all draws ({thinned_share:.4f} thinned), "
+          f"replications with any: {(run['neg_share'] > 0).mean():.3f}, "
+          f"max {run['neg_share'].max():.3f}")
+    assert share > 0.005 and thinned_share > 0.005
+    assert np.all(run["signs"].sum(axis=1) > 0)
+    # for the record: the ranks without the sign weighting
+    stat, p = run_pvalues(run, use_signs=False)
+    print(f"unweighted ranks: chi2 {np.round(stat, 1)}, p {np.round(p, 4)}")
