@@ -391,7 +391,8 @@ def model_cases(draw):
     Xp, X = draw(design_matrices())
     y = draw(targets(family, X))
     if family == "logistic":
-        # the models take y in {0, 1} (sometimes they get the raw labels: a ValueError)
+        # the models take y in {0, 1} (sometimes they get the raw labels: a ValueError,
+        # or a TypeError for string labels)
         if draw(st.integers(0, 4)) > 0:
             y = np.unique(np.asarray(y), return_inverse=True)[1] == 1
     kwargs = dict(prior_scale=draw(scales), intercept_prior_scale=draw(scales),
@@ -420,7 +421,8 @@ def check_sample(case):
             model = MODELS[family](Xp, y, **kwargs)
             trace = bayes_subsample.sample(model, **run)
         except Exception as err:
-            _check_error(err)
+            # the models' contract: TypeError for a y of non-numeric dtype (string labels)
+            _check_error(err, allow_type_error=np.asarray(y).dtype.kind not in "iubf")
             return
         p = model.n_params
         n_chains = run["n_chains"]
@@ -437,6 +439,11 @@ def check_sample(case):
                dict(prior_scale=10.0, intercept_prior_scale=10.0, fit_intercept=False,
                     noise_scale=2e154),
                dict(n_samples=1, n_warmup=0, n_chains=1, random_state=0, sampler="austerity",
+                    init=None)))
+# the models' contract for string labels: TypeError (a wrong dtype), not a failure
+@example(case=("logistic", np.ones((4, 1)), np.array(["no", "yes", "no", "yes"]),
+               dict(prior_scale=10.0, intercept_prior_scale=10.0, fit_intercept=True),
+               dict(n_samples=5, n_warmup=5, n_chains=1, random_state=0, sampler="mh",
                     init=None)))
 def test_sample_finite_or_value_error(case):
     check_sample(case)
