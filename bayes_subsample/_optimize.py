@@ -40,6 +40,7 @@ def find_map(model, theta0=None, *, method=None, tol=1e-8, max_iter=200):
         raise ValueError(f"method must be 'newton' or 'lbfgs', got {method!r}")
     n_passes = [0]
     cache = {}
+    start_error = []       # the model's own error at the starting point (not scipy's)
 
     def fg(t):
         n_passes[0] += 1
@@ -52,7 +53,8 @@ def find_map(model, theta0=None, *, method=None, tol=1e-8, max_iter=200):
             not want_h or np.isfinite(h).all())
         if n_passes[0] == 1 and not finite:
             # at the start (theta = 0 unless given): the data's or the prior's scale
-            raise model.overflow_error("at the starting point of the MAP search")
+            start_error.append(model.overflow_error("at the starting point of the MAP search"))
+            raise start_error[0]
         if want_h:
             cache["t"] = t.copy()
             cache["h"] = -h + model.prior.neg_hessian()
@@ -77,6 +79,14 @@ def find_map(model, theta0=None, *, method=None, tol=1e-8, max_iter=200):
             # scipy's trust-exact can fail inside its subproblem on nearly
             # singular, badly scaled Hessians: the gradient-only search follows
             res = None
+        except ValueError as e:
+            if start_error:
+                raise
+            # scipy's own check of the Hessian ("array must not contain infs or
+            # NaNs"): it overflowed at a trial point. L-BFGS-B does not get further
+            # on such scales (it stops at the start, reporting success), so this
+            # is the data's or the prior's scale, said as such.
+            raise model.overflow_error(f"in the MAP search (scipy: {e})") from e
     if res is None:
         # ftol ~ eps: stop on the gradient tolerance, not on L-BFGS-B's default
         # relative-reduction test (which stops with max |grad| >> gtol on large n)

@@ -11,6 +11,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning, EfficiencyWarning
 
 from . import diagnostics as diag
+from .exceptions import SamplingError
 
 __all__ = ["Trace"]
 
@@ -162,7 +163,8 @@ class Trace:
         s = s[self._valid()].astype(np.float64)
         total = s.sum()
         if total <= 0:
-            raise FloatingPointError(
+            # a SamplingError (a ValueError and, as before, a FloatingPointError)
+            raise SamplingError(
                 "the signed draws have a non-positive sign sum: sign-corrected expectations are "
                 "undefined; increase the subsample size m or lambda"
             )

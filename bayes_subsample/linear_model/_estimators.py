@@ -354,12 +354,24 @@ class BayesianLinearRegression(_BayesianRegressorBase):
 
     def _predictive_moments(self, X):
         eta, w = self._linear_predictor_draws(X)
-        mean = eta @ w
-        var = np.clip((eta**2) @ w - mean**2, 0, None) + self.noise_scale_**2
-        return mean, np.sqrt(var)
+        mean, sd = _weighted_mean_sd(eta, w)
+        return mean, np.hypot(sd, self.noise_scale_)
 
     def _sample_observation(self, rng, eta, draws):
         return eta + self.noise_scale_ * rng.standard_normal(eta.shape)
+
+
+def _weighted_mean_sd(v, w):
+    """Mean and standard deviation of the rows of ``v`` (n, S) under the draw
+    weights ``w`` (S,), computed on ``v`` scaled by each row's largest
+    ``|v|``: ``E[v^2]`` overflows float64 for ``|v|`` above ~1e154 (e.g. a
+    Poisson mean ``exp(eta)``, eta > 354) while the standard deviation does not."""
+    mean = v @ w
+    scale = np.max(np.abs(v), axis=1, initial=0.0)
+    scale[~(scale > 0)] = 1.0
+    z = v / scale[:, None]
+    var_z = np.clip((z * z) @ w - (z @ w) ** 2, 0, None)
+    return mean, scale * np.sqrt(var_z)
 
 
 def _absmax(X, step=2**16):
@@ -408,10 +420,9 @@ class BayesianPoissonRegression(_BayesianRegressorBase):
     def _predictive_moments(self, X):
         eta, w = self._linear_predictor_draws(X)
         mu = np.exp(np.clip(eta, None, 700))
-        mean = mu @ w
+        mean, sd = _weighted_mean_sd(mu, w)
         # Poisson mixture: Var y = E[mu] + Var[mu]
-        var = mean + np.clip((mu**2) @ w - mean**2, 0, None)
-        return mean, np.sqrt(var)
+        return mean, np.hypot(np.sqrt(np.clip(mean, 0, None)), sd)
 
     def _sample_observation(self, rng, eta, draws):
         return rng.poisson(np.exp(np.clip(eta, None, 700))).astype(np.float64)

@@ -132,7 +132,13 @@ class GLM(Model):
             if not (np.isfinite(noise_scale) and noise_scale > 0):
                 raise ValueError(f"noise_scale must be a finite float > 0, got {noise_scale!r}")
             self.noise_scale = float(noise_scale)
-            self.phi = self.noise_scale**2
+            with np.errstate(over="ignore", under="ignore"):
+                self.phi = float(np.float64(self.noise_scale) ** 2)
+            if not (np.isfinite(self.phi) and self.phi > 0 and np.isfinite(1.0 / self.phi)):
+                raise ValueError(
+                    f"noise_scale must lie in [1e-150, 1e150] (its square, the noise variance, "
+                    f"must be a finite float64 > 0 with a finite inverse), got "
+                    f"{self.noise_scale:.3g}. Rescale y, or pass a noise_scale in that range.")
             z = float(np.max(np.abs(y))) / self.noise_scale if y.size else 0.0
             if not (np.isfinite(self.phi) and self.phi > 0) or z * z * max(1, y.size) > 1e300:
                 raise ValueError(
