@@ -71,6 +71,7 @@ def find_map(model, theta0=None, *, method=None, tol=1e-8, max_iter=200):
     # scale the tolerance with n: gradients of sums grow like n
     gtol = tol * max(1.0, float(model.n_data))
     res = None
+    fell_back = False
     if method == "newton":
         try:
             res = optimize.minimize(fg, theta, jac=True, hess=hess, method="trust-exact",
@@ -78,7 +79,7 @@ def find_map(model, theta0=None, *, method=None, tol=1e-8, max_iter=200):
         except (np.linalg.LinAlgError, UnboundLocalError, ZeroDivisionError):
             # scipy's trust-exact can fail inside its subproblem on nearly
             # singular, badly scaled Hessians: the gradient-only search follows
-            res = None
+            res, fell_back = None, True
         except ValueError as e:
             if start_error:
                 raise
@@ -94,7 +95,9 @@ def find_map(model, theta0=None, *, method=None, tol=1e-8, max_iter=200):
                                 options={"gtol": gtol, "ftol": 1e-15,
                                          "maxiter": max_iter * 10})
     grad_norm = float(np.max(np.abs(res.jac))) if res.jac is not None else np.nan
-    success = bool(res.success) or grad_norm <= gtol * 10
+    # after trust-exact failed, L-BFGS-B can stop at a badly scaled start and
+    # report success: there only the gradient counts
+    success = (bool(res.success) and not fell_back) or grad_norm <= gtol * 10
     if not success:
         warnings.warn(f"MAP search did not converge ({res.message}); max |grad| = {grad_norm:.3g}",
                       RuntimeWarning, stacklevel=2)
