@@ -171,10 +171,9 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
     n_samples, n_warmup : int
         Retained iterations and warmup (adaptation) iterations per chain.
         With ``resume``, ``n_samples`` is the number of draws to add per
-        chain (``None``: none, only complete an interrupted run) and
-        ``n_warmup`` is ignored (the resumed run's warmup is kept). A resumed
-        run's ``n_samples`` defaults to adding ``1000``; pass ``None`` to only
-        complete an interrupted run.
+        chain (the default adds 1000; ``None`` adds none and only completes
+        an interrupted run) and ``n_warmup`` is ignored (the resumed run's
+        warmup is kept).
     n_chains : int, default=4
         Ignored with ``resume`` (the trace's chains continue).
     n_jobs : int, optional
@@ -210,6 +209,8 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
     (``trace.chain_lengths``; the draws array is NaN past a chain's length)
     and has ``interrupted=True``. ``sample(model, resume=trace)`` completes it.
     """
+    if n_jobs is not None and (not isinstance(n_jobs, numbers.Integral) or n_jobs == 0):
+        raise ValueError(f"n_jobs must be None or a non-zero integer, got {n_jobs!r}")
     if resume is not None:
         run, n_add = _resume_plan(resume, model, sampler, n_samples)
         old = resume
@@ -242,12 +243,9 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
         run = _RunState(model, sampler, prepared, chains, n_warmup, n_samples)
         warm = _Recorder(n_chains, n_warmup, p)
         main = _Recorder(n_chains, n_samples, p)
-    if n_jobs is not None and (not isinstance(n_jobs, numbers.Integral) or n_jobs == 0):
-        raise ValueError(f"n_jobs must be None or a non-zero integer, got {n_jobs!r}")
 
-    interrupted = _run_chains(run, warm, main, n_jobs, progress)
-    elapsed = elapsed_before + interrupted[1]
-    interrupted = interrupted[0]
+    interrupted, seconds = _run_chains(run, warm, main, n_jobs, progress)
+    elapsed = elapsed_before + seconds
     if interrupted:
         warnings.warn(
             "sampling interrupted: kept " + ", ".join(str(int(k)) for k in main.n_done)
