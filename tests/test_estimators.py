@@ -438,7 +438,8 @@ def test_poisson_predictions(count_data):
 
 def test_poisson_api_on_counts(count_data):
     """What test_common cannot check on continuous targets: n_features_in_,
-    fit idempotence, list input, float32 input."""
+    fit idempotence, list, float32, read-only and memory-mapped input,
+    NotFittedError."""
     X, y = count_data
     reg = BayesianPoissonRegression(random_state=0, **FAST)
     assert reg.fit(X, y) is reg and reg.n_features_in_ == 3
@@ -452,6 +453,24 @@ def test_poisson_api_on_counts(count_data):
     np.testing.assert_array_equal(lst.posterior_draws_, first)
     f32 = BayesianPoissonRegression(random_state=0, **FAST).fit(X.astype(np.float32), y)
     assert np.isfinite(f32.posterior_draws_).all()
+    # read-only and memory-mapped count data (issue 17: as the docstring claims)
+    Xr, yr = X.copy(), y.astype(np.float64)
+    Xr.flags.writeable = yr.flags.writeable = False
+    ro = BayesianPoissonRegression(random_state=0, **FAST).fit(Xr, yr)
+    np.testing.assert_array_equal(ro.posterior_draws_, first)
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        path = f"{tmp}/X.npy"
+        np.save(path, X)
+        mm = np.load(path, mmap_mode="r")
+        mapped = BayesianPoissonRegression(random_state=0, **FAST).fit(mm, y)
+        np.testing.assert_array_equal(mapped.posterior_draws_, first)
+        del mm, mapped
+    # not fitted: NotFittedError from every prediction method
+    fresh = BayesianPoissonRegression(**FAST)
+    for method in (fresh.predict, fresh.sample_y, fresh.sample_posterior):
+        with pytest.raises(NotFittedError):
+            method(X) if method is not fresh.sample_posterior else method()
 
 
 # ---- posterior access ----------------------------------------------------------------------
