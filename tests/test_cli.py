@@ -1,9 +1,11 @@
 """Tests of the bayes-subsample command line."""
 import json
+import os
 import re
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -388,3 +390,63 @@ def test_force_overwrites_and_the_written_paths_are_reported(csv_file, tmp_path,
     assert main(argv + ["--quiet"]) == 2
     assert main(argv + ["--quiet", "--force"]) == 0
     assert json.loads((tmp_path / "draws_summary.json").read_text())["sampler"] == "mh"
+
+
+# ---- every option run through main, checked by its effect ----------------------------------
+_DATA_HOME = os.environ.get("BAYES_SUBSAMPLE_DATA")
+
+
+def _need_data_files(*alternatives):
+    """Skip unless one of ``alternatives`` (paths under $BAYES_SUBSAMPLE_DATA) exists."""
+    if not _DATA_HOME:
+        pytest.skip("BAYES_SUBSAMPLE_DATA is not set; it should point at the shared data folder")
+    if not any((Path(_DATA_HOME) / a).is_file() for a in alternatives):
+        pytest.skip(f"{' or '.join(alternatives)} not found in BAYES_SUBSAMPLE_DATA={_DATA_HOME}")
+
+
+@pytest.fixture
+def fits_seen(monkeypatch):
+    """The (estimator, X, y) of every fit the command makes, in order."""
+    from bayes_subsample.cli import _commands
+
+    seen = []
+    fit = _commands._fit
+
+    def spy(est, X, y, *args, **kwargs):
+        seen.append((est, X, y))
+        return fit(est, X, y, *args, **kwargs)
+
+    monkeypatch.setattr(_commands, "_fit", spy)
+    return seen
+
+
+def _fit_json(tmp_path, argv, name="d", quiet=True):
+    """Run ``fit`` with ``argv`` (FAST, output in tmp_path); returns the
+    summary JSON and the saved npz arrays."""
+    out = tmp_path / f"{name}.npz"
+    assert main(["fit"] + argv + ["--out", str(out)] + FAST + ["--quiet"] * quiet) == 0
+    return json.loads((tmp_path / f"{name}_summary.json").read_text()), np.load(out)
+
+
+@pytest.mark.parametrize("model", ["linear", "poisson"])
+def test_fit_regression_models_recover_the_coefficients(model, tmp_path, capsys):
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(400, 2))
+    eta = X @ [0.8, -0.5] + 0.3
+    y = eta + 0.5 * rng.normal(size=400) if model == "linear" else rng.poisson(np.exp(eta))
+    np.savez(tmp_path / "d.npz", X=X, y=y.astype(float))
+    info, z = _fit_json(tmp_path, [str(tmp_path / "d.npz"), "--model", model, "--sampler", "hmc"],
+                        name="out", quiet=False)
+    said = " ".join(capsys.readouterr().out.split())
+    assert f"{model} regression" in said
+    assert info["model"] == model
+    s = info["summary"]
+    for name, truth in zip(["x0", "x1", "intercept"], [0.8, -0.5, 0.3]):
+        assert abs(s[name]["mean"] - truth) < 5 * s[name]["sd"] + 0.05, (name, s[name])
+    if model == "linear":  # the noise sd, estimated and held fixed, is reported
+        assert info["noise_scale"] == pytest.approx(0.5, rel=0.15)
+        assert s["x0"]["sd"] == pytest.approx(info["noise_scale"] / np.sqrt(400), rel=0.5)
+        assert f"noise sd {info['noise_scale']:.4g} (Gaussian" in said
+    else:
+        assert info["noise_scale"] is None and "noise sd" not in said
+    assert z["draws"].shape == (2, 40, 3)
