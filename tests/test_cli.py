@@ -1,4 +1,5 @@
 """Tests of the bayes-subsample command line."""
+import gzip
 import json
 import os
 import re
@@ -450,3 +451,72 @@ def test_fit_regression_models_recover_the_coefficients(model, tmp_path, capsys)
     else:
         assert info["noise_scale"] is None and "noise sd" not in said
     assert z["draws"].shape == (2, 40, 3)
+
+
+@pytest.fixture
+def cache_home(tmp_path, monkeypatch):
+    """The loaders' cache (``fit`` caches the parsed full datasets) in tmp_path."""
+    monkeypatch.setenv("BAYES_SUBSAMPLE_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+_MNIST_FILES = ("mnist/mnist_7vs9_derived.npz", "mnist/train-images-idx3-ubyte.gz")
+
+
+# name, files (any one of them in the data home), options, features, first names, standardised
+# columns (covtype and kddcup99 keep their indicator columns 0/1; constant columns count too)
+@pytest.mark.parametrize("name, files, options, n_features, first_names, n_scaled", [
+    ("higgs-sample", (), [], 28, ["lepton_pT", "lepton_eta"], 28),
+    ("covtype-sample", (), [], 54, ["Elevation", "Aspect"], 10),
+    ("covtype", ("covtype/covtype.data.gz", "covtype/covtype.data"), [], 54,
+     ["Elevation", "Aspect"], 10),
+    ("kddcup99", ("kddcup99/kddcup.data_10_percent.gz", "kddcup99/kddcup.data_10_percent"),
+     [], None, ["duration", "protocol_type=icmp"], 38),
+    ("higgs", ("higgs/HIGGS.csv.gz", "higgs/HIGGS.csv"), [], 28, ["lepton_pT", "lepton_eta"],
+     28),
+    ("mnist7v9", _MNIST_FILES, ["--pca", "5"], 5, ["pc_0", "pc_1"], 5),
+    ("mnist7v9", _MNIST_FILES, ["--pca", "0"], 784, ["pixel_0_0", "pixel_0_1"], 784),
+])
+def test_fit_named_datasets_read_the_first_n_rows(name, files, options, n_features, first_names,
+                                                  n_scaled, tmp_path, cache_home, fits_seen):
+    if files:
+        _need_data_files(*files)
+    # kddcup99: the first 744 rows are all "normal."; 1000 rows hold two attacks
+    n_rows = 1000 if name == "kddcup99" else 300
+    info, z = _fit_json(tmp_path, [name, "--standardize", "--n-rows", str(n_rows), "--sampler",
+                                   "mh", "--param", "n_steps=1"] + options)
+    (_, X, y), = fits_seen
+    assert X.shape[0] == y.shape[0] == info["n_rows"] == n_rows
+    assert set(np.unique(y)) == {0.0, 1.0}
+    n_features = n_features or X.shape[1]
+    assert X.shape[1] == info["n_features"] == n_features
+    assert info["feature_names"][:2] == first_names
+    assert info["param_names"] == info["feature_names"] + ["intercept"]
+    assert z["draws"].shape == (2, 40, n_features + 1)
+    # --standardize, with the statistics of the rows read: mean 0 and sd 1 (0 if constant)
+    sd = X.std(axis=0)
+    scaled = (np.abs(X.mean(axis=0)) < 1e-6) & ((np.abs(sd - 1) < 1e-6) | (sd < 1e-6))
+    assert scaled.sum() >= n_scaled and np.all(scaled | np.isin(X, [0, 1]).all(axis=0))
+
+
+def test_fit_higgs_reads_the_uci_file_in_the_data_home(tmp_path, cache_home, fits_seen, capsys):
+    # full HIGGS (2.6 GB) is not in the shared data: its first rows in the UCI layout
+    # (no header, label first) are those of the shipped sample
+    from bayes_subsample.datasets import load_higgs_sample
+
+    X, y = load_higgs_sample("train", return_X_y=True)
+    home = tmp_path / "home"
+    (home / "higgs").mkdir(parents=True)
+    with gzip.open(home / "higgs" / "HIGGS.csv.gz", "wt") as fh:
+        fh.writelines(",".join(f"{v:.6e}" for v in row) + "\n"
+                      for row in np.column_stack([y[:400], X[:400]]))
+    info, _ = _fit_json(tmp_path, ["higgs", "--data-home", str(home), "--n-rows", "300",
+                                   "--sampler", "mh", "--param", "n_steps=1"])
+    (_, Xf, yf), = fits_seen
+    np.testing.assert_allclose(Xf, X[:300], rtol=1e-6)
+    np.testing.assert_array_equal(yf, y[:300])
+    assert info["n_rows"] == 300 and info["feature_names"][:2] == ["lepton_pT", "lepton_eta"]
+    # all of it is refused: 400 rows cannot be the complete UCI file
+    assert main(["fit", "higgs", "--data-home", str(home), "--quiet", "--out",
+                 str(tmp_path / "all.npz")] + FAST) == 2
+    assert "11,000,000" in _one_line_error(capsys)
