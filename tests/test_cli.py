@@ -421,6 +421,22 @@ def fits_seen(monkeypatch):
     return seen
 
 
+@pytest.fixture
+def rows_seen(monkeypatch):
+    """{label: (estimator, reference estimator, X_test)} of every table row made."""
+    from bayes_subsample.cli import _commands
+
+    seen = {}
+    table_row = _commands.table_row
+
+    def spy(label, est, reference=None, X_test=None, y_test=None):
+        seen[label] = (est, reference, X_test)
+        return table_row(label, est, reference, X_test, y_test)
+
+    monkeypatch.setattr(_commands, "table_row", spy)
+    return seen
+
+
 def _fit_json(tmp_path, argv, name="d", quiet=True):
     """Run ``fit`` with ``argv`` (FAST, output in tmp_path); returns the
     summary JSON and the saved npz arrays."""
@@ -451,6 +467,134 @@ def test_fit_regression_models_recover_the_coefficients(model, tmp_path, capsys)
     else:
         assert info["noise_scale"] is None and "noise sd" not in said
     assert z["draws"].shape == (2, 40, 3)
+
+
+def _write_libsvm(path, X, y):
+    with open(path, "w") as fh:
+        fh.writelines(" ".join([str(t)] + [f"{j + 1}:{v:.5f}" for j, v in enumerate(row)]) + "\n"
+                      for row, t in zip(X, y))
+
+
+@pytest.mark.parametrize("fmt, name", [
+    ("libsvm", "d.txt"),     # .txt alone would be read as CSV
+    ("npz", "d.bin"),        # an unknown extension alone would be sniffed as CSV
+    ("csv", "d.svm"),        # .svm alone would be read as LIBSVM
+    ("auto", "d.points"),    # sniffed from the content: "label index:value" is LIBSVM
+    ("auto", "d.csv"),
+])
+def test_fit_format_reads_the_file_as_told(fmt, name, csv_file, tmp_path, capsys):
+    _, X, y = csv_file
+    path = tmp_path / name
+    if name in ("d.txt", "d.points"):
+        _write_libsvm(path, X, y)
+    elif fmt == "npz":
+        with open(path, "wb") as fh:  # np.savez would add .npz to the name
+            np.savez(fh, X=X, y=y)
+    else:
+        path.write_bytes(csv_file[0].read_bytes())
+    info, z = _fit_json(tmp_path, [str(path), "--format", fmt, "--sampler", "mh"])
+    assert (info["n_rows"], info["n_features"]) == (300, 3)
+    header = fmt == "csv" or name.endswith(".csv")
+    expect = ["alpha", "beta", "gamma"] if header else ["x0", "x1", "x2"]
+    assert info["feature_names"] == expect and info["param_names"] == expect + ["intercept"]
+    assert info["summary"][expect[0]]["mean"] > 0 > info["summary"][expect[1]]["mean"]
+    assert z["draws"].shape == (2, 40, 4)
+    if fmt != "auto":  # without --format the same file is misread and refused
+        assert main(["fit", str(path), "--quiet", "--out", str(tmp_path / "e.npz")]
+                    + FAST) == 2
+        assert "error:" in _one_line_error(capsys)
+
+
+@pytest.mark.parametrize("data", ["{csv}", "covtype-sample"])
+def test_fit_dtype_float32_fits_float32_features(data, csv_file, tmp_path, fits_seen):
+    data = data.replace("{csv}", str(csv_file[0]))
+    argv = [data, "--standardize", "--sampler", "mh"]
+    if data == "covtype-sample":
+        argv += ["--n-rows", "300"]
+    runs = {}
+    for dtype in ("float64", "float32"):
+        runs[dtype], _ = _fit_json(tmp_path, argv + ["--dtype", dtype], name=dtype)
+    assert [X.dtype for _, X, _ in fits_seen] == [np.float64, np.float32]
+    X64, X32 = fits_seen[0][1], fits_seen[1][1]
+    np.testing.assert_allclose(X32, X64, rtol=1e-5, atol=1e-5)  # the same data, rounded
+    # the same posterior, up to the rounding of the features
+    for name, s in runs["float64"]["summary"].items():
+        assert abs(runs["float32"]["summary"][name]["mean"] - s["mean"]) < 0.5 * s["sd"] + 1e-3
+
+
+def test_fit_jobs_do_not_change_the_draws(csv_file, tmp_path, fits_seen):
+    argv = [str(csv_file[0]), "--sampler", "hmc", "--seed", "3"]
+    _, z1 = _fit_json(tmp_path, argv + ["--jobs", "1"], name="j1")
+    _, z2 = _fit_json(tmp_path, argv + ["--jobs", "2"], name="j2")
+    _, z3 = _fit_json(tmp_path, argv[:-1] + ["4", "--jobs", "2"], name="seed4")
+    assert [est.n_jobs for est, _, _ in fits_seen] == [1, 2, 2]
+    np.testing.assert_array_equal(z1["draws"], z2["draws"])
+    np.testing.assert_array_equal(z1["warmup_draws"], z2["warmup_draws"])
+    assert not np.array_equal(z1["draws"], z3["draws"])  # the seed, not the jobs, sets them
+
+
+def _table(out):
+    """The rows of the first table ``out`` prints, by sampler: {label: cells}."""
+    lines = ("sampler " + out.split("sampler ", 1)[1]).split("\n\n")[0].splitlines()
+    header = re.split(r"\s{2,}", lines[0])  # "time s" is one header
+    return {ln.split()[0]: dict(zip(header, ln.split())) for ln in lines[2:]}
+
+
+@pytest.mark.parametrize("fraction, n_fit, n_test", [("0.1", 270, 30), ("0.25", 225, 75),
+                                                     ("0", 300, 0)])
+def test_compare_test_fraction_holds_out_rows(fraction, n_fit, n_test, csv_file, tmp_path,
+                                             capsys, fits_seen, rows_seen):
+    pytest.importorskip("matplotlib")
+    prefix = tmp_path / "cmp"
+    assert main(["compare", str(csv_file[0]), "--samplers", "mh", "--test-fraction", fraction,
+                 "--out-prefix", str(prefix)] + FAST) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    held = f", {n_test} held out" if n_test else ""
+    assert f"{n_fit} rows used for fitting{held};" in said
+    (_, X, _), = fits_seen
+    assert X.shape[0] == n_fit
+    Xt = rows_seen["mh"][2]
+    if n_test:
+        assert Xt.shape[0] == n_test
+        # the held-out rows and the rows fitted are the data, each row once
+        rows = np.loadtxt(csv_file[0], delimiter=",", skiprows=1)[:, :3]
+        assert {tuple(r) for r in np.vstack([X, Xt])} == {tuple(r) for r in rows}
+        assert "AUC" in said and (tmp_path / "cmp_roc.png").is_file()
+    else:
+        assert Xt is None
+        assert "AUC" not in said and not (tmp_path / "cmp_roc.png").exists()
+
+
+def test_compare_test_fraction_is_for_logistic_data_without_a_test_split(tmp_path, capsys,
+                                                                         fits_seen):
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(200, 2))
+    np.savez(tmp_path / "lin.npz", X=X, y=X @ [1.0, 2.0] + rng.normal(size=200))
+    argv = ["--samplers", "mh", "--test-fraction", "0.5", "--no-plot"] + FAST
+    assert main(["compare", str(tmp_path / "lin.npz"), "--model", "linear"] + argv) == 0
+    assert main(["compare", "higgs-sample"] + argv) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "200 rows used for fitting; linear regression" in said
+    assert "7,000 rows used for fitting, 500 held out" in said  # higgs-sample's own test split
+    assert [X.shape[0] for _, X, _ in fits_seen] == [200, 7000]
+
+
+def test_compare_reference_errors_are_relative_to_the_reference(csv_file, capsys, rows_seen):
+    assert main(["compare", str(csv_file[0]), "--samplers", "hmc,mh,hmc_ecs", "--reference",
+                 "mh", "--no-plot", "--param", "hmc_ecs.n_blocks=10"] + FAST) == 0
+    out = capsys.readouterr().out
+    rows = _table(out)
+    assert rows["mh"]["err"] == "-"
+    ref = rows_seen["mh"][0]
+    ref_draws = ref.sample_posterior()
+    for label in ("hmc", "hmc_ecs"):
+        est, reference, _ = rows_seen[label]
+        assert reference is ref
+        expect = np.max(np.abs(est.sample_posterior().mean(axis=0) - ref_draws.mean(axis=0))
+                        / ref_draws.std(axis=0))
+        assert float(rows[label]["err"]) == pytest.approx(expect, abs=0.006)
+    assert "posterior mean - mh's| over parameters, in mh posterior standard" in \
+        " ".join(out.split())
 
 
 @pytest.fixture
