@@ -1,9 +1,12 @@
 """Tests of the bayes-subsample command line."""
+import gzip
 import json
+import os
 import re
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -388,3 +391,276 @@ def test_force_overwrites_and_the_written_paths_are_reported(csv_file, tmp_path,
     assert main(argv + ["--quiet"]) == 2
     assert main(argv + ["--quiet", "--force"]) == 0
     assert json.loads((tmp_path / "draws_summary.json").read_text())["sampler"] == "mh"
+
+
+# ---- every option run through main, checked by its effect ----------------------------------
+_DATA_HOME = os.environ.get("BAYES_SUBSAMPLE_DATA")
+
+
+def _need_data_files(*alternatives):
+    """Skip unless one of ``alternatives`` (paths under $BAYES_SUBSAMPLE_DATA) exists."""
+    if not _DATA_HOME:
+        pytest.skip("BAYES_SUBSAMPLE_DATA is not set; it should point at the shared data folder")
+    if not any((Path(_DATA_HOME) / a).is_file() for a in alternatives):
+        pytest.skip(f"{' or '.join(alternatives)} not found in BAYES_SUBSAMPLE_DATA={_DATA_HOME}")
+
+
+@pytest.fixture
+def fits_seen(monkeypatch):
+    """The (estimator, X, y) of every fit the command makes, in order."""
+    from bayes_subsample.cli import _commands
+
+    seen = []
+    fit = _commands._fit
+
+    def spy(est, X, y, *args, **kwargs):
+        seen.append((est, X, y))
+        return fit(est, X, y, *args, **kwargs)
+
+    monkeypatch.setattr(_commands, "_fit", spy)
+    return seen
+
+
+@pytest.fixture
+def rows_seen(monkeypatch):
+    """{label: (estimator, reference estimator, X_test)} of every table row made."""
+    from bayes_subsample.cli import _commands
+
+    seen = {}
+    table_row = _commands.table_row
+
+    def spy(label, est, reference=None, X_test=None, y_test=None):
+        seen[label] = (est, reference, X_test)
+        return table_row(label, est, reference, X_test, y_test)
+
+    monkeypatch.setattr(_commands, "table_row", spy)
+    return seen
+
+
+def _fit_json(tmp_path, argv, name="d", quiet=True):
+    """Run ``fit`` with ``argv`` (FAST, output in tmp_path); returns the
+    summary JSON and the saved npz arrays."""
+    out = tmp_path / f"{name}.npz"
+    assert main(["fit"] + argv + ["--out", str(out)] + FAST + ["--quiet"] * quiet) == 0
+    return json.loads((tmp_path / f"{name}_summary.json").read_text()), np.load(out)
+
+
+@pytest.mark.parametrize("model", ["linear", "poisson"])
+def test_fit_regression_models_recover_the_coefficients(model, tmp_path, capsys):
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(400, 2))
+    eta = X @ [0.8, -0.5] + 0.3
+    y = eta + 0.5 * rng.normal(size=400) if model == "linear" else rng.poisson(np.exp(eta))
+    np.savez(tmp_path / "d.npz", X=X, y=y.astype(float))
+    info, z = _fit_json(tmp_path, [str(tmp_path / "d.npz"), "--model", model, "--sampler", "hmc"],
+                        name="out", quiet=False)
+    said = " ".join(capsys.readouterr().out.split())
+    assert f"{model} regression" in said
+    assert info["model"] == model
+    s = info["summary"]
+    for name, truth in zip(["x0", "x1", "intercept"], [0.8, -0.5, 0.3]):
+        assert abs(s[name]["mean"] - truth) < 5 * s[name]["sd"] + 0.05, (name, s[name])
+    if model == "linear":  # the noise sd, estimated and held fixed, is reported
+        assert info["noise_scale"] == pytest.approx(0.5, rel=0.15)
+        assert s["x0"]["sd"] == pytest.approx(info["noise_scale"] / np.sqrt(400), rel=0.5)
+        assert f"noise sd {info['noise_scale']:.4g} (Gaussian" in said
+    else:
+        assert info["noise_scale"] is None and "noise sd" not in said
+    assert z["draws"].shape == (2, 40, 3)
+
+
+def _write_libsvm(path, X, y):
+    with open(path, "w") as fh:
+        fh.writelines(" ".join([str(t)] + [f"{j + 1}:{v:.5f}" for j, v in enumerate(row)]) + "\n"
+                      for row, t in zip(X, y))
+
+
+@pytest.mark.parametrize("fmt, name", [
+    ("libsvm", "d.txt"),     # .txt alone would be read as CSV
+    ("npz", "d.bin"),        # an unknown extension alone would be sniffed as CSV
+    ("csv", "d.svm"),        # .svm alone would be read as LIBSVM
+    ("auto", "d.points"),    # sniffed from the content: "label index:value" is LIBSVM
+    ("auto", "d.csv"),
+])
+def test_fit_format_reads_the_file_as_told(fmt, name, csv_file, tmp_path, capsys):
+    _, X, y = csv_file
+    path = tmp_path / name
+    if name in ("d.txt", "d.points"):
+        _write_libsvm(path, X, y)
+    elif fmt == "npz":
+        with open(path, "wb") as fh:  # np.savez would add .npz to the name
+            np.savez(fh, X=X, y=y)
+    else:
+        path.write_bytes(csv_file[0].read_bytes())
+    info, z = _fit_json(tmp_path, [str(path), "--format", fmt, "--sampler", "mh"])
+    assert (info["n_rows"], info["n_features"]) == (300, 3)
+    header = fmt == "csv" or name.endswith(".csv")
+    expect = ["alpha", "beta", "gamma"] if header else ["x0", "x1", "x2"]
+    assert info["feature_names"] == expect and info["param_names"] == expect + ["intercept"]
+    assert info["summary"][expect[0]]["mean"] > 0 > info["summary"][expect[1]]["mean"]
+    assert z["draws"].shape == (2, 40, 4)
+    if fmt != "auto":  # without --format the same file is misread and refused
+        assert main(["fit", str(path), "--quiet", "--out", str(tmp_path / "e.npz")]
+                    + FAST) == 2
+        assert "error:" in _one_line_error(capsys)
+
+
+@pytest.mark.parametrize("data", ["{csv}", "covtype-sample"])
+def test_fit_dtype_float32_fits_float32_features(data, csv_file, tmp_path, fits_seen):
+    data = data.replace("{csv}", str(csv_file[0]))
+    argv = [data, "--standardize", "--sampler", "mh"]
+    if data == "covtype-sample":
+        argv += ["--n-rows", "300"]
+    runs = {}
+    for dtype in ("float64", "float32"):
+        runs[dtype], _ = _fit_json(tmp_path, argv + ["--dtype", dtype], name=dtype)
+    assert [X.dtype for _, X, _ in fits_seen] == [np.float64, np.float32]
+    X64, X32 = fits_seen[0][1], fits_seen[1][1]
+    np.testing.assert_allclose(X32, X64, rtol=1e-5, atol=1e-5)  # the same data, rounded
+    # the same posterior, up to the rounding of the features
+    for name, s in runs["float64"]["summary"].items():
+        assert abs(runs["float32"]["summary"][name]["mean"] - s["mean"]) < 0.5 * s["sd"] + 1e-3
+
+
+def test_fit_jobs_do_not_change_the_draws(csv_file, tmp_path, fits_seen):
+    argv = [str(csv_file[0]), "--sampler", "hmc", "--seed", "3"]
+    _, z1 = _fit_json(tmp_path, argv + ["--jobs", "1"], name="j1")
+    _, z2 = _fit_json(tmp_path, argv + ["--jobs", "2"], name="j2")
+    _, z3 = _fit_json(tmp_path, argv[:-1] + ["4", "--jobs", "2"], name="seed4")
+    assert [est.n_jobs for est, _, _ in fits_seen] == [1, 2, 2]
+    np.testing.assert_array_equal(z1["draws"], z2["draws"])
+    np.testing.assert_array_equal(z1["warmup_draws"], z2["warmup_draws"])
+    assert not np.array_equal(z1["draws"], z3["draws"])  # the seed, not the jobs, sets them
+
+
+def _table(out):
+    """The rows of the first table ``out`` prints, by sampler: {label: cells}."""
+    lines = ("sampler " + out.split("sampler ", 1)[1]).split("\n\n")[0].splitlines()
+    header = re.split(r"\s{2,}", lines[0])  # "time s" is one header
+    return {ln.split()[0]: dict(zip(header, ln.split())) for ln in lines[2:]}
+
+
+@pytest.mark.parametrize("fraction, n_fit, n_test", [("0.1", 270, 30), ("0.25", 225, 75),
+                                                     ("0", 300, 0)])
+def test_compare_test_fraction_holds_out_rows(fraction, n_fit, n_test, csv_file, tmp_path,
+                                             capsys, fits_seen, rows_seen):
+    pytest.importorskip("matplotlib")
+    prefix = tmp_path / "cmp"
+    assert main(["compare", str(csv_file[0]), "--samplers", "mh", "--test-fraction", fraction,
+                 "--out-prefix", str(prefix)] + FAST) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    held = f", {n_test} held out" if n_test else ""
+    assert f"{n_fit} rows used for fitting{held};" in said
+    (_, X, _), = fits_seen
+    assert X.shape[0] == n_fit
+    Xt = rows_seen["mh"][2]
+    if n_test:
+        assert Xt.shape[0] == n_test
+        # the held-out rows and the rows fitted are the data, each row once
+        rows = np.loadtxt(csv_file[0], delimiter=",", skiprows=1)[:, :3]
+        assert {tuple(r) for r in np.vstack([X, Xt])} == {tuple(r) for r in rows}
+        assert "AUC" in said and (tmp_path / "cmp_roc.png").is_file()
+    else:
+        assert Xt is None
+        assert "AUC" not in said and not (tmp_path / "cmp_roc.png").exists()
+
+
+def test_compare_test_fraction_is_for_logistic_data_without_a_test_split(tmp_path, capsys,
+                                                                         fits_seen):
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(200, 2))
+    np.savez(tmp_path / "lin.npz", X=X, y=X @ [1.0, 2.0] + rng.normal(size=200))
+    argv = ["--samplers", "mh", "--test-fraction", "0.5", "--no-plot"] + FAST
+    assert main(["compare", str(tmp_path / "lin.npz"), "--model", "linear"] + argv) == 0
+    assert main(["compare", "higgs-sample"] + argv) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "200 rows used for fitting; linear regression" in said
+    assert "7,000 rows used for fitting, 500 held out" in said  # higgs-sample's own test split
+    assert [X.shape[0] for _, X, _ in fits_seen] == [200, 7000]
+
+
+def test_compare_reference_errors_are_relative_to_the_reference(csv_file, capsys, rows_seen):
+    assert main(["compare", str(csv_file[0]), "--samplers", "hmc,mh,hmc_ecs", "--reference",
+                 "mh", "--no-plot", "--param", "hmc_ecs.n_blocks=10"] + FAST) == 0
+    out = capsys.readouterr().out
+    rows = _table(out)
+    assert rows["mh"]["err"] == "-"
+    ref = rows_seen["mh"][0]
+    ref_draws = ref.sample_posterior()
+    for label in ("hmc", "hmc_ecs"):
+        est, reference, _ = rows_seen[label]
+        assert reference is ref
+        expect = np.max(np.abs(est.sample_posterior().mean(axis=0) - ref_draws.mean(axis=0))
+                        / ref_draws.std(axis=0))
+        assert float(rows[label]["err"]) == pytest.approx(expect, abs=0.006)
+    assert "posterior mean - mh's| over parameters, in mh posterior standard" in \
+        " ".join(out.split())
+
+
+@pytest.fixture
+def cache_home(tmp_path, monkeypatch):
+    """The loaders' cache (``fit`` caches the parsed full datasets) in tmp_path."""
+    monkeypatch.setenv("BAYES_SUBSAMPLE_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+_MNIST_FILES = ("mnist/mnist_7vs9_derived.npz", "mnist/train-images-idx3-ubyte.gz")
+
+
+# name, files (any one of them in the data home), options, features, first names, standardised
+# columns (covtype and kddcup99 keep their indicator columns 0/1; constant columns count too)
+@pytest.mark.parametrize("name, files, options, n_features, first_names, n_scaled", [
+    ("higgs-sample", (), [], 28, ["lepton_pT", "lepton_eta"], 28),
+    ("covtype-sample", (), [], 54, ["Elevation", "Aspect"], 10),
+    ("covtype", ("covtype/covtype.data.gz", "covtype/covtype.data"), [], 54,
+     ["Elevation", "Aspect"], 10),
+    ("kddcup99", ("kddcup99/kddcup.data_10_percent.gz", "kddcup99/kddcup.data_10_percent"),
+     [], None, ["duration", "protocol_type=icmp"], 38),
+    ("higgs", ("higgs/HIGGS.csv.gz", "higgs/HIGGS.csv"), [], 28, ["lepton_pT", "lepton_eta"],
+     28),
+    ("mnist7v9", _MNIST_FILES, ["--pca", "5"], 5, ["pc_0", "pc_1"], 5),
+    ("mnist7v9", _MNIST_FILES, ["--pca", "0"], 784, ["pixel_0_0", "pixel_0_1"], 784),
+])
+def test_fit_named_datasets_read_the_first_n_rows(name, files, options, n_features, first_names,
+                                                  n_scaled, tmp_path, cache_home, fits_seen):
+    if files:
+        _need_data_files(*files)
+    # kddcup99: the first 744 rows are all "normal."; 1000 rows hold two attacks
+    n_rows = 1000 if name == "kddcup99" else 300
+    info, z = _fit_json(tmp_path, [name, "--standardize", "--n-rows", str(n_rows), "--sampler",
+                                   "mh", "--param", "n_steps=1"] + options)
+    (_, X, y), = fits_seen
+    assert X.shape[0] == y.shape[0] == info["n_rows"] == n_rows
+    assert set(np.unique(y)) == {0.0, 1.0}
+    n_features = n_features or X.shape[1]
+    assert X.shape[1] == info["n_features"] == n_features
+    assert info["feature_names"][:2] == first_names
+    assert info["param_names"] == info["feature_names"] + ["intercept"]
+    assert z["draws"].shape == (2, 40, n_features + 1)
+    # --standardize, with the statistics of the rows read: mean 0 and sd 1 (0 if constant)
+    sd = X.std(axis=0)
+    scaled = (np.abs(X.mean(axis=0)) < 1e-6) & ((np.abs(sd - 1) < 1e-6) | (sd < 1e-6))
+    assert scaled.sum() >= n_scaled and np.all(scaled | np.isin(X, [0, 1]).all(axis=0))
+
+
+def test_fit_higgs_reads_the_uci_file_in_the_data_home(tmp_path, cache_home, fits_seen, capsys):
+    # full HIGGS (2.6 GB) is not in the shared data: its first rows in the UCI layout
+    # (no header, label first) are those of the shipped sample
+    from bayes_subsample.datasets import load_higgs_sample
+
+    X, y = load_higgs_sample("train", return_X_y=True)
+    home = tmp_path / "home"
+    (home / "higgs").mkdir(parents=True)
+    with gzip.open(home / "higgs" / "HIGGS.csv.gz", "wt") as fh:
+        fh.writelines(",".join(f"{v:.6e}" for v in row) + "\n"
+                      for row in np.column_stack([y[:400], X[:400]]))
+    info, _ = _fit_json(tmp_path, ["higgs", "--data-home", str(home), "--n-rows", "300",
+                                   "--sampler", "mh", "--param", "n_steps=1"])
+    (_, Xf, yf), = fits_seen
+    np.testing.assert_allclose(Xf, X[:300], rtol=1e-6)
+    np.testing.assert_array_equal(yf, y[:300])
+    assert info["n_rows"] == 300 and info["feature_names"][:2] == ["lepton_pT", "lepton_eta"]
+    # all of it is refused: 400 rows cannot be the complete UCI file
+    assert main(["fit", "higgs", "--data-home", str(home), "--quiet", "--out",
+                 str(tmp_path / "all.npz")] + FAST) == 2
+    assert "11,000,000" in _one_line_error(capsys)

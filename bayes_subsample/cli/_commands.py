@@ -285,6 +285,9 @@ def cmd_fit(args):
         _say("", *shown)
         if len(s) > len(shown):
             _say(f"... {len(s) - len(shown)} more parameters in {summary_path}")
+        if hasattr(est, "noise_scale_"):
+            _say(_wrap(f"noise sd {est.noise_scale_:.4g} (Gaussian; estimated from the "
+                       "least-squares residuals and held fixed while sampling)"))
         _say("", format_table([table_row(args.sampler, est)]), "")
         _print_notes(args.sampler, notes)
         ragged = (" NaN past each chain's length, array 'chain_lengths';" if tr.ragged

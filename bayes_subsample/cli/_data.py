@@ -61,33 +61,48 @@ def _standardize(X, X_test=None):
     return X, X_test, mean, scale
 
 
+def _first_rows(b, n, std, cols):
+    """The first ``n`` rows (None: all) of a shipped sample's Bunch ``b``, read
+    without standardisation: (X, y, mean, scale). With ``std`` the columns
+    ``cols`` of those rows are standardised as the sample's loader does it with
+    ``standardize=True`` (mean and scale None without ``std``)."""
+    from ..datasets._base import _standardize_inplace
+
+    X = np.array(b.data[:n])  # a copy, standardised in place
+    mean, scale = _standardize_inplace(X, cols) if std else (None, None)
+    return X, b.target[:n], mean, scale
+
+
 def _named_dataset(name, args):
     from .. import datasets as ds
+    from ..datasets._covtype import _COVTYPE_N_QUANTITATIVE
 
     std = args.standardize
     dtype = np.dtype(args.dtype)
     home = args.data_home
+    n = args.n_rows
     if name == "higgs-sample":
-        b = ds.load_higgs_sample("train", dtype=dtype, standardize=std)
+        b = ds.load_higgs_sample("train", dtype=dtype)
         t = ds.load_higgs_sample("test", dtype=dtype)
-        Xt = t.data
-        if std:
-            Xt = ((Xt - b.feature_mean) / b.feature_scale).astype(dtype)
-        return _Data(b.data, b.target, b.feature_names, DATASETS[name], Xt, t.target)
+        X, y, mean, scale = _first_rows(b, n, std, range(len(b.feature_names)))
+        Xt = t.data if mean is None else ((t.data - mean) / scale).astype(dtype)
+        return _Data(X, y, b.feature_names, DATASETS[name], Xt, t.target)
     if name == "covtype-sample":
-        b = ds.load_covtype_sample(dtype=dtype, standardize=std)
-        return _Data(b.data, b.target, b.feature_names, DATASETS[name])
+        b = ds.load_covtype_sample(dtype=dtype)
+        # the quantitative columns; the indicators stay 0/1
+        X, y, _, _ = _first_rows(b, n, std, range(_COVTYPE_N_QUANTITATIVE))
+        return _Data(X, y, b.feature_names, DATASETS[name])
     full = {"covtype": ds.load_covtype, "higgs": ds.load_higgs, "kddcup99": ds.load_kddcup99}
     if name in full:
-        b = full[name](data_home=home, dtype=dtype, standardize=std, n_rows=args.n_rows,
-                       cache=True)
+        b = full[name](data_home=home, dtype=dtype, standardize=std, n_rows=n, cache=True)
         return _Data(b.data, b.target, b.feature_names, DATASETS[name])
     if name == "mnist7v9":
+        # the principal components are those of all the training images
         b = ds.load_mnist_7vs9(pca_components=args.pca or None, data_home=home, dtype=dtype)
-        X, Xt = b.X_train, b.X_test
+        X, y, Xt = b.X_train[:n], b.y_train[:n], b.X_test
         if std:
             X, Xt, _, _ = _standardize(X, Xt)
-        return _Data(X, b.y_train, b.feature_names, DATASETS[name], Xt, b.y_test)
+        return _Data(X, y, b.feature_names, DATASETS[name], Xt, b.y_test)
     raise AssertionError(name)  # pragma: no cover
 
 
