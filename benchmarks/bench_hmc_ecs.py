@@ -212,7 +212,7 @@ def main(argv=None):
         model = LogisticRegressionModel(X, y, prior_scale=10.0)
         datasets[n] = model
         t, acc = per_iteration(model, n_iter=500 if args.quick else 3000)
-        result["per_iteration"].append({"n": n, "dtype": str(dtype), "s_per_iter": t,
+        result["per_iteration"].append({"n": n, "dtype": np.dtype(dtype).name, "s_per_iter": t,
                                         "iter_per_s": 1 / t, "accept": acc})
         print(f"| {n:,} | {np.dtype(dtype).name} | {1e3 * t:.3f} | {1 / t:,.0f} | {acc:.3f} |",
               flush=True)
