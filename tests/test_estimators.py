@@ -874,3 +874,24 @@ def test_signed_estimator_uses_sign_weights_everywhere(signed_fit):
     np.testing.assert_array_equal(pos, flat[s > 0])
     res = est.sample_posterior(n_samples=500, random_state=0)
     assert {tuple(r) for r in res} <= {tuple(r) for r in flat[s > 0]}
+
+
+def test_poisson_sample_y_beyond_numpys_range_is_a_clear_error(count_data):
+    X, y = count_data
+    reg = BayesianPoissonRegression(random_state=0, **FAST).fit(X, y)
+    with pytest.raises(ValueError, match="predictive means reach .*use predict"):
+        reg.sample_y(X[:3] * 1e3)
+    assert np.isfinite(reg.predict(X[:3] * 10)).all()
+
+
+@pytest.mark.parametrize("sampler", ["hmc", "hmc_ecs"])
+def test_non_finite_start_names_what_to_do(count_data, sampler):
+    """A chain started where exp(eta) overflows: a ValueError saying where and
+    what to change (it used to say only 'not finite at the initial point')."""
+    from bayes_subsample import sample
+    from bayes_subsample.models import PoissonRegressionModel
+    X, y = count_data
+    model = PoissonRegressionModel(X, y.astype(float))
+    with pytest.raises(ValueError, match="initial point .*max \\|theta\\| = 800.*init="):
+        sample(model, sampler, init=np.full(model.n_params, 800.0), n_samples=5, n_warmup=5,
+               n_chains=1, random_state=0)

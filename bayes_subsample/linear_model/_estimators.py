@@ -374,6 +374,10 @@ def _weighted_mean_sd(v, w):
     return mean, scale * np.sqrt(var_z)
 
 
+#: the largest mean numpy's ``Generator.poisson`` accepts (its "lam value too large")
+_POISSON_MAX_MEAN = float(np.iinfo(np.int64).max) - 10.0 * np.sqrt(float(np.iinfo(np.int64).max))
+
+
 def _absmax(X, step=2**16):
     """``max |X|`` in row chunks (no copy of X)."""
     return max((float(np.max(np.abs(X[s:s + step]))) for s in range(0, X.shape[0], step)),
@@ -425,4 +429,11 @@ class BayesianPoissonRegression(_BayesianRegressorBase):
         return mean, np.hypot(np.sqrt(np.clip(mean, 0, None)), sd)
 
     def _sample_observation(self, rng, eta, draws):
-        return rng.poisson(np.exp(np.clip(eta, None, 700))).astype(np.float64)
+        mu = np.exp(np.clip(eta, None, 700))
+        if mu.size and np.max(mu) > _POISSON_MAX_MEAN:
+            raise ValueError(
+                f"sample_y: the posterior predictive means reach {np.max(mu):.3g}, beyond the "
+                f"largest mean numpy's Poisson sampler draws from ({_POISSON_MAX_MEAN:.3g}); "
+                "these X are far outside the data the model was fitted on (use predict for "
+                "the means)")
+        return rng.poisson(mu).astype(np.float64)

@@ -56,7 +56,10 @@ class HMCKernel(Kernel):
         U = pot.set_position(theta0)
         self.n_evals_setup += self.n
         if not np.isfinite(U):
-            raise ValueError("the log posterior is not finite at the initial point")
+            raise self.model.overflow_error(
+                f"at a chain's initial point (max |theta| = {np.max(np.abs(theta0)):.3g}; "
+                "chains start at a draw from the Laplace approximation, which can reach where "
+                "the likelihood overflows, e.g. Poisson's exp(eta): pass init= near the mode)")
         return HMCState(pot.position, U, pot)
 
     def step(self, rng, state):

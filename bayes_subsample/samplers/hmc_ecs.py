@@ -183,7 +183,11 @@ class HMCECSKernel(Kernel):
         U = pot.set_position(theta0)
         self.n_evals_setup += pot.m
         if not np.isfinite(U):
-            raise ValueError("the subsampled log posterior is not finite at the initial point")
+            raise self.model.overflow_error(
+                f"on the subsample at a chain's initial point (max |theta| = "
+                f"{np.max(np.abs(theta0)):.3g}; chains start at a draw from the Laplace "
+                "approximation, which can reach where the likelihood overflows, e.g. Poisson's "
+                "exp(eta): pass init= near the mode)")
         return ECSState(pot.position, U, pot, products)
 
     def step(self, rng, state):
