@@ -81,8 +81,9 @@ class BayesianGLMBase(BaseEstimator):
         if not old.resumable:
             raise ValueError(
                 "warm_start=True, but the previous fit cannot be continued: its chain states "
-                "were dropped (the estimator was pickled or cloned, or fitted with "
-                "warm_start=False). Fit once with warm_start=True, then fit again to continue.")
+                "were dropped (the estimator was pickled or cloned, fitted with "
+                "warm_start=False, or a continuation of it failed). Fit once with "
+                "warm_start=True, then fit again to continue.")
         if self.n_chains != old.n_chains:
             raise ValueError(f"warm_start continues the previous fit's {old.n_chains} chains; "
                              f"n_chains cannot change (got {self.n_chains})")
