@@ -41,10 +41,12 @@ def find_map(model, theta0=None, *, method=None, tol=1e-8, max_iter=200):
     n_passes = [0]
     cache = {}
     start_error = []       # the model's own error at the starting point (not scipy's)
+    # Hessians only while the Newton search runs (not in its L-BFGS fallback)
+    with_hessian = [method == "newton"]
 
     def fg(t):
         n_passes[0] += 1
-        want_h = method == "newton"
+        want_h = with_hessian[0]
         with np.errstate(over="ignore", invalid="ignore"):
             ll, g, h = model.full_pass(t, gradient=True, hessian=want_h)
             lp = ll + model.prior.log_prob(t)
@@ -80,6 +82,7 @@ def find_map(model, theta0=None, *, method=None, tol=1e-8, max_iter=200):
             # scipy's trust-exact can fail inside its subproblem on nearly
             # singular, badly scaled Hessians: the gradient-only search follows
             res, fell_back = None, True
+            with_hessian[0] = False
         except ValueError as e:
             if start_error:
                 raise

@@ -108,7 +108,7 @@ class Trace:
         """Mask (n_chains, n_samples) of the draws each chain made."""
         return np.arange(self.draws.shape[1])[None, :] < self.chain_lengths[:, None]
 
-    def _common(self):
+    def common_draws(self):
         """The draws for rank diagnostics (R-hat, ESS): equal-length chains, so
         after an interrupt the chains that made draws, cut to the shortest."""
         if not self.ragged:
@@ -185,7 +185,7 @@ class Trace:
 
     def summary(self):
         """:class:`~bayes_subsample.diagnostics.Summary` of the retained draws."""
-        return diag.summary(self._common(), names=self.param_names)
+        return diag.summary(self.common_draws(), names=self.param_names)
 
     def diagnostics(self):
         """Per-parameter and per-chain diagnostics as a dict (see estimators'
@@ -193,7 +193,7 @@ class Trace:
         chains that made draws cut to the shortest; per-chain figures use each
         chain's own draws."""
         out = {}
-        common = self._common()
+        common = self.common_draws()
         if common.shape[1] >= 4:
             out["r_hat"] = np.atleast_1d(diag.rhat(common))
             out["ess_bulk"] = np.atleast_1d(diag.ess_bulk(common))
@@ -306,7 +306,7 @@ class Trace:
         except ImportError as e:  # pragma: no cover
             raise ImportError("to_inference_data needs arviz: pip install arviz") from e
         names = self.param_names or [f"theta_{j}" for j in range(self.draws.shape[2])]
-        common = self._common()
+        common = self.common_draws()
         posterior = {n: common[:, :, j] for j, n in enumerate(names)}
         rename = {"accept_prob": "acceptance_rate", "diverging": "diverging",
                   "energy_error": "energy_error", "n_evals": "n_evals"}

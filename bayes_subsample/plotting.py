@@ -81,7 +81,7 @@ def _as_posterior(obj, what="posterior"):
         if obj.ragged:
             # an interrupted run: the chains that made draws, cut to the shortest
             # (what its R-hat and ESS describe)
-            draws = obj._common()
+            draws = obj.common_draws()
             made = obj.chain_lengths > 0
             signs = None if obj.signs is None else obj.signs[made, :draws.shape[1]]
             return _Posterior(draws, list(names), signs, warmup=obj.warmup_draws[made])

@@ -267,7 +267,7 @@ def cmd_fit(args):
     except OSError as exc:
         raise CLIError(f"cannot write {out}: {exc}") from exc
     # an interrupted run may have kept too few draws for a summary
-    common = tr._common().shape[1]
+    common = tr.common_draws().shape[1]
     summary = tr.summary() if common >= _MIN_DRAWS else None
     table = (str(summary) if summary is not None else
              f"no summary: {common} draws in the shortest chain, {_MIN_DRAWS} needed")

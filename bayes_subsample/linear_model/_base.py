@@ -137,7 +137,7 @@ class BayesianGLMBase(BaseEstimator):
         d["sampler"] = trace.sampler.name
         d["tuning"] = trace.tuning
         d["interrupted"] = trace.interrupted
-        d["summary"] = trace.summary() if trace._common().shape[1] >= 4 else None
+        d["summary"] = trace.summary() if trace.common_draws().shape[1] >= 4 else None
         return d
 
     # ---- posterior access --------------------------------------------------------------
