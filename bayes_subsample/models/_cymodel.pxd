@@ -53,6 +53,9 @@ cdef class CyModel:
     # per-datum evaluations of one control-variate residual (and its gradient):
     # 2 in general (the datum at theta and at theta*), 1 for the GLMs (scalar form)
     cdef readonly int cv_cost
+    # doubles per datum of the cache ``cv_cache`` returns (passed back to the
+    # methods as ``eta_star``): 1 for the GLMs (eta*), 2K + 1 for the multinomial
+    cdef readonly Py_ssize_t cache_width
     cdef object _errors           # thread id -> exception from a callback
 
     # out[i] = l_{idx[i]}(theta)

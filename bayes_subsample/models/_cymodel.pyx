@@ -77,8 +77,9 @@ cdef const double* _eta_star_ptr(CyModel model, eta_star) except? NULL:
     if eta_star is None:
         return NULL
     cdef const double[::1] e = eta_star
-    if e.shape[0] != model.n_data:
-        raise ValueError(f"eta_star must have length n_data={model.n_data}, got {e.shape[0]}")
+    if e.shape[0] != model.n_data * model.cache_width:
+        raise ValueError(f"the cache (eta_star) must hold {model.cache_width} value(s) per "
+                         f"datum, {model.n_data * model.cache_width} in all; got {e.shape[0]}")
     return &e[0]
 
 
@@ -93,6 +94,7 @@ cdef class CyModel:
     def __cinit__(self, *args, **kwargs):
         self._errors = {}
         self.cv_cost = 2
+        self.cache_width = 1
 
     cdef int loglik(self, const double* theta, const int64_t* idx, Py_ssize_t m,
                     double* out) noexcept nogil:

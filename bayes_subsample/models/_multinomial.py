@@ -1,0 +1,267 @@
+"""Multinomial (softmax) logistic regression posterior.
+
+Parameterisation: one coefficient vector per class, ``theta`` of shape
+``(K, p1)`` flattened row-major, ``p1 = n_features + fit_intercept``:
+``theta[k * p1 + j]`` is ``coef_[k, j]`` for ``j < n_features`` and
+``theta[k * p1 + n_features]`` is ``intercept_[k]`` (scikit-learn's shapes).
+``eta_k = x . theta_k``, ``P(y = k | x) = softmax(eta)_k``.
+
+Identifiability: the likelihood depends on the differences ``theta_k -
+theta_K`` only (adding a vector ``c`` to every class changes nothing). Write
+``theta_k = gamma_k + c`` with ``sum_k gamma_k = 0``; the Gaussian prior,
+independent with the same scale across classes for each coordinate, factorises
+as ``sum_k ||theta_k||^2 = sum_k ||gamma_k||^2 + K ||c||^2``. So the posterior
+is proper: ``c`` keeps its prior ``N(0, s^2 / K)``, independent of ``gamma``,
+which the data identify, and the posterior mean of ``c`` is 0 (posterior means
+sum to zero over classes, as scikit-learn's symmetric multinomial
+coefficients do). Predictions depend on ``gamma`` only.
+
+The functions ``multinomial_*_reference`` are the plain NumPy definitions the
+compiled model is tested against.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import logsumexp, softmax
+
+from .._threads import available_cores
+from ._base import GaussianPrior, Model, _digest
+
+__all__ = ["MultinomialLogisticModel"]
+
+
+# ---- plain NumPy definitions (the reference of the compiled kernels) -------------------------
+def _design(X, idx, intercept):
+    Xs = np.asarray(X[idx], dtype=np.float64)
+    if intercept:
+        Xs = np.column_stack([Xs, np.ones(Xs.shape[0])])
+    return Xs
+
+
+def multinomial_eta_reference(X, theta, n_classes, intercept, idx):
+    """Linear predictors ``(len(idx), K)``."""
+    Xs = _design(X, idx, intercept)
+    return Xs @ np.asarray(theta, dtype=np.float64).reshape(n_classes, -1).T
+
+
+def multinomial_loglik_reference(X, y, theta, n_classes, intercept, idx):
+    """``l_k(theta) = eta_{y_k} - logsumexp(eta)`` for ``k`` in ``idx``."""
+    eta = multinomial_eta_reference(X, theta, n_classes, intercept, idx)
+    yi = np.asarray(y)[idx].astype(np.int64)
+    return eta[np.arange(len(yi)), yi] - logsumexp(eta, axis=1)
+
+
+def multinomial_grad_reference(X, y, theta, n_classes, intercept, idx):
+    """Per-datum gradients, shape ``(len(idx), K * p1)`` (class-major)."""
+    Xs = _design(X, idx, intercept)
+    eta = Xs @ np.asarray(theta, dtype=np.float64).reshape(n_classes, -1).T
+    r = -softmax(eta, axis=1)
+    r[np.arange(len(idx)), np.asarray(y)[idx].astype(np.int64)] += 1.0
+    return (r[:, :, None] * Xs[:, None, :]).reshape(len(idx), -1)
+
+
+def multinomial_hessian_reference(X, y, theta, n_classes, intercept, idx):
+    """``sum_k Hessian l_k(theta)``: ``-sum_k (diag(p_k) - p_k p_k^T) (x) x_k x_k^T``."""
+    Xs = _design(X, idx, intercept)
+    p = softmax(Xs @ np.asarray(theta, dtype=np.float64).reshape(n_classes, -1).T, axis=1)
+    K, p1 = n_classes, Xs.shape[1]
+    H = np.zeros((K, p1, K, p1))
+    for a in range(K):
+        for b in range(K):
+            w = (p[:, a] if a == b else 0.0) - p[:, a] * p[:, b]
+            H[a, :, b, :] = -(Xs * w[:, None]).T @ Xs
+    return H.reshape(K * p1, K * p1)
+
+
+def multinomial_residual_reference(X, y, theta, theta_star, n_classes, intercept, idx, order):
+    """Residuals ``d_k = l_k(theta) - q_k(theta)`` of the order-0/1/2 Taylor
+    expansion ``q_k`` of ``l_k`` at ``theta_star``, by definition (per-datum
+    gradient and Hessian at ``theta_star``)."""
+    idx = np.asarray(idx, dtype=np.int64)
+    ll = multinomial_loglik_reference(X, y, theta, n_classes, intercept, idx)
+    d = ll - multinomial_loglik_reference(X, y, theta_star, n_classes, intercept, idx)
+    delta = np.asarray(theta, dtype=np.float64) - theta_star
+    if order >= 1:
+        d -= multinomial_grad_reference(X, y, theta_star, n_classes, intercept, idx) @ delta
+    if order == 2:
+        for i, k in enumerate(idx):
+            h = multinomial_hessian_reference(X, y, theta_star, n_classes, intercept, [k])
+            d[i] -= 0.5 * delta @ h @ delta
+    return d
+
+
+class MultinomialLogisticModel(Model):
+    """Multinomial (softmax) logistic regression posterior with an independent
+    Gaussian prior; one coefficient vector per class (see the module notes for
+    the layout of ``theta`` and why the posterior is proper).
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        Design matrix (float32 or float64; kept in its dtype).
+    y : array-like of shape (n_samples,)
+        Class indices ``0 .. n_classes - 1``.
+    n_classes : int, optional
+        ``K`` (default: ``max(y) + 1``); at least 2.
+    fit_intercept : bool, default=True
+        One intercept per class (the last entry of each class's block).
+    prior_scale, intercept_prior_scale : float, default=10.0
+        Prior standard deviations of the coefficients and of the intercepts.
+    n_threads : int, optional
+        Threads for full-data passes (default: all available cores). Results
+        do not depend on it.
+    """
+
+    family = "multinomial"
+    max_cv_order = 2
+    analytic_hessian = True
+
+    def __init__(self, X, y, *, n_classes=None, fit_intercept=True, prior_scale=10.0,
+                 intercept_prior_scale=10.0, n_threads=None):
+        from ._glm import check_design
+        self.X = check_design(X)
+        y = np.asarray(y)
+        if y.ndim != 1 or y.shape[0] != self.X.shape[0]:
+            raise ValueError(f"y must have shape ({self.X.shape[0]},) to match X, got {y.shape}")
+        if y.dtype.kind not in "iubf":
+            raise TypeError(f"y must hold class indices (numbers), got dtype {y.dtype}")
+        y = np.ascontiguousarray(y, dtype=np.float64)
+        if not np.isfinite(y).all() or np.any(y < 0) or np.any(y != np.round(y)):
+            raise ValueError("y must hold class indices 0, 1, ..., n_classes - 1")
+        K = int(y.max()) + 1 if n_classes is None else int(n_classes)
+        if K < 2:
+            raise ValueError(f"multinomial regression needs n_classes >= 2, got {K}")
+        if y.size and y.max() >= K:
+            raise ValueError(f"y has class index {int(y.max())} >= n_classes = {K}")
+        self.y = y
+        self.n_classes = K
+        self.fit_intercept = bool(fit_intercept)
+        self.n_data, self.n_features = self.X.shape
+        self.n_cols = self.n_features + int(self.fit_intercept)
+        self.n_params = K * self.n_cols
+        scales = np.full((K, self.n_cols), float(prior_scale))
+        if self.fit_intercept:
+            scales[:, -1] = float(intercept_prior_scale)
+        self.prior = GaussianPrior(scales.ravel(), self.n_params)
+        self.n_threads = available_cores() if n_threads is None else max(1, int(n_threads))
+        self._row_norm_max = None
+
+    def fingerprint(self):
+        fp = super().fingerprint()
+        rows = np.unique(np.linspace(0, self.n_data - 1, min(self.n_data, 4096)).astype(np.int64))
+        fp.update(family=self.family, n_classes=str(self.n_classes),
+                  fit_intercept=str(self.fit_intercept), X=f"{self.X.dtype.str}{self.X.shape}",
+                  y=_digest(self.y), terms=_digest(np.asarray(self.X[rows])))
+        return fp
+
+    # ---- layout ---------------------------------------------------------------------------
+    def unpack(self, theta):
+        """``(coef (..., K, n_features), intercept (..., K))`` of parameter vectors
+        ``theta`` of shape (..., n_params) (intercepts 0 without ``fit_intercept``)."""
+        t = np.asarray(theta, dtype=np.float64)
+        t = t.reshape(t.shape[:-1] + (self.n_classes, self.n_cols))
+        coef = t[..., : self.n_features]
+        icpt = t[..., self.n_features] if self.fit_intercept else np.zeros(t.shape[:-1])
+        return coef, icpt
+
+    def linear_predictor(self, theta, X=None):
+        """``eta`` of shape (n, K) for ``X`` (default: the model's data)."""
+        theta = self.check_theta(theta)
+        if X is None:
+            return multinomial_eta_reference(self.X, theta, self.n_classes, self.fit_intercept,
+                                             np.arange(self.n_data))
+        coef, icpt = self.unpack(theta)
+        return np.asarray(X, dtype=np.float64) @ coef.T + icpt
+
+    # ---- per-datum terms (NumPy; the compiled model overrides these) -----------------------
+    def _ref(self, fn, theta, idx, *args):
+        return fn(self.X, self.y, self.check_theta(theta), self.n_classes, self.fit_intercept,
+                  self.check_indices(idx), *args)
+
+    def loglik_terms(self, theta, idx):
+        return self._ref(multinomial_loglik_reference, theta, idx)
+
+    def grad_terms(self, theta, idx):
+        return self._ref(multinomial_grad_reference, theta, idx)
+
+    def cv_residual_terms(self, theta, theta_star, idx, order):
+        self._check_cv_order(order)
+        return multinomial_residual_reference(
+            self.X, self.y, self.check_theta(theta), self.check_theta(theta_star),
+            self.n_classes, self.fit_intercept, self.check_indices(idx), order)
+
+    def cv_residuals_and_grads(self, theta, theta_star, idx, order):
+        self._check_cv_order(order)
+        g = self.grad_terms(theta, idx)
+        if order >= 1:
+            g = g - self.grad_terms(theta_star, idx)
+        if order == 2:
+            delta = self.check_theta(theta) - self.check_theta(theta_star)
+            for i, k in enumerate(self.check_indices(idx)):
+                h = multinomial_hessian_reference(self.X, self.y, theta_star, self.n_classes,
+                                                  self.fit_intercept, [k])
+                g[i] -= h @ delta
+        return self.cv_residual_terms(theta, theta_star, idx, order), g
+
+    def cv_grad_sum(self, theta, theta_star, idx, order, want_sum=False):
+        d, g = self.cv_residuals_and_grads(theta, theta_star, idx, order)
+        return g.sum(axis=0), (float(d.sum()) if want_sum else np.nan)
+
+    def full_pass(self, theta, *, gradient=True, hessian=False, loglik=True):
+        theta = self.check_theta(theta)
+        ll, grad = 0.0, (np.zeros(self.n_params) if gradient else None)
+        hess = np.zeros((self.n_params, self.n_params)) if hessian else None
+        step = 65536
+        for s in range(0, self.n_data, step):
+            idx = np.arange(s, min(s + step, self.n_data))
+            ll += float(self.loglik_terms(theta, idx).sum())
+            if gradient:
+                grad += self.grad_terms(theta, idx).sum(axis=0)
+            if hessian:
+                hess += multinomial_hessian_reference(self.X, self.y, theta, self.n_classes,
+                                                      self.fit_intercept, idx)
+        return (ll if loglik else None), grad, hess
+
+    def subset(self, idx):
+        """The model of the rows ``idx`` (copied), with the same prior and one thread."""
+        idx = np.sort(self.check_indices(idx))
+        sub = type(self)(self.X[idx], self.y[idx], n_classes=self.n_classes,
+                         fit_intercept=self.fit_intercept, n_threads=1)
+        sub.prior = self.prior
+        return sub
+
+    # ---- range bounds (the confidence sampler) ---------------------------------------------
+    @property
+    def row_norm_max(self):
+        """``max_k ||x_k||`` including the intercept column (computed once)."""
+        if self._row_norm_max is None:
+            best = 0.0
+            step = max(1, 2**20 // self.n_features)
+            for s in range(0, self.n_data, step):
+                xs = np.asarray(self.X[s : s + step], dtype=np.float64)
+                best = max(best, float(np.max(np.einsum("ij,ij->i", xs, xs))))
+            self._row_norm_max = float(np.sqrt(best + float(self.fit_intercept)))
+        return self._row_norm_max
+
+    def range_bound(self, theta, theta_new):
+        """``C >= max_k |l_k(theta') - l_k(theta)|``.
+
+        ``l`` as a function of ``eta`` has gradient ``e_y - p``, whose l1 norm is
+        ``2 (1 - p_y) <= 2``; so by the mean value theorem ``|l(eta') - l(eta)| <=
+        2 max_c |eta'_c - eta_c| <= 2 R max_c ||theta'_c - theta_c||`` (Cauchy-Schwarz,
+        ``R = max_k ||x_k||``)."""
+        h = (np.asarray(theta_new, dtype=np.float64)
+             - np.asarray(theta, dtype=np.float64)).reshape(self.n_classes, self.n_cols)
+        return 2.0 * self.row_norm_max * float(np.max(np.linalg.norm(h, axis=1)))
+
+    def scale_problem(self):
+        R = self.row_norm_max
+        if not (np.isfinite(R) and R * R * max(1, self.n_data) < 1e300):
+            return (f"X has rows of norm up to {R:.3g}: the log-likelihood's gradient and "
+                    "curvature overflow float64. Standardise X (e.g. StandardScaler).")
+        return None
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(n_data={self.n_data}, n_features={self.n_features}, "
+                f"n_classes={self.n_classes}, fit_intercept={self.fit_intercept}, "
+                f"dtype={self.X.dtype})")
