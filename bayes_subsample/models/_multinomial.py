@@ -243,16 +243,50 @@ class MultinomialLogisticModel(Model):
             self._row_norm_max = float(np.sqrt(best + float(self.fit_intercept)))
         return self._row_norm_max
 
+    def _spread(self, h):
+        """``max_{a,b} ||h_a - h_b||`` over the class blocks of ``h`` (n_params,):
+        ``R`` times it bounds ``max_c x . h_c - min_c x . h_c`` for every row."""
+        h = np.asarray(h, dtype=np.float64).reshape(self.n_classes, self.n_cols)
+        diff = h[:, None, :] - h[None, :, :]
+        return float(np.sqrt(np.max(np.einsum("abj,abj->ab", diff, diff))))
+
     def range_bound(self, theta, theta_new):
         """``C >= max_k |l_k(theta') - l_k(theta)|``.
 
-        ``l`` as a function of ``eta`` has gradient ``e_y - p``, whose l1 norm is
-        ``2 (1 - p_y) <= 2``; so by the mean value theorem ``|l(eta') - l(eta)| <=
-        2 max_c |eta'_c - eta_c| <= 2 R max_c ||theta'_c - theta_c||`` (Cauchy-Schwarz,
-        ``R = max_k ||x_k||``)."""
-        h = (np.asarray(theta_new, dtype=np.float64)
-             - np.asarray(theta, dtype=np.float64)).reshape(self.n_classes, self.n_cols)
-        return 2.0 * self.row_norm_max * float(np.max(np.linalg.norm(h, axis=1)))
+        As a function of ``eta``, ``l`` has gradient ``g = e_y - p``, which sums to
+        zero with ``||g||_1 = 2 (1 - p_y) <= 2``; so ``|g . v| <= range(v) =
+        max_c v_c - min_c v_c`` for every ``v``, and by the mean value theorem
+        ``|l(eta') - l(eta)| <= range(eta' - eta) <= R max_{a,b} ||h_a - h_b||``
+        with ``h = theta' - theta`` and ``R = max_k ||x_k||`` (Cauchy-Schwarz). The
+        bound ignores a shift common to every class, which changes no ``l_k``."""
+        return self.row_norm_max * self._spread(np.asarray(theta_new, dtype=np.float64)
+                                                - np.asarray(theta, dtype=np.float64))
+
+    def cv_range_bound(self, theta, theta_new, theta_star, order):
+        """``C >= max_k |d_k(theta') - d_k(theta)|`` for the second-order Taylor
+        residuals ``d = -R``, ``R(eta) = lse(eta) - lse* - p* . delta -
+        delta^T W* delta / 2`` (``delta = eta - eta*``).
+
+        ``grad R(s) . v`` is the Taylor remainder of ``t -> D lse(eta* + t delta_s)[v]``,
+        i.e. ``D^3 lse[v, delta_s, delta_s] / 2`` at an intermediate point; that third
+        derivative is the joint cumulant ``E[(V - EV)(Delta - E Delta)^2]`` of the
+        class-indexed values ``v_c``, ``delta_c`` under the softmax probabilities, at
+        most ``range(v) range(delta_s)^2 / 4`` in absolute value. ``range`` is a
+        seminorm, so on the segment ``range(delta_s) <= max(range(delta),
+        range(delta'))``, and the mean value theorem gives
+
+        ``|d(theta') - d(theta)| <= range(eta' - eta) max(range(delta), range(delta'))^2 / 8``,
+
+        with ``range(x . h) <= R max_{a,b} ||h_a - h_b||`` as in :meth:`range_bound`."""
+        if order != 2:
+            raise NotImplementedError(
+                f"a range bound for order-{order} residual differences is derived for "
+                "order 2 only")
+        theta, theta_new, theta_star = (np.asarray(a, dtype=np.float64)
+                                        for a in (theta, theta_new, theta_star))
+        R = self.row_norm_max
+        r = max(self._spread(theta - theta_star), self._spread(theta_new - theta_star))
+        return R ** 3 * self._spread(theta_new - theta) * r * r / 8.0
 
     def scale_problem(self):
         R = self.row_norm_max

@@ -4,6 +4,13 @@
 difference estimator on a subsample, and the block update of the subsample.
 The inner Hamiltonian kernel is the shared one of ``_hamiltonian.pyx``.
 
+Two kinds of compiled model are served: the scalar GLMs (``CyGLM``: one linear
+predictor per row) and multinomial logistic regression (``CyMultinomial``: K
+linear predictors per row, ``theta`` of shape (K, p1)). The estimator (the
+residual sums, their variance, the per-row weights ``c_i``) is common; a row's
+residual derivative is then a K-vector and the weights a (m, K) matrix, and
+the BLAS calls become matrix products (``eta = Xu Theta^T``, ``grad = C^T Xu``).
+
 The subsample rows live in a contiguous float64 buffer ``Xu`` (intercept
 column included, gathered by the model's ``Rows``), with their targets and
 the cached control-variate constants at theta*, organised in blocks of equal
@@ -22,10 +29,12 @@ import numpy as np
 from libc.math cimport log, fabs, exp, isfinite
 from libc.stdint cimport int64_t
 from bayes_subsample._rng cimport bitgen_t, get_bitgen, rng_index, rng_uniform_open
-from bayes_subsample.models._cymodel cimport CyGLM
+from bayes_subsample.models._cymodel cimport CyModel, CyGLM
+from bayes_subsample.models._cymultinomial cimport CyMultinomial
+from bayes_subsample.models._softmax_terms cimport softmax_cache, softmax_residual
 from bayes_subsample.models._rows cimport row_dot
 from bayes_subsample.samplers._hamiltonian cimport Potential
-from scipy.linalg.cython_blas cimport dgemv
+from scipy.linalg.cython_blas cimport dgemv, dgemm
 
 DEF MODE_PERTURBED = 0
 DEF MODE_SIGNED = 1
@@ -36,13 +45,13 @@ MODES = {"perturbed": MODE_PERTURBED, "signed": MODE_SIGNED}
 @cython.final
 cdef class ECSCore(Potential):
     """Subsampled potential ``U(theta) = -(lambda_hat(theta) + log p(theta))`` of a
-    GLM (perturbed: ``lambda_hat = ell_hat - sigma2_hat / 2``; signed:
+    GLM or of multinomial logistic regression (perturbed: ``lambda_hat = ell_hat - sigma2_hat / 2``; signed:
     ``log |L_hat|`` of the block-Poisson estimator, with its sign kept).
 
     Parameters
     ----------
-    model : CyGLM
-        The compiled model (``GLM.compiled``).
+    model : CyGLM or CyMultinomial
+        The compiled model (``model.compiled``).
     order : {0, 1, 2}
         Taylor order of the control variates.
     prior_precision : array-like of shape (p,)
@@ -50,11 +59,16 @@ cdef class ECSCore(Potential):
     """
 
     # configuration
-    cdef CyGLM model
+    cdef CyGLM glm                 # the model: one of these two
+    cdef CyMultinomial mult
+    cdef bint multi
     cdef readonly int order, mode
     cdef readonly double n_data
     cdef Py_ssize_t n_features
     cdef bint intercept
+    # linear predictors per row (1 for GLMs), columns per row (intercept
+    # included), doubles of a row's multinomial cache (eta*, p*, lse*)
+    cdef readonly Py_ssize_t K, p1, W
     cdef double[::1] prior_prec
     # reference point and its full-data sums
     cdef double[::1] theta_star, A
@@ -65,11 +79,13 @@ cdef class ECSCore(Potential):
     cdef readonly Py_ssize_t n_blocks, block_size, m
     cdef int64_t[::1] idx
     cdef double[:, ::1] Xu
-    cdef double[::1] yu, es, c0, c1, c2
-    # residuals d_i and d'_i at the position's and the trajectory's theta (two banks)
-    cdef double[:, ::1] D, DP      # (2, m)
+    cdef double[::1] yu, es, c0, c1, c2       # GLMs: eta* and Taylor constants per row
+    cdef double[:, ::1] MC                    # multinomial: the cache per row (m, W)
+    # residuals d_i and their derivatives d'_i in the row's K linear predictors, at
+    # the position's and the trajectory's theta (two banks)
+    cdef double[:, ::1] D, DP      # (2, m), (2, m K)
     cdef readonly int sb           # index of the position's bank
-    cdef double[::1] eta_buf, cw   # per-row linear predictor and gradient weights c_i
+    cdef double[::1] eta_buf, cw   # per-row linear predictors and gradient weights (m K)
     # signed estimator constants
     cdef readonly double a_const, n_products
     # side products of the last evaluation, and those saved at ``begin``
@@ -80,20 +96,34 @@ cdef class ECSCore(Potential):
     cdef double[::1] delta, gq
     # proposal block (perturbed u-update)
     cdef int64_t[::1] pidx
-    cdef double[:, ::1] pXu
+    cdef double[:, ::1] pXu, pMC
     cdef double[::1] pyu, pes, pc0, pc1, pc2, pD, pDP, peta
 
-    def __init__(self, CyGLM model, int order, prior_precision, mode="perturbed"):
+    def __init__(self, CyModel model, int order, prior_precision, mode="perturbed"):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {sorted(MODES)}, got {mode!r}")
         if order not in (0, 1, 2):
             raise ValueError(f"order must be 0, 1 or 2, got {order}")
-        self.model = model
+        if isinstance(model, CyGLM):
+            self.glm = model
+            self.multi = False
+            self.n_features = self.glm.n_features
+            self.intercept = self.glm.intercept
+            self.K = 1
+        elif isinstance(model, CyMultinomial):
+            self.mult = model
+            self.multi = True
+            self.n_features = self.mult.n_features
+            self.intercept = self.mult.intercept
+            self.K = self.mult.n_classes
+        else:
+            raise TypeError("ECSCore serves the compiled GLMs and multinomial regression, got "
+                            f"{type(model).__name__}")
+        self.p1 = self.n_features + self.intercept
+        self.W = 2 * self.K + 1
         self.order = order
         self.mode = MODES[mode]
         self.n_data = model.n_data
-        self.n_features = model.n_features
-        self.intercept = model.intercept
         self._alloc(model.n_params)
         self.prior_prec = np.ascontiguousarray(prior_precision, dtype=np.float64).copy()
         if self.prior_prec.shape[0] != self.dim:
@@ -118,7 +148,7 @@ cdef class ECSCore(Potential):
         self.B = np.ascontiguousarray(B, dtype=np.float64).copy()
         if self.m > 0:
             with nogil:
-                self._cache_rows(self.Xu, self.es, self.c0, self.c1, self.c2, self.m)
+                self._cache_rows(self.Xu, self.es, self.c0, self.c1, self.c2, self.MC, self.m)
 
     def set_signed(self, double a_const, double n_products):
         self.a_const = a_const
@@ -131,38 +161,43 @@ cdef class ECSCore(Potential):
             raise ValueError("the number of rows must be a multiple of block_size")
         if idx.shape[0] and (idx.min() < 0 or idx.max() >= self.n_data):
             raise IndexError("subsample index out of range")
-        cdef Py_ssize_t m = idx.shape[0], p = self.dim
+        cdef Py_ssize_t m = idx.shape[0], p = self.p1, K = self.K
+        cdef Py_ssize_t mc = max(m, 1), w = self.W if self.multi else 1
+        cdef Py_ssize_t g = 1 if self.multi else mc   # GLM-only buffers: dummies for multinomial
         self.m = m
         self.cost = m
         self.block_size = block_size
         self.n_blocks = m // block_size
         self.idx = idx.copy()
-        self.Xu = np.empty((max(m, 1), p))
-        self.yu = np.empty(max(m, 1))
-        self.es = np.empty(max(m, 1))
-        self.c0 = np.empty(max(m, 1))
-        self.c1 = np.empty(max(m, 1))
-        self.c2 = np.empty(max(m, 1))
-        self.D = np.zeros((2, max(m, 1)))
-        self.DP = np.zeros((2, max(m, 1)))
-        self.eta_buf = np.zeros(max(m, 1))
-        self.cw = np.zeros(max(m, 1))
+        cdef Py_ssize_t bs = block_size, bg = 1 if self.multi else bs
+        self.Xu = np.empty((mc, p))
+        self.yu = np.empty(mc)
+        self.es = np.empty(g)
+        self.c0 = np.empty(g)
+        self.c1 = np.empty(g)
+        self.c2 = np.empty(g)
+        self.MC = np.empty((mc if self.multi else 1, w))
+        self.D = np.zeros((2, mc))
+        self.DP = np.zeros((2, mc * K))
+        self.eta_buf = np.zeros(mc * K)
+        self.cw = np.zeros(mc * K)
         # proposal block buffers (one block)
-        self.pidx = np.empty(block_size, dtype=np.int64)
-        self.pXu = np.empty((block_size, p))
-        self.pyu = np.empty(block_size)
-        self.pes = np.empty(block_size)
-        self.pc0 = np.empty(block_size)
-        self.pc1 = np.empty(block_size)
-        self.pc2 = np.empty(block_size)
-        self.pD = np.empty(block_size)
-        self.pDP = np.empty(block_size)
-        self.peta = np.empty(block_size)
+        self.pidx = np.empty(bs, dtype=np.int64)
+        self.pXu = np.empty((bs, p))
+        self.pyu = np.empty(bs)
+        self.pes = np.empty(bg)
+        self.pc0 = np.empty(bg)
+        self.pc1 = np.empty(bg)
+        self.pc2 = np.empty(bg)
+        self.pMC = np.empty((bs if self.multi else 1, w))
+        self.pD = np.empty(bs)
+        self.pDP = np.empty(bs * K)
+        self.peta = np.empty(bs * K)
         if m:
             with nogil:
                 self._copy_rows(&self.idx[0], self.Xu, self.yu, m)
                 if self.has_reference:
-                    self._cache_rows(self.Xu, self.es, self.c0, self.c1, self.c2, m)
+                    self._cache_rows(self.Xu, self.es, self.c0, self.c1, self.c2, self.MC, m)
 
     # ---- accessors --------------------------------------------------------------------
     @property
@@ -177,38 +212,71 @@ cdef class ECSCore(Potential):
     # ---- nogil internals ----------------------------------------------------------------
     cdef void _copy_rows(self, const int64_t* idx, double[:, ::1] Xdst, double[::1] ydst,
                          Py_ssize_t count) noexcept nogil:
-        self.model.gather_rows(idx, count, &Xdst[0, 0], &ydst[0])
+        if self.multi:
+            self.mult.gather_rows(idx, count, &Xdst[0, 0], &ydst[0])
+        else:
+            self.glm.gather_rows(idx, count, &Xdst[0, 0], &ydst[0])
 
     cdef void _cache_rows(self, double[:, ::1] Xs, double[::1] es, double[::1] c0,
-                          double[::1] c1, double[::1] c2, Py_ssize_t count) noexcept nogil:
-        cdef Py_ssize_t i
+                          double[::1] c1, double[::1] c2, double[:, ::1] MC,
+                          Py_ssize_t count) noexcept nogil:
+        """The rows' constants at theta* (GLMs: eta*, c0, c1, c2; multinomial: the
+        cache eta*, p*, lse* of ``_softmax_terms``)."""
+        cdef Py_ssize_t i, k, p1 = self.p1, K = self.K
+        if self.multi:
+            for i in range(count):
+                for k in range(K):
+                    MC[i, k] = row_dot(&Xs[i, 0], &self.theta_star[k * p1], p1, False)
+                softmax_cache(K, &MC[i, 0], &MC[i, 0])
+            return
         for i in range(count):
-            es[i] = row_dot(&Xs[i, 0], &self.theta_star[0], self.dim, False)
-        self.model.cv_consts(count, &es[0], &c0[0], &c1[0], &c2[0])
+            es[i] = row_dot(&Xs[i, 0], &self.theta_star[0], p1, False)
+        self.glm.cv_consts(count, &es[0], &c0[0], &c1[0], &c2[0])
 
     cdef double _block_residuals(self, double[:, ::1] Xs, double[::1] ys, double[::1] es,
                                  double[::1] c0, double[::1] c1, double[::1] c2,
-                                 Py_ssize_t start, Py_ssize_t stop, const double* th,
-                                 double* eta, double* Dout, double* DPout) noexcept nogil:
+                                 double[:, ::1] MC, Py_ssize_t start, Py_ssize_t stop,
+                                 const double* th, double* eta, double* Dout,
+                                 double* DPout) noexcept nogil:
         """Residuals of rows [start, stop) at th (row-by-row dot products, for
-        small blocks): d_i to Dout[i - start], d'_i to DPout; returns sum d_i."""
-        cdef Py_ssize_t i
+        small blocks): d_i to Dout[i - start], d'_i (K values) to DPout[(i -
+        start) K:]; returns sum d_i."""
+        cdef Py_ssize_t i, k, p1 = self.p1, K = self.K
         cdef double s = 0.0
-        for i in range(start, stop):
-            eta[i - start] = row_dot(&Xs[i, 0], th, self.dim, False)
-        self.model.cv_terms(self.order, stop - start, &ys[start], eta, &es[start], &c0[start],
-                            &c1[start], &c2[start], Dout, DPout)
+        if self.multi:
+            for i in range(start, stop):
+                for k in range(K):
+                    eta[(i - start) * K + k] = row_dot(&Xs[i, 0], th + k * p1, p1, False)
+                Dout[i - start] = softmax_residual(self.order, K, <int> ys[i],
+                                                   &eta[(i - start) * K], &MC[i, 0],
+                                                   &DPout[(i - start) * K])
+        else:
+            for i in range(start, stop):
+                eta[i - start] = row_dot(&Xs[i, 0], th, p1, False)
+            self.glm.cv_terms(self.order, stop - start, &ys[start], eta, &es[start],
+                              &c0[start], &c1[start], &c2[start], Dout, DPout)
         for i in range(stop - start):
             s += Dout[i]
         return s
 
     cdef double _evaluate(self, const double* th, int bank, double* gradU) noexcept nogil:
         """Evaluate every buffered row at th into ``bank``; returns U, writes grad U."""
-        cdef int pp = <int> self.dim, dd = <int> self.n_features, mm = <int> self.m, one = 1
+        cdef int pp = <int> self.p1, dd = <int> self.n_features, mm = <int> self.m, one = 1
+        cdef int kk = <int> self.K
         cdef double alpha = 1.0, beta = 0.0
-        cdef char trans = b'T'
-        cdef Py_ssize_t i
+        cdef char trans = b'T', notrans = b'N'
+        cdef Py_ssize_t i, K = self.K
         if self.m == 0:
+            return self._combine(th, bank, gradU)
+        if self.multi:
+            # eta (m x K, row-major) = Xu Theta^T: in BLAS's column-major terms the
+            # K x m matrix Theta (p1 x K) ^T Xu^T (p1 x m), intercept column included
+            dgemm(&trans, &notrans, &kk, &mm, &pp, &alpha, <double*> th, &pp, &self.Xu[0, 0],
+                  &pp, &beta, &self.eta_buf[0], &kk)
+            for i in range(self.m):
+                self.D[bank, i] = softmax_residual(self.order, K, <int> self.yu[i],
+                                                   &self.eta_buf[i * K], &self.MC[i, 0],
+                                                   &self.DP[bank, i * K])
             return self._combine(th, bank, gradU)
         # eta = Xu theta: Xu (m x p, row-major) is a column-major p x m matrix; BLAS
         # reads its first d rows (the features) and the intercept is added here
@@ -217,9 +285,9 @@ cdef class ECSCore(Potential):
         if self.intercept:
             for i in range(self.m):
                 self.eta_buf[i] += th[dd]
-        self.model.cv_terms(self.order, self.m, &self.yu[0], &self.eta_buf[0], &self.es[0],
-                            &self.c0[0], &self.c1[0], &self.c2[0], &self.D[bank, 0],
-                            &self.DP[bank, 0])
+        self.glm.cv_terms(self.order, self.m, &self.yu[0], &self.eta_buf[0], &self.es[0],
+                          &self.c0[0], &self.c1[0], &self.c2[0], &self.D[bank, 0],
+                          &self.DP[bank, 0])
         return self._combine(th, bank, gradU)
 
     cdef double _combine(self, const double* th, int bank, double* gradU) noexcept nogil:
@@ -227,12 +295,14 @@ cdef class ECSCore(Potential):
         U = -(estimate + log prior) and writes grad U. Sets loglik_hat / sigma2 /
         sign / upart as a side product (``accept_last`` / ``reject_last`` decide
         whether they belong to the position)."""
-        cdef Py_ssize_t j, l, b, i, p = self.dim, m = self.m, bs = self.block_size
+        cdef Py_ssize_t j, l, b, i, k, p = self.dim, m = self.m, bs = self.block_size
+        cdef Py_ssize_t K = self.K
         cdef double n = self.n_data, Q, dbar, ssd, r, stot = 0.0, lp = 0.0
-        cdef double est, dh, a = self.a_const, sgn = 1.0, cn, sb_sum
-        cdef int pp = <int> p, dd = <int> self.n_features, mm = <int> m, one = 1
+        cdef double est, dh, a = self.a_const, sgn = 1.0, cn, sb_sum, f
+        cdef int pp = <int> self.p1, dd = <int> self.n_features, mm = <int> m, one = 1
+        cdef int kk = <int> K
         cdef double alpha = 1.0, beta = 0.0, csum = 0.0
-        cdef char notrans = b'N'
+        cdef char notrans = b'N', trans = b'T'
         # Q(theta) and its gradient
         for j in range(p):
             self.delta[j] = th[j] - self.theta_star[j]
@@ -256,7 +326,9 @@ cdef class ECSCore(Potential):
             est = Q + self.upart
             cn = (n / m) * (n / m)
             for i in range(m):
-                self.cw[i] = self.DP[bank, i] * (n / m - cn * (self.D[bank, i] - dbar))
+                f = n / m - cn * (self.D[bank, i] - dbar)
+                for k in range(K):
+                    self.cw[i * K + k] = self.DP[bank, i * K + k] * f
         else:
             # block-Poisson: log|L| = Q + a + lambda + sum_b [log|dhat_b - a| - log lambda]
             est = Q + a + self.n_products
@@ -269,17 +341,21 @@ cdef class ECSCore(Potential):
                 if dh < 0:
                     sgn = -sgn
                 est += log(fabs(dh)) - log(self.n_products)
-                for i in range(b * bs, (b + 1) * bs):
+                for i in range(b * bs * K, (b + 1) * bs * K):
                     self.cw[i] = cn * self.DP[bank, i] / dh
             self.sign = sgn
             # variance of dhat (Gaussian approximation) over lambda: V[log|L|] ~ s2 / lambda
             self.sigma2 = (n * n / bs if bs > 0 else 0.0) * \
                 (ssd / (m - 1.0) if m > 1 else 0.0) / self.n_products
         self.loglik_hat = est
-        # grad = gq + Xu^T c (features by BLAS, the intercept's entry is sum c)
+        # grad = gq + Xu^T c (features by BLAS, the intercept's entry is sum c;
+        # multinomial: the K x p1 matrix C^T Xu, in BLAS's terms Xu^T (p1 x m) C (m x K))
         for j in range(p):
             gradU[j] = 0.0
-        if m > 0:
+        if m > 0 and self.multi:
+            dgemm(&notrans, &trans, &pp, &kk, &mm, &alpha, &self.Xu[0, 0], &pp, &self.cw[0],
+                  &kk, &beta, gradU, &pp)
+        elif m > 0:
             dgemv(&notrans, &dd, &mm, &alpha, &self.Xu[0, 0], &pp, &self.cw[0], &one, &beta,
                   gradU, &one)
             if self.intercept:
@@ -323,7 +399,7 @@ cdef class ECSCore(Potential):
         if self.m == 0:
             raise RuntimeError("no subsample rows: call set_rows first")
         cdef bitgen_t* bg = get_bitgen(generator)
-        cdef Py_ssize_t g, i, j, bs = self.block_size, m = self.m, p = self.dim
+        cdef Py_ssize_t g, i, j, bs = self.block_size, m = self.m, p = self.p1, K = self.K
         cdef Py_ssize_t sb = self.sb, start
         cdef double s_new, stot = 0.0, dbar_new, ssd = 0.0, r, n = self.n_data
         cdef double sigma2_new, est_new, log_ratio, log_u, alpha
@@ -334,10 +410,10 @@ cdef class ECSCore(Potential):
                 self.pidx[i] = rng_index(bg, <int64_t> n)
             log_u = log(rng_uniform_open(bg))
             self._copy_rows(&self.pidx[0], self.pXu, self.pyu, bs)
-            self._cache_rows(self.pXu, self.pes, self.pc0, self.pc1, self.pc2, bs)
+            self._cache_rows(self.pXu, self.pes, self.pc0, self.pc1, self.pc2, self.pMC, bs)
             s_new = self._block_residuals(self.pXu, self.pyu, self.pes, self.pc0, self.pc1,
-                                          self.pc2, 0, bs, &self.theta[0], &self.peta[0],
-                                          &self.pD[0], &self.pDP[0])
+                                          self.pc2, self.pMC, 0, bs, &self.theta[0],
+                                          &self.peta[0], &self.pD[0], &self.pDP[0])
             start = g * bs
             for i in range(m):
                 if i < start or i >= start + bs:
@@ -362,12 +438,17 @@ cdef class ECSCore(Potential):
                     for j in range(p):
                         self.Xu[start + i, j] = self.pXu[i, j]
                     self.yu[start + i] = self.pyu[i]
-                    self.es[start + i] = self.pes[i]
-                    self.c0[start + i] = self.pc0[i]
-                    self.c1[start + i] = self.pc1[i]
-                    self.c2[start + i] = self.pc2[i]
+                    if self.multi:
+                        for j in range(self.W):
+                            self.MC[start + i, j] = self.pMC[i, j]
+                    else:
+                        self.es[start + i] = self.pes[i]
+                        self.c0[start + i] = self.pc0[i]
+                        self.c1[start + i] = self.pc1[i]
+                        self.c2[start + i] = self.pc2[i]
                     self.D[sb, start + i] = self.pD[i]
-                    self.DP[sb, start + i] = self.pDP[i]
+                    for j in range(K):
+                        self.DP[sb, (start + i) * K + j] = self.pDP[i * K + j]
                 self.U = self._combine(&self.theta[0], sb, &self.grad[0])
             if not isfinite(alpha):
                 alpha = 0.0
@@ -380,19 +461,20 @@ cdef class ECSCore(Potential):
         idx = np.ascontiguousarray(idx, dtype=np.int64)
         cdef Py_ssize_t count = idx.shape[0], nb = count // batch_size, b
         cdef int64_t[::1] iv = idx if count else np.zeros(1, dtype=np.int64)
-        cdef Py_ssize_t k = max(count, 1)
-        cdef double[:, ::1] Xs = np.empty((k, self.dim))
-        cdef double[::1] ys = np.empty(k), es = np.empty(k), eta = np.empty(k)
+        cdef Py_ssize_t k = max(count, 1), K = self.K
+        cdef double[:, ::1] Xs = np.empty((k, self.p1))
+        cdef double[::1] ys = np.empty(k), es = np.empty(k), eta = np.empty(k * K)
         cdef double[::1] c0 = np.empty(k), c1 = np.empty(k), c2 = np.empty(k)
-        cdef double[::1] Dtmp = np.empty(k), DPtmp = np.empty(k)
+        cdef double[:, ::1] MC = np.empty((k if self.multi else 1, self.W))
+        cdef double[::1] Dtmp = np.empty(k), DPtmp = np.empty(k * K)
         cdef double[::1] S = np.empty(nb)
         with nogil:
             if count:
                 self._copy_rows(&iv[0], Xs, ys, count)
-                self._cache_rows(Xs, es, c0, c1, c2, count)
+                self._cache_rows(Xs, es, c0, c1, c2, MC, count)
             for b in range(nb):
-                S[b] = self._block_residuals(Xs, ys, es, c0, c1, c2, b * batch_size,
+                S[b] = self._block_residuals(Xs, ys, es, c0, c1, c2, MC, b * batch_size,
                                              (b + 1) * batch_size, &self.theta[0],
-                                             &eta[b * batch_size], &Dtmp[b * batch_size],
-                                             &DPtmp[b * batch_size])
+                                             &eta[b * batch_size * K], &Dtmp[b * batch_size],
+                                             &DPtmp[b * batch_size * K])
         return np.asarray(S), np.asarray(Dtmp)[:count]

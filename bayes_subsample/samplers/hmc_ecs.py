@@ -2,7 +2,8 @@
 :ref:`algo-hmc-ecs`), composed of three parts:
 
 * the **proxy**: Taylor control variates around theta* (:class:`TaylorControlVariate`),
-  loaded into a subsampled potential (the compiled ``ECSCore`` for GLMs, the
+  loaded into a subsampled potential (the compiled ``ECSCore`` for GLMs and
+  multinomial logistic regression, the
   NumPy ``NumpyECSPotential`` for other models);
 * the **block update** of the subsample at fixed theta (perturbed: one of G
   blocks, ``PerturbedUpdate``; signed: kappa of the lambda products,
@@ -27,6 +28,7 @@ from .. import _rng
 from .._params import store_params
 from ..control_variates import TaylorControlVariate
 from ..models import CyGLM
+from ..models._cymultinomial import CyMultinomial
 from ._base import BaseSampler, Kernel, Prepared, shared_constraints
 from ._ecs_numpy import NumpyECSPotential
 from ._ecs_tuning import (choose_n_products, choose_subsample_size, initial_theta_star,
@@ -165,7 +167,7 @@ class HMCECSKernel(Kernel):
 
     def _new_potential(self):
         prec = self.model.prior.precision
-        if isinstance(self.model.compiled, CyGLM):      # the compiled potential of GLMs
+        if isinstance(self.model.compiled, (CyGLM, CyMultinomial)):   # compiled potential
             mode = "signed" if self.update.signed else "perturbed"
             pot = ECSCore(self.model.compiled, self.order, prec, mode)
             if self.update.signed:
