@@ -9,10 +9,12 @@ sampler kernels take as a typed argument: the GLMs' family classes, or a
 from ._base import FunctionModel, GaussianPrior, Model, SubsetModel, WeightedModel
 from ._callback import CyCallbackModel
 from ._cymodel import CyGLM, CyModel
+from ._cymultinomial import CyMultinomial
 from ._multinomial import MultinomialLogisticModel
 from ._glm import (GLM, GaussianRegressionModel, LogisticRegressionModel,
                    PoissonRegressionModel, logistic_residual_range_bound)
 
 __all__ = ["Model", "FunctionModel", "GaussianPrior", "SubsetModel", "WeightedModel", "GLM",
            "LogisticRegressionModel", "MultinomialLogisticModel", "PoissonRegressionModel", "GaussianRegressionModel",
-           "CyModel", "CyGLM", "CyCallbackModel", "logistic_residual_range_bound"]
+           "CyModel", "CyGLM", "CyMultinomial", "CyCallbackModel",
+           "logistic_residual_range_bound"]

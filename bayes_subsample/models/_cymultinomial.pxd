@@ -10,6 +10,18 @@ from bayes_subsample.models._cymodel cimport CyModel
 from bayes_subsample.models._rows cimport Rows
 
 
+# the scratch of one loop over chunks of at most c data (on the heap: K is not bounded)
+cdef struct Scratch:
+    double* E       # (K, c) class-major: linear predictors at theta
+    double* E2      # (K, c) at theta_new, or at theta_star while caches are computed
+    double* R       # (K, c) class-major: derivatives of the terms in eta
+    double* C       # (c, 2K + 1): caches computed on the fly
+    double* e       # (K,) one datum's predictors
+    double* e2      # (K,)
+    double* dt      # (K,) one datum's derivatives
+    double* p       # (K,) softmax scratch
+
+
 cdef class CyMultinomial(CyModel):
     cdef readonly Rows rows
     cdef const double[::1] y            # class indices as float64
@@ -21,3 +33,27 @@ cdef class CyMultinomial(CyModel):
     # X[i, :p1] = x_{idx[i]} (float64, intercept column included), y[i] = y_{idx[i]}
     cdef void gather_rows(self, const int64_t* idx, Py_ssize_t m, double* X,
                           double* y) noexcept nogil
+
+    # ---- internals (_cymultinomial.pyx) -----------------------------------------------------
+    # store a MemoryError naming the method; returns -1
+    cdef int _nomem(self, const char* where) noexcept with gil
+    # E[k * c + i] = x_{idx[i]} . theta_k (class-major, K x c)
+    cdef void _eta(self, const int64_t* idx, Py_ssize_t c, const double* theta,
+                   double* E) noexcept nogil
+    # b.C[i * (2K + 1) :] = the cache of datum idx[i] at theta_star
+    cdef void _caches(self, Scratch* b, const double* theta_star, const int64_t* idx,
+                      Py_ssize_t c) noexcept nogil
+    # t[i] = the terms by order (LOGLIK or residual order); dt[i * K + k] = d t / d eta_k
+    # (if not NULL)
+    cdef int _values(self, int order, const double* theta_star, const double* eta_star,
+                     const double* theta, const int64_t* idx, Py_ssize_t m, double* t,
+                     double* dt) noexcept nogil
+    # slots of the full pass (a function of n and p only)
+    cdef Py_ssize_t _n_slots(self) noexcept nogil
+    # rows [start, stop) of the full pass: ll[0] = sum l, grad += sum grad l, lower
+    # triangle of G += sum (p (x) x)(p (x) x)^T (grad, G may be NULL); -1 if out of memory
+    cdef int _pass_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta,
+                         double* ll, double* grad, double* G) noexcept nogil
+    # out[k * (2K + 1) :] = the cache of datum k at theta_star, k in [start, stop)
+    cdef int _cache_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta_star,
+                          double* out) noexcept nogil

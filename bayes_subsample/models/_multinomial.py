@@ -16,16 +16,20 @@ which the data identify, and the posterior mean of ``c`` is 0 (posterior means
 sum to zero over classes, as scikit-learn's symmetric multinomial
 coefficients do). Predictions depend on ``gamma`` only.
 
-The functions ``multinomial_*_reference`` are the plain NumPy definitions the
-compiled model is tested against.
+The model's per-datum methods run on the compiled :class:`CyMultinomial`
+(``model.compiled``, the object sampler kernels take); the functions
+``multinomial_*_reference`` are the plain NumPy definitions it is tested
+against.
 """
 from __future__ import annotations
 
 import numpy as np
 from scipy.special import logsumexp, softmax
 
-from .._threads import available_cores
+from .._threads import available_cores, thread_budget
 from ._base import GaussianPrior, Model, _digest
+from ._cymultinomial import CyMultinomial
+from ._rows import DenseRows
 
 __all__ = ["MultinomialLogisticModel"]
 
@@ -144,7 +148,13 @@ class MultinomialLogisticModel(Model):
             scales[:, -1] = float(intercept_prior_scale)
         self.prior = GaussianPrior(scales.ravel(), self.n_params)
         self.n_threads = available_cores() if n_threads is None else max(1, int(n_threads))
+        self._cy = CyMultinomial(DenseRows(self.X, self.fit_intercept), self.y, K)
         self._row_norm_max = None
+
+    @property
+    def compiled(self):
+        """The compiled model (:class:`CyMultinomial`) that sampler kernels take."""
+        return self._cy
 
     def fingerprint(self):
         fp = super().fingerprint()
@@ -168,59 +178,54 @@ class MultinomialLogisticModel(Model):
         """``eta`` of shape (n, K) for ``X`` (default: the model's data)."""
         theta = self.check_theta(theta)
         if X is None:
-            return multinomial_eta_reference(self.X, theta, self.n_classes, self.fit_intercept,
-                                             np.arange(self.n_data))
+            return self._cy.eta(theta)
         coef, icpt = self.unpack(theta)
         return np.asarray(X, dtype=np.float64) @ coef.T + icpt
 
-    # ---- per-datum terms (NumPy; the compiled model overrides these) -----------------------
-    def _ref(self, fn, theta, idx, *args):
-        return fn(self.X, self.y, self.check_theta(theta), self.n_classes, self.fit_intercept,
-                  self.check_indices(idx), *args)
-
+    # ---- per-datum terms (compiled) ----------------------------------------------------------
     def loglik_terms(self, theta, idx):
-        return self._ref(multinomial_loglik_reference, theta, idx)
+        return self._cy.loglik_terms(self.check_theta(theta), self.check_indices(idx))
+
+    def loglik_diff_terms(self, theta, theta_new, idx):
+        return self._cy.loglik_diff_terms(self.check_theta(theta), self.check_theta(theta_new),
+                                          self.check_indices(idx))
 
     def grad_terms(self, theta, idx):
-        return self._ref(multinomial_grad_reference, theta, idx)
+        return self._cy.grad_terms(self.check_theta(theta), self.check_indices(idx))
+
+    def grad_sum(self, theta, idx):
+        return self._cy.grad_sum_terms(self.check_theta(theta), self.check_indices(idx))[0]
 
     def cv_residual_terms(self, theta, theta_star, idx, order):
         self._check_cv_order(order)
-        return multinomial_residual_reference(
-            self.X, self.y, self.check_theta(theta), self.check_theta(theta_star),
-            self.n_classes, self.fit_intercept, self.check_indices(idx), order)
+        return self._cy.cv_residual_terms(order, self.check_theta(theta_star),
+                                          self.check_theta(theta), self.check_indices(idx))
 
     def cv_residuals_and_grads(self, theta, theta_star, idx, order):
         self._check_cv_order(order)
-        g = self.grad_terms(theta, idx)
-        if order >= 1:
-            g = g - self.grad_terms(theta_star, idx)
-        if order == 2:
-            delta = self.check_theta(theta) - self.check_theta(theta_star)
-            for i, k in enumerate(self.check_indices(idx)):
-                h = multinomial_hessian_reference(self.X, self.y, theta_star, self.n_classes,
-                                                  self.fit_intercept, [k])
-                g[i] -= h @ delta
-        return self.cv_residual_terms(theta, theta_star, idx, order), g
+        idx = self.check_indices(idx)
+        d, dd = self._cy.term_derivatives(order, self.check_theta(theta_star),
+                                          self.check_theta(theta), idx)
+        X = self._cy.gather(idx)
+        return d, (dd[:, :, None] * X[:, None, :]).reshape(len(idx), self.n_params)
 
     def cv_grad_sum(self, theta, theta_star, idx, order, want_sum=False):
-        d, g = self.cv_residuals_and_grads(theta, theta_star, idx, order)
-        return g.sum(axis=0), (float(d.sum()) if want_sum else np.nan)
+        self._check_cv_order(order)
+        return self._cy.cv_grad_sum_terms(order, self.check_theta(theta_star),
+                                          self.check_theta(theta), self.check_indices(idx))
+
+    def pass_threads(self):
+        """Threads of a full pass in the calling thread: the thread budget
+        (``n_threads``, capped by the driver's per-chain share) on large data,
+        where they pay off, else 1. Results do not depend on it."""
+        if self.n_data * self.n_params >= 1_000_000:
+            return thread_budget(self.n_threads)
+        return 1
 
     def full_pass(self, theta, *, gradient=True, hessian=False, loglik=True):
-        theta = self.check_theta(theta)
-        ll, grad = 0.0, (np.zeros(self.n_params) if gradient else None)
-        hess = np.zeros((self.n_params, self.n_params)) if hessian else None
-        step = 65536
-        for s in range(0, self.n_data, step):
-            idx = np.arange(s, min(s + step, self.n_data))
-            ll += float(self.loglik_terms(theta, idx).sum())
-            if gradient:
-                grad += self.grad_terms(theta, idx).sum(axis=0)
-            if hessian:
-                hess += multinomial_hessian_reference(self.X, self.y, theta, self.n_classes,
-                                                      self.fit_intercept, idx)
-        return (ll if loglik else None), grad, hess
+        """One fused read of X: ``(sum l_k, sum grad l_k, sum Hessian l_k)``."""
+        return self._cy.full_pass(self.check_theta(theta), loglik, gradient, hessian,
+                                  self.pass_threads())
 
     def subset(self, idx):
         """The model of the rows ``idx`` (copied), with the same prior and one thread."""
