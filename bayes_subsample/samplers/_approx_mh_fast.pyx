@@ -69,8 +69,10 @@ cdef object _source(CyModel model, TermSource* src, const double[::1] theta,
         keep.append(ts)
         if eta_star is not None:
             es = eta_star
-            if es.shape[0] != model.n_data:
-                raise ValueError(f"eta_star must have length {model.n_data}")
+            if es.shape[0] != model.n_data * model.cache_width:
+                raise ValueError(f"the control variates' cache (eta_star) must hold "
+                                 f"{model.cache_width} value(s) per datum, "
+                                 f"{model.n_data * model.cache_width} in all")
             src.eta_star = &es[0]
             keep.append(es)
     return keep

@@ -93,7 +93,7 @@ cdef class GradientEstimator:
         self.cache = cv.cache
         if self.cache is not None:
             es = self.cache
-            if es.shape[0] != self.n_data:
+            if es.shape[0] != self.n_data * model.cache_width:
                 raise ValueError("the control variates' cache does not match the model")
             self.eta_star = &es[0]
         self.evals_per_datum = model.cv_cost
