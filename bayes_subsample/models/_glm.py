@@ -30,7 +30,7 @@ def check_design(X, name="X", accept_sparse=False):
     """Validate a design matrix: 2-D, float32/float64, finite, C-contiguous.
 
     With ``accept_sparse``, a scipy.sparse matrix or array is returned as a
-    canonical CSR matrix (see :func:`check_sparse_design`); otherwise it is a
+    canonical CSR matrix (see ``check_sparse_design``); otherwise it is a
     TypeError.
     """
     if sparse.issparse(X):
@@ -138,7 +138,7 @@ class GLM(Model):
     X : {array-like, sparse matrix} of shape (n_samples, n_features)
         Design matrix (float32 or float64; kept in its dtype). A scipy.sparse
         matrix or array is read as CSR without densifying it (other formats
-        are converted to CSR once, see :func:`check_sparse_design`).
+        are converted to CSR once, duplicates summed, on a copy).
     y : array-like of shape (n_samples,)
         Targets.
     family : {"logistic", "poisson", "gaussian"}
