@@ -10,16 +10,17 @@ subclasses: ``SamplingError``, ``numpy.linalg.LinAlgError``, scikit-learn's
 ``TypeError`` is accepted in exactly two places, both documented conventions:
 
 * the estimators validate ``X`` and ``y`` with scikit-learn, which raises
-  ``TypeError`` for a few inputs (sparse matrices where dense data is needed;
-  objects that are not array-like). The validation properties use
+  ``TypeError`` for a few inputs (objects that are not array-like; sparse
+  matrices are accepted, as CSR). The validation properties use
   ``sklearn.utils.validation.check_X_y`` / ``check_array``, called the way the
   estimators call them, as the oracle: the estimator may raise ``TypeError``
   only where scikit-learn itself does, and must raise a ``ValueError``
   wherever scikit-learn raises one (complex data, strings that are not
   numbers, NaN/inf, bad shapes, mismatched lengths).
 * the low-level models (``bayes_subsample.models``) raise ``TypeError`` for a
-  design or target of the wrong *dtype* (complex, str, object, float16) or a
-  sparse matrix, and ``ValueError`` for wrong shapes or values (their
+  design or target of the wrong *dtype* (complex, str, object, float16; the
+  GLMs accept scipy.sparse designs), and ``ValueError`` for wrong shapes or
+  values (their
   documented contract, tested in ``test_models.py::test_bad_dtypes``).
 
 Profiles: the default one (``bs-default``) is small and derandomized, so the
@@ -459,7 +460,8 @@ def test_sample_finite_or_value_error_slow(case):
 # ---- property 3: estimator input validation, with scikit-learn as the oracle ------------
 X_CORRUPTIONS = ["none", "nan", "inf", "-inf", "complex", "complex real", "str numbers",
                  "str words", "object None", "object mixed", "bytes", "float16", "int", "bool",
-                 "1-D", "3-D", "no rows", "no features", "scalar", "sparse", "ragged list"]
+                 "1-D", "3-D", "no rows", "no features", "scalar", "sparse", "sparse nan",
+                 "ragged list"]
 Y_CORRUPTIONS = ["none", "nan", "inf", "short", "long", "2-D column", "2-D", "complex",
                  "str words", "object None", "scalar", "empty"]
 
@@ -505,6 +507,10 @@ def _corrupt_X(X, how, rng):
     elif how == "scalar":
         X = np.float64(X[0, 0])
     elif how == "sparse":
+        X = sparse.csr_matrix(X)
+    elif how == "sparse nan":
+        X = X.copy()
+        X[i, j] = np.nan
         X = sparse.csr_matrix(X)
     elif how == "ragged list":
         X = X.tolist()
@@ -567,7 +573,7 @@ def _oracle_fit(family, X, y):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")       # DataConversionWarning for a column y
-            check_X_y(X, y, dtype=[np.float64, np.float32], order="C",
+            check_X_y(X, y, dtype=[np.float64, np.float32], order="C", accept_sparse="csr",
                       y_numeric=family != "logistic")
     except Exception as err:
         return err
@@ -583,7 +589,7 @@ def check_fit_validation(case):
         try:
             est.fit(X, y)
         except Exception as err:
-            # a TypeError only where scikit-learn raises one (sparse input and the like)
+            # a TypeError only where scikit-learn raises one (objects and the like)
             _check_error(err, allow_type_error=isinstance(expected, TypeError)
                          and not isinstance(expected, ValueError))
             return
@@ -637,7 +643,7 @@ def check_predict_validation(case):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            Xc = check_array(X, dtype=[np.float64, np.float32])
+            Xc = check_array(X, dtype=[np.float64, np.float32], accept_sparse="csr")
         expected = None if Xc.shape[1] == 3 else ValueError("wrong number of features")
     except Exception as err:
         expected = err
@@ -696,9 +702,9 @@ def model_validation_cases(draw):
     return family, _corrupt_X(X, x_how, rng), _corrupt_y(y, y_how, rng), (x_how, y_how)
 
 
-#: corruptions of the dtype (or sparse format): the models raise TypeError for these
+#: corruptions of the dtype: the models raise TypeError for these
 _MODEL_DTYPE_ERRORS = {"complex", "complex real", "str numbers", "str words", "object None",
-                       "object mixed", "bytes", "float16", "sparse"}
+                       "object mixed", "bytes", "float16"}
 
 
 def check_model_validation(case):
@@ -712,7 +718,7 @@ def check_model_validation(case):
                                                                    "object None")
             _check_error(err, allow_type_error=dtype_error)
             return
-    assert x_how in ("none", "int", "bool") and y_how == "none", (
+    assert x_how in ("none", "int", "bool", "sparse") and y_how == "none", (
         f"{type(model).__name__} accepted X: {x_how}, y: {y_how}")
 
 

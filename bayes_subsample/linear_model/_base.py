@@ -6,6 +6,7 @@ import functools
 from numbers import Integral, Real
 
 import numpy as np
+from scipy import sparse
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -16,6 +17,14 @@ from ..samplers import SAMPLERS, BaseSampler
 
 #: draws used by predict_proba / predict (evenly spaced over the pooled draws)
 MAX_PREDICT_DRAWS = 1000
+
+
+def times_coef(X, coef_t):
+    """``X @ coef_t`` as a float64 ndarray; a sparse ``X`` is multiplied as it
+    is (never densified)."""
+    if sparse.issparse(X):
+        return np.asarray(X @ coef_t, dtype=np.float64)
+    return np.asarray(X, dtype=np.float64) @ coef_t
 
 
 def all_or_nothing(fit):
@@ -202,12 +211,13 @@ class BayesianGLMBase(BaseEstimator):
 
     def _check_X(self, X):
         check_is_fitted(self)
-        return validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        return validate_data(self, X, reset=False, dtype=[np.float64, np.float32],
+                             accept_sparse="csr")
 
     def _linear_predictor_draws(self, X, max_draws=MAX_PREDICT_DRAWS):
         """``eta`` for every (thinned) draw: shape (n, S), and the weights."""
         coef, icpt, w = self._coef_draws(max_draws)
-        eta = np.asarray(X, dtype=np.float64) @ coef.T + icpt[None, :]
+        eta = times_coef(X, coef.T) + icpt[None, :]
         return eta, w
 
     def to_inference_data(self):
@@ -218,4 +228,5 @@ class BayesianGLMBase(BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = False
+        tags.input_tags.sparse = True     # CSR (other formats converted), never densified
         return tags

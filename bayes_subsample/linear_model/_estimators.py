@@ -5,6 +5,7 @@ import warnings
 from numbers import Real
 
 import numpy as np
+from scipy import sparse
 from scipy.special import expit, log_expit, logsumexp
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils._param_validation import Interval
@@ -14,7 +15,7 @@ from sklearn.utils.validation import validate_data
 from .._driver import seed_sequence
 from .._params import store_params
 from ..models import GaussianRegressionModel, LogisticRegressionModel, PoissonRegressionModel
-from ._base import BayesianGLMBase, all_or_nothing
+from ._base import BayesianGLMBase, all_or_nothing, times_coef
 
 __all__ = ["BayesianLogisticRegression", "BayesianLinearRegression", "BayesianPoissonRegression"]
 
@@ -144,7 +145,8 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
         self
         """
         self._validate()
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], order="C")
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], order="C",
+                             accept_sparse="csr")
         previous = getattr(self, "classes_", None) if self.warm_start else None
         self.classes_, y01 = _encode_labels(y)
         if self.classes_.shape[0] < 2:
@@ -223,7 +225,7 @@ class _BayesianRegressorBase(RegressorMixin, BayesianGLMBase):
         """Validate the hyperparameters and the training data (``y`` as float64)."""
         self._validate()
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], order="C",
-                             y_numeric=True)
+                             accept_sparse="csr", y_numeric=True)
         return X, np.asarray(y, dtype=np.float64)
 
     def _predictive_moments(self, X):
@@ -249,7 +251,7 @@ class _BayesianRegressorBase(RegressorMixin, BayesianGLMBase):
         draws = self.sample_posterior(n_samples=n_samples, random_state=rng)
         p = self.n_features_in_
         icpt = draws[:, p] if self.fit_intercept else 0.0
-        eta = np.asarray(X, dtype=np.float64) @ draws[:, :p].T + icpt
+        eta = times_coef(X, draws[:, :p].T) + icpt
         return self._sample_observation(rng, eta, draws)
 
 
@@ -313,23 +315,26 @@ class BayesianLinearRegression(_BayesianRegressorBase):
             s = float(np.std(y))
             return s if s > 0 else 1.0
         # normal equations in chunks (X is not copied)
-        A = np.zeros((p, p))
-        b = np.zeros(p)
         step = max(1, 2**20 // max(1, X.shape[1]))
-        for s in range(0, n, step):
-            xs = np.asarray(X[s:s + step], dtype=np.float64)
-            if self.fit_intercept:
-                xs = np.column_stack([xs, np.ones(xs.shape[0])])
-            A += xs.T @ xs
-            b += xs.T @ y[s:s + step]
+        if sparse.issparse(X):
+            A, b = _sparse_normal_equations(X, y, self.fit_intercept)
+        else:
+            A = np.zeros((p, p))
+            b = np.zeros(p)
+            for s in range(0, n, step):
+                xs = np.asarray(X[s:s + step], dtype=np.float64)
+                if self.fit_intercept:
+                    xs = np.column_stack([xs, np.ones(xs.shape[0])])
+                A += xs.T @ xs
+                b += xs.T @ y[s:s + step]
         if not (np.isfinite(A).all() and np.isfinite(b).all()):
             raise self._overflow(X, y)
         # minimum-norm least squares (collinear columns allowed)
         beta = np.linalg.lstsq(A, b, rcond=None)[0]
         rss = 0.0
         for s in range(0, n, step):
-            xs = np.asarray(X[s:s + step], dtype=np.float64)
-            pred = xs @ beta[:X.shape[1]] + (beta[-1] if self.fit_intercept else 0.0)
+            pred = (times_coef(X[s:s + step], beta[:X.shape[1]])
+                    + (beta[-1] if self.fit_intercept else 0.0))
             rss += float(np.sum((y[s:s + step] - pred) ** 2))
         sigma = float(np.sqrt(rss / (n - p)))
         if not np.isfinite(sigma):
@@ -378,8 +383,27 @@ def _weighted_mean_sd(v, w):
 _POISSON_MAX_MEAN = float(np.iinfo(np.int64).max) - 10.0 * np.sqrt(float(np.iinfo(np.int64).max))
 
 
+def _sparse_normal_equations(X, y, fit_intercept):
+    """``(A, b) = ([X 1]^T [X 1], [X 1]^T y)`` of a sparse ``X`` by sparse
+    products (``A`` is p x p dense, as in the dense case)."""
+    X = X.astype(np.float64, copy=False)
+    d = X.shape[1]
+    p = d + int(fit_intercept)
+    A = np.zeros((p, p))
+    b = np.zeros(p)
+    A[:d, :d] = (X.T @ X).toarray()
+    b[:d] = X.T @ y
+    if fit_intercept:
+        A[d, :d] = A[:d, d] = np.asarray(X.sum(axis=0)).reshape(-1)
+        A[d, d] = X.shape[0]
+        b[d] = y.sum()
+    return A, b
+
+
 def _absmax(X, step=2**16):
-    """``max |X|`` in row chunks (no copy of X)."""
+    """``max |X|`` in row chunks (no copy of X; sparse: its stored values)."""
+    if sparse.issparse(X):
+        return float(np.max(np.abs(X.data), initial=0.0))
     return max((float(np.max(np.abs(X[s:s + step]))) for s in range(0, X.shape[0], step)),
                default=0.0)
 

@@ -4,18 +4,20 @@
 ``fit_intercept``); the intercept is a virtual column of ones, so ``X`` is
 never copied to add it. ``X`` is used as given when it is a C-contiguous
 float32/float64 array (read-only and memory-mapped arrays work); otherwise it
-is copied once, deliberately, to that layout.
+is copied once, deliberately, to that layout. A scipy.sparse ``X`` is read as
+a CSR matrix (``CsrRows``), never densified.
 """
 from __future__ import annotations
 
 import math
 
 import numpy as np
+from scipy import sparse
 
 from .._threads import available_cores, thread_budget
 from ._base import GaussianPrior, Model, _digest
 from ._cymodel import CyGaussian, CyLogistic, CyPoisson
-from ._rows import DenseRows
+from ._rows import make_rows
 
 __all__ = ["GLM", "LogisticRegressionModel", "PoissonRegressionModel", "GaussianRegressionModel",
            "logistic_residual_range_bound"]
@@ -24,10 +26,21 @@ __all__ = ["GLM", "LogisticRegressionModel", "PoissonRegressionModel", "Gaussian
 _FAMILIES = {"logistic": CyLogistic, "poisson": CyPoisson, "gaussian": CyGaussian}
 
 
-def check_design(X, name="X"):
-    """Validate a design matrix: 2-D, float32/float64, finite, C-contiguous."""
+def check_design(X, name="X", accept_sparse=False):
+    """Validate a design matrix: 2-D, float32/float64, finite, C-contiguous.
+
+    With ``accept_sparse``, a scipy.sparse matrix or array is returned as a
+    canonical CSR matrix (see ``check_sparse_design``); otherwise it is a
+    TypeError.
+    """
+    if sparse.issparse(X):
+        if not accept_sparse:
+            raise TypeError(f"{name}: sparse matrices are not supported by this model; pass "
+                            "a dense array")
+        return check_sparse_design(X, name)
     if hasattr(X, "toarray") or hasattr(X, "tocsr"):
-        raise TypeError(f"{name}: sparse matrices are not supported; pass a dense array")
+        raise TypeError(f"{name}: sparse matrices of type {type(X).__name__} are not "
+                        "supported; pass a scipy.sparse matrix or a dense array")
     X = np.asarray(X)
     if X.dtype not in (np.float32, np.float64):
         if X.dtype.kind in "iub":
@@ -45,6 +58,42 @@ def check_design(X, name="X"):
     for s in range(0, X.shape[0], step):
         if not np.isfinite(X[s : s + step]).all():
             raise ValueError(f"{name} contains NaN or infinity")
+    return X
+
+
+def check_sparse_design(X, name="X"):
+    """Validate a scipy.sparse design matrix (matrix or array); returns it as
+    a canonical CSR matrix of the same kind with float32/float64 data.
+
+    A CSR input with float32/float64 data in canonical form (sorted indices,
+    no duplicates) is returned as it is, without a copy. Otherwise one copy
+    is made: other formats (CSC, COO, ...) are converted to CSR (the compiled
+    models read rows), integer or boolean data are converted to float64, and
+    duplicate entries are summed and indices sorted (``sum_duplicates``) on
+    that copy, never on the caller's matrix. The stored values must be finite.
+    """
+    if len(X.shape) != 2:
+        raise ValueError(f"{name} must be 2-D (n_samples, n_features), got shape {X.shape}")
+    if X.shape[0] < 1 or X.shape[1] < 1:
+        raise ValueError(f"{name} must have at least one row and one column, got {X.shape}")
+    dtype = X.dtype
+    if dtype not in (np.float32, np.float64):
+        if dtype.kind not in "iub":
+            raise TypeError(f"{name} must have float32 or float64 values, got dtype {dtype}")
+        dtype = np.float64
+    owned = False
+    if X.format != "csr":
+        X = X.tocsr()                      # one copy: the kernels read rows
+        owned = True
+    if X.dtype != dtype:
+        X = X.astype(dtype)                # a copy of the data (and of the indices)
+        owned = True
+    if not X.has_canonical_format:
+        if not owned:
+            X = X.copy()                   # sum_duplicates works in place
+        X.sum_duplicates()
+    if not np.isfinite(X.data[: X.nnz]).all():
+        raise ValueError(f"{name} contains NaN or infinity")
     return X
 
 
@@ -86,8 +135,10 @@ class GLM(Model):
 
     Parameters
     ----------
-    X : array-like of shape (n_samples, n_features)
-        Design matrix (float32 or float64; kept in its dtype).
+    X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        Design matrix (float32 or float64; kept in its dtype). A scipy.sparse
+        matrix or array is read as CSR without densifying it (other formats
+        are converted to CSR once, duplicates summed, on a copy).
     y : array-like of shape (n_samples,)
         Targets.
     family : {"logistic", "poisson", "gaussian"}
@@ -109,7 +160,7 @@ class GLM(Model):
         if family not in _FAMILIES:
             raise ValueError(f"family must be one of {sorted(_FAMILIES)}, got {family!r}")
         self.family = family
-        self.X = check_design(X)
+        self.X = check_design(X, accept_sparse=True)
         y = np.asarray(y)
         if y.ndim != 1 or y.shape[0] != self.X.shape[0]:
             raise ValueError(
@@ -153,7 +204,7 @@ class GLM(Model):
             scales[-1] = float(intercept_prior_scale)
         self.prior = GaussianPrior(scales, self.n_params)
         self.n_threads = available_cores() if n_threads is None else max(1, int(n_threads))
-        self._cy = _FAMILIES[family](DenseRows(self.X, self.fit_intercept), self.y, self.phi)
+        self._cy = _FAMILIES[family](make_rows(self.X, self.fit_intercept), self.y, self.phi)
         self._row_norm_max = None
         self._y_absmax = None
 
@@ -172,9 +223,16 @@ class GLM(Model):
         not swapped or edited in bulk, cheap on 1e7 rows; not a proof)."""
         fp = super().fingerprint()
         rows = np.unique(np.linspace(0, self.n_data - 1, min(self.n_data, 4096)).astype(np.int64))
+        if sparse.issparse(self.X):
+            # the stored entries of the rows (index types unified: the same matrix
+            # in int32 or int64 indices has one fingerprint)
+            sub = self.X[rows]
+            X, terms = f"csr{self.X.dtype.str}{self.X.shape}", _digest(
+                sub.data, sub.indices.astype(np.int64), sub.indptr.astype(np.int64))
+        else:
+            X, terms = f"{self.X.dtype.str}{self.X.shape}", _digest(np.asarray(self.X[rows]))
         fp.update(family=self.family, phi=repr(self.phi), fit_intercept=str(self.fit_intercept),
-                  X=f"{self.X.dtype.str}{self.X.shape}", y=_digest(self.y),
-                  terms=_digest(np.asarray(self.X[rows])))
+                  X=X, y=_digest(self.y), terms=terms)
         return fp
 
     # ---- per-datum terms ------------------------------------------------------
@@ -183,7 +241,10 @@ class GLM(Model):
         theta = self.check_theta(theta)
         if X is None:
             return self._cy.eta(theta)
-        eta = np.asarray(X, dtype=np.float64) @ theta[: self.n_features]
+        if sparse.issparse(X):
+            eta = np.asarray(X @ theta[: self.n_features], dtype=np.float64).reshape(-1)
+        else:
+            eta = np.asarray(X, dtype=np.float64) @ theta[: self.n_features]
         if self.fit_intercept:
             eta += theta[-1]
         return eta
@@ -222,7 +283,10 @@ class GLM(Model):
         """Threads of a full pass in the calling thread: the thread budget
         (``n_threads``, capped by the driver's per-chain share) on large data,
         where they pay off, else 1. Results do not depend on it."""
-        if self.n_data * self.n_features >= 1_000_000:
+        # the pass reads n x d values (dense) or the stored entries (sparse)
+        size = (self.X.nnz + self.n_data if sparse.issparse(self.X)
+                else self.n_data * self.n_features)
+        if size >= 1_000_000:
             return thread_budget(self.n_threads)
         return 1
 
@@ -232,7 +296,8 @@ class GLM(Model):
                                   self.pass_threads())
 
     def subset(self, idx):
-        """A GLM of the rows ``idx`` (copied), with the same prior and one thread."""
+        """A GLM of the rows ``idx`` (copied; CSR stays CSR), with the same prior and
+        one thread."""
         idx = np.sort(self.check_indices(idx))
         sub = GLM(self.X[idx], self.y[idx], self.family, fit_intercept=self.fit_intercept,
                   noise_scale=self.noise_scale or 1.0, n_threads=1)
@@ -262,10 +327,9 @@ class GLM(Model):
     def _max_abs_y_times_norm(self):
         if self._y_absmax is None:
             best = 0.0
-            step = max(1, 2**20 // self.n_features)
+            step = 2**16        # row norms in chunks (compiled, dense or CSR rows)
             for s in range(0, self.n_data, step):
-                xs = np.asarray(self.X[s : s + step], dtype=np.float64)
-                norms = np.sqrt(np.einsum("ij,ij->i", xs, xs) + float(self.fit_intercept))
+                norms = self._cy.rows.row_norms(s, min(s + step, self.n_data))
                 best = max(best, float(np.max(np.abs(self.y[s : s + step]) * norms)))
             self._y_absmax = best
         return self._y_absmax
@@ -328,10 +392,24 @@ class GaussianRegressionModel(GLM):
 
     def exact_posterior(self):
         """Closed-form posterior ``(mean, covariance)`` (conjugate Gaussian)."""
-        X = np.asarray(self.X, dtype=np.float64)
-        if self.fit_intercept:
-            X = np.column_stack([X, np.ones(self.n_data)])
-        prec = X.T @ X / self.phi + np.diag(self.prior.precision)
+        if sparse.issparse(self.X):
+            # X^T X and X^T y by sparse products (p x p dense: the covariance is)
+            X = self.X.astype(np.float64, copy=False)
+            d = self.n_features
+            XtX = np.zeros((self.n_params, self.n_params))
+            XtX[:d, :d] = (X.T @ X).toarray()
+            Xty = np.zeros(self.n_params)
+            Xty[:d] = X.T @ self.y
+            if self.fit_intercept:
+                XtX[d, :d] = XtX[:d, d] = np.asarray(X.sum(axis=0)).reshape(-1)
+                XtX[d, d] = self.n_data
+                Xty[d] = self.y.sum()
+        else:
+            X = np.asarray(self.X, dtype=np.float64)
+            if self.fit_intercept:
+                X = np.column_stack([X, np.ones(self.n_data)])
+            XtX, Xty = X.T @ X, X.T @ self.y
+        prec = XtX / self.phi + np.diag(self.prior.precision)
         cov = np.linalg.inv(prec)
-        mean = cov @ (X.T @ self.y / self.phi)
+        mean = cov @ (Xty / self.phi)
         return mean, cov

@@ -6,9 +6,15 @@
 # it. All methods work on a chunk of rows (an index array or a contiguous
 # range) in one call, so the virtual dispatch costs one indirect call per
 # chunk, never one per row. ``DenseRows`` stores a C-contiguous float32 or
-# float64 array; a sparse (CSR) subclass plugs in behind the same methods.
-from libc.stdint cimport int64_t
+# float64 array; ``CsrRows`` a canonical CSR matrix (scipy.sparse) behind the
+# same methods, so the models and the samplers never see which one they read.
+from libc.stdint cimport int32_t, int64_t
 from bayes_subsample._typedefs cimport floating
+
+# index type of a CSR matrix (scipy uses int32, or int64 for large matrices)
+ctypedef fused index_t:
+    int32_t
+    int64_t
 
 
 cdef inline double row_dot(const floating* x, const double* theta, Py_ssize_t d,
@@ -67,3 +73,21 @@ cdef class DenseRows(Rows):
     cdef const double[:, ::1] X64
     cdef readonly bint is32
     cdef readonly object array     # the NumPy array (kept alive, never copied)
+
+
+cdef class CsrRows(Rows):
+    # raw pointers into the arrays of ``matrix`` (no copy); one of each pair is used
+    cdef const float* data32
+    cdef const double* data64
+    cdef const int32_t* indices32
+    cdef const int32_t* indptr32
+    cdef const int64_t* indices64
+    cdef const int64_t* indptr64
+    cdef readonly bint is32          # float32 data
+    cdef readonly bint index64       # int64 indices and indptr
+    cdef readonly Py_ssize_t nnz
+    cdef readonly object matrix      # the scipy.sparse CSR matrix (kept alive)
+    cdef object _keep                # the arrays behind the pointers
+
+    # sum of squares of row i's stored values
+    cdef double _sq_norm(self, Py_ssize_t i) noexcept nogil

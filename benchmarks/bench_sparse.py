@@ -1,0 +1,187 @@
+"""Benchmark: an HMC-ECS fit on a sparse (CSR) design: time, peak memory, ESS.
+
+Each configuration runs in a fresh subprocess: it draws a logistic problem
+with ``n`` rows, ``p`` columns and exactly ``--nnz`` stored entries per row
+(distinct sorted columns, N(0, 1) values, float64 data, int32 indices;
+coefficients N(0, 0.3^2), intercept -0.5), notes the resident set size (RSS)
+before the fit -- the CSR arrays, y, the interpreter and the libraries --
+resets the kernel's peak-RSS counter (``/proc/self/clear_refs``, Linux) and
+fits ``BayesianLogisticRegression`` (HMC-ECS, 2 chains in 2 threads, 300
+warmup + 500 draws) on the ``csr_matrix``. It reports the fit's wall time,
+``peak / CSR`` (the peak RSS during the fit over the bytes of the CSR arrays
+``data + indices + indptr``), ``added / CSR`` (what the fit added to the RSS
+it started from) and the smallest bulk ESS over the coefficients.
+
+The p x p problem
+-----------------
+HMC-ECS needs dense ``p x p`` matrices, whatever the format of X: the
+second-order control variates' Hessian sum ``B`` and the dense mass matrix
+(the posterior precision at theta*) with its Cholesky factors. The largest
+of them is the full data pass with ``hessian=True`` (``CyGLM.full_sums`` in
+``models/_cymodel.pyx``): it callocs one ``p x p`` block per 4096-row chunk
+(its threads reduce fixed chunks in a fixed order), ``ceil(n / 4096) p^2``
+doubles, before summing them. Before a configuration runs, its dense ``p x p``
+bytes are estimated (below); one whose full pass alone would need more than
+``--max-dense-gb`` is not run, and its estimate is reported instead. The
+default p = 1e4 at n = 1e5 is such a case (25 chunks x 800 MB = 20 GB).
+
+Usage::
+
+    python benchmarks/bench_sparse.py                       # n = 1e5, p = 1e3 and 1e4
+    python benchmarks/bench_sparse.py --n-cols 2000         # one size
+    python benchmarks/bench_sparse.py --n-rows 1e6          # tall (minutes; GBs of RAM)
+
+Writes ``benchmarks/results/sparse.json`` (or ``--out``) and prints a Markdown
+table. Linux only (reads /proc).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+
+#: rows per chunk of the compiled full pass (``PASS_CHUNK`` in models/_cymodel.pyx)
+PASS_CHUNK = 4096
+
+_CHILD = r"""
+import json, sys, time, warnings
+import numpy as np
+from scipy import sparse
+from bayes_subsample import BayesianLogisticRegression, diagnostics
+
+def status():
+    out = {}
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            key, value = line.split(":", 1)
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(value.split()[0]) * 1024
+    return out
+
+n, p, nnz = (int(float(a)) for a in sys.argv[1:4])
+n_samples, n_warmup = int(sys.argv[4]), int(sys.argv[5])
+rng = np.random.default_rng(0)
+# nnz distinct sorted columns per row: a sorted draw from [0, p - nnz] plus 0..nnz-1
+cols = np.empty((n, nnz), dtype=np.int32)
+step = 1 << 16
+for s in range(0, n, step):
+    c = np.sort(rng.integers(0, p - nnz + 1, size=(min(step, n - s), nnz)), axis=1)
+    cols[s:s + step] = c + np.arange(nnz)
+X = sparse.csr_matrix((rng.standard_normal(n * nnz), cols.ravel(),
+                       np.arange(0, n * nnz + 1, nnz)), shape=(n, p))
+del cols
+coef = 0.3 * rng.standard_normal(p)
+eta = X @ coef - 0.5
+y = (rng.random(n) < 1.0 / (1.0 + np.exp(-eta))).astype(np.float64)
+csr_bytes = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
+before = status()["VmRSS"]
+with open("/proc/self/clear_refs", "w") as fh:
+    fh.write("5")                      # reset the peak RSS (VmHWM) to the current RSS
+t0 = time.perf_counter()
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    est = BayesianLogisticRegression(n_samples=n_samples, n_warmup=n_warmup, n_chains=2,
+                                     n_jobs=2, random_state=0).fit(X, y)
+seconds = time.perf_counter() - t0
+peak = status()["VmHWM"]
+draws = est.posterior_draws_
+ess = np.asarray(diagnostics.ess_bulk(draws))
+tuning = est.diagnostics_["tuning"][0]
+stats = est.trace_.stats
+frac = float(np.mean(stats["data_fraction"])) if "data_fraction" in stats else None
+print(json.dumps({
+    "n": n, "p": p, "nnz_per_row": nnz, "csr_bytes": int(csr_bytes),
+    "rss_before": before, "peak_rss": peak, "fit_seconds": seconds,
+    "min_ess_bulk": float(ess.min()), "median_ess_bulk": float(np.median(ess)),
+    "n_draws": int(draws.shape[0] * draws.shape[1]),
+    "full_data": bool(tuning.get("full_data", False)), "m": int(tuning["m"]),
+    "step_size": float(tuning.get("step_size", float("nan"))),
+    "data_fraction_per_iteration": frac,
+    "max_abs_coef_error": float(np.max(np.abs(est.coef_ - coef))),
+}))
+"""
+
+
+def dense_estimate(n, p, n_chains=2):
+    """Bytes of the dense ``(p + 1) x (p + 1)`` float64 buffers of an HMC-ECS
+    fit, by where they are allocated (not all live at once; the full pass is
+    the peak)."""
+    q = 8 * (p + 1) ** 2
+    chunks = math.ceil(n / PASS_CHUNK)
+    return {
+        "full_pass_chunk_hessians (CyGLM.full_sums, ceil(n/4096) blocks)": chunks * q,
+        "full_pass_hessian_sum": q,
+        "newton_system (refine_theta_star: -H + prior, symmetrised)": 2 * q,
+        "factor_precision (P, L, inv L, cov, chol cov)": 5 * q,
+        "per chain: metric factors + ECSCore copy of B": n_chains * 6 * q,
+    }
+
+
+def run(n, p, nnz, n_samples, n_warmup):
+    res = subprocess.run([sys.executable, "-c", _CHILD, str(n), str(p), str(nnz),
+                          str(n_samples), str(n_warmup)], capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"n={n}, p={p}: the fit failed:\n{res.stderr[-3000:]}")
+    r = json.loads(res.stdout.strip().splitlines()[-1])
+    r["peak_over_csr"] = r["peak_rss"] / r["csr_bytes"]
+    r["added_over_csr"] = (r["peak_rss"] - r["rss_before"]) / r["csr_bytes"]
+    return r
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n-rows", type=float, default=1e5)
+    ap.add_argument("--n-cols", type=float, nargs="*", default=[1e3, 1e4])
+    ap.add_argument("--nnz", type=int, default=20, help="stored entries per row")
+    ap.add_argument("--n-samples", type=int, default=500)
+    ap.add_argument("--n-warmup", type=int, default=300)
+    ap.add_argument("--max-dense-gb", type=float, default=4.0,
+                    help="skip a size whose full pass with Hessian needs more p x p memory")
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results",
+                                                  "sparse.json"))
+    args = ap.parse_args(argv)
+    n = int(args.n_rows)
+    rows = []
+    print("| n | p | nnz/row | CSR MB | fit s | peak RSS / CSR | added by fit / CSR | "
+          "min ESS (bulk) | m | data read / iter |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for p in (int(v) for v in args.n_cols):
+        est = dense_estimate(n, p)
+        full_pass = sum(v for k, v in est.items() if k.startswith("full_pass"))
+        if full_pass > args.max_dense_gb * 1e9:
+            rows.append({"n": n, "p": p, "nnz_per_row": args.nnz, "skipped": True,
+                         "dense_pxp_bytes": est})
+            print(f"| {n:,} | {p:,} | {args.nnz} | {n * args.nnz * 12 / 1e6:.0f} | not run: "
+                  f"the full pass with Hessian needs {full_pass / 1e9:.1f} GB of p x p "
+                  f"blocks (> --max-dense-gb {args.max_dense_gb:g}) | | | | | |", flush=True)
+            continue
+        r = run(n, p, args.nnz, args.n_samples, args.n_warmup)
+        r["dense_pxp_bytes"] = est
+        rows.append(r)
+        frac = r["data_fraction_per_iteration"]
+        print(f"| {n:,} | {p:,} | {args.nnz} | {r['csr_bytes'] / 1e6:.0f} | "
+              f"{r['fit_seconds']:.1f} | {r['peak_over_csr']:.1f} | {r['added_over_csr']:.1f} | "
+              f"{r['min_ess_bulk']:.0f} of {r['n_draws']} | "
+              f"{'full data' if r['full_data'] else r['m']} | "
+              f"{'' if frac is None else f'{frac:.3f}'} |", flush=True)
+    for r in rows:
+        if r.get("skipped"):
+            print(f"\np = {r['p']:,}, n = {n:,}: dense (p+1) x (p+1) float64 buffers of HMC-ECS "
+                  "(where allocated; the first is the peak):")
+            for k, v in r["dense_pxp_bytes"].items():
+                print(f"  {v / 1e9:8.2f} GB  {k}")
+    result = {"command": "python benchmarks/bench_sparse.py " + " ".join(argv or sys.argv[1:]),
+              "platform": platform.platform(), "cpu_count": os.cpu_count(),
+              "load_average": os.getloadavg(), "runs": rows}
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    with open(args.out, "w") as fh:
+        json.dump(result, fh, indent=2)
+    print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
