@@ -215,3 +215,29 @@ def test_hmc_ecs_subsamples_and_matches_full_hmc_closely(multinomial_problem):
     assert np.all(err < 0.1 * fb.std(axis=0) + 3 * mcse), err / fb.std(axis=0)
     n_leapfrog = tr.tuning[0]["n_leapfrog"]
     assert np.mean(tr.stats["n_evals"]) < 0.5 * model.n_data * n_leapfrog
+
+
+@pytest.mark.parametrize("order", [0, 1, 2])
+def test_residuals_ignore_a_shift_common_to_every_class(order):
+    """The residuals do not change when the same vector is added to every
+    class's coefficients (the direction only the prior sees, where chains roam
+    by several units): compiled model and HMC-ECS core agree to rounding with
+    and without a large shift (a regression test: the uncentred computation
+    lost ~1e-4 of residuals of size ~1e-3 to cancellation at shifts of ~10)."""
+    model, B = _model(n=500, K=5)
+    rng = np.random.default_rng(5)
+    ts = B.ravel()
+    theta = ts + 0.05 * rng.normal(size=model.n_params)
+    idx = np.arange(model.n_data)
+    base = model.cv_residual_terms(theta, ts, idx, order)
+    core = ECSCore(model.compiled, order, model.prior.precision, "perturbed")
+    cv = TaylorControlVariate(model, ts, order=order)
+    core.set_rows(idx[:100], 10)
+    core.set_reference(ts, cv.L_star, cv.A, cv.B)
+    for size in (1.0, 10.0, 40.0):
+        shift = np.tile(size * rng.normal(size=model.n_cols), model.n_classes)
+        shifted = model.cv_residual_terms(theta + shift, ts, idx, order)
+        np.testing.assert_allclose(shifted, base, rtol=1e-9, atol=1e-13 * (1 + size))
+        core.set_position(theta + shift)
+        _, d = core.batch_stats(idx[:100], 10)
+        np.testing.assert_allclose(d, base[:100], rtol=1e-9, atol=1e-13 * (1 + size))

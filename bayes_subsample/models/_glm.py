@@ -97,6 +97,27 @@ def check_sparse_design(X, name="X"):
     return X
 
 
+def design_fingerprint(X):
+    """``{"X": shape and dtype, "terms": a hash of up to 4096 evenly spaced rows}``
+    of a dense or CSR design (a check that data were not swapped or edited in
+    bulk, cheap on 1e7 rows; not a proof)."""
+    n = X.shape[0]
+    rows = np.unique(np.linspace(0, n - 1, min(n, 4096)).astype(np.int64))
+    if sparse.issparse(X):
+        # the stored entries of the rows (index types unified: the same matrix
+        # in int32 or int64 indices has one fingerprint)
+        sub = X[rows]
+        return {"X": f"csr{X.dtype.str}{X.shape}",
+                "terms": _digest(sub.data, sub.indices.astype(np.int64),
+                                 sub.indptr.astype(np.int64))}
+    return {"X": f"{X.dtype.str}{X.shape}", "terms": _digest(np.asarray(X[rows]))}
+
+
+def design_size(X):
+    """Values a full pass reads: n x d (dense) or the stored entries + n (CSR)."""
+    return X.nnz + X.shape[0] if sparse.issparse(X) else X.shape[0] * X.shape[1]
+
+
 #: max over eta of |b'''(eta)| for b = softplus: sigma (1 - sigma) (1 - 2 sigma)
 #: peaks at sigma = (3 - sqrt 3) / 6 with value 1 / (6 sqrt 3)
 LOGISTIC_B3_MAX = 1.0 / (6.0 * math.sqrt(3.0))
@@ -222,17 +243,8 @@ class GLM(Model):
         and of up to 4096 evenly spaced rows of ``X`` (a check that data were
         not swapped or edited in bulk, cheap on 1e7 rows; not a proof)."""
         fp = super().fingerprint()
-        rows = np.unique(np.linspace(0, self.n_data - 1, min(self.n_data, 4096)).astype(np.int64))
-        if sparse.issparse(self.X):
-            # the stored entries of the rows (index types unified: the same matrix
-            # in int32 or int64 indices has one fingerprint)
-            sub = self.X[rows]
-            X, terms = f"csr{self.X.dtype.str}{self.X.shape}", _digest(
-                sub.data, sub.indices.astype(np.int64), sub.indptr.astype(np.int64))
-        else:
-            X, terms = f"{self.X.dtype.str}{self.X.shape}", _digest(np.asarray(self.X[rows]))
         fp.update(family=self.family, phi=repr(self.phi), fit_intercept=str(self.fit_intercept),
-                  X=X, y=_digest(self.y), terms=terms)
+                  y=_digest(self.y), **design_fingerprint(self.X))
         return fp
 
     # ---- per-datum terms ------------------------------------------------------
@@ -283,10 +295,7 @@ class GLM(Model):
         """Threads of a full pass in the calling thread: the thread budget
         (``n_threads``, capped by the driver's per-chain share) on large data,
         where they pay off, else 1. Results do not depend on it."""
-        # the pass reads n x d values (dense) or the stored entries (sparse)
-        size = (self.X.nnz + self.n_data if sparse.issparse(self.X)
-                else self.n_data * self.n_features)
-        if size >= 1_000_000:
+        if design_size(self.X) >= 1_000_000:
             return thread_budget(self.n_threads)
         return 1
 

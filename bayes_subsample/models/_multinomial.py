@@ -24,19 +24,22 @@ against.
 from __future__ import annotations
 
 import numpy as np
+from scipy import sparse
 from scipy.special import logsumexp, softmax
 
 from .._threads import available_cores, thread_budget
 from ._base import GaussianPrior, Model, _digest
 from ._cymultinomial import CyMultinomial
-from ._rows import DenseRows
+from ._glm import check_design, design_fingerprint, design_size
+from ._rows import make_rows
 
 __all__ = ["MultinomialLogisticModel"]
 
 
 # ---- plain NumPy definitions (the reference of the compiled kernels) -------------------------
 def _design(X, idx, intercept):
-    Xs = np.asarray(X[idx], dtype=np.float64)
+    Xs = X[idx].toarray() if sparse.issparse(X) else X[idx]
+    Xs = np.asarray(Xs, dtype=np.float64)
     if intercept:
         Xs = np.column_stack([Xs, np.ones(Xs.shape[0])])
     return Xs
@@ -101,8 +104,9 @@ class MultinomialLogisticModel(Model):
 
     Parameters
     ----------
-    X : array-like of shape (n_samples, n_features)
-        Design matrix (float32 or float64; kept in its dtype).
+    X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        Design matrix (float32 or float64; kept in its dtype). A scipy.sparse
+        ``X`` is read as CSR without densifying it (see :class:`GLM`).
     y : array-like of shape (n_samples,)
         Class indices ``0 .. n_classes - 1``.
     n_classes : int, optional
@@ -122,8 +126,7 @@ class MultinomialLogisticModel(Model):
 
     def __init__(self, X, y, *, n_classes=None, fit_intercept=True, prior_scale=10.0,
                  intercept_prior_scale=10.0, n_threads=None):
-        from ._glm import check_design
-        self.X = check_design(X)
+        self.X = check_design(X, accept_sparse=True)
         y = np.asarray(y)
         if y.ndim != 1 or y.shape[0] != self.X.shape[0]:
             raise ValueError(f"y must have shape ({self.X.shape[0]},) to match X, got {y.shape}")
@@ -148,7 +151,7 @@ class MultinomialLogisticModel(Model):
             scales[:, -1] = float(intercept_prior_scale)
         self.prior = GaussianPrior(scales.ravel(), self.n_params)
         self.n_threads = available_cores() if n_threads is None else max(1, int(n_threads))
-        self._cy = CyMultinomial(DenseRows(self.X, self.fit_intercept), self.y, K)
+        self._cy = CyMultinomial(make_rows(self.X, self.fit_intercept), self.y, K)
         self._row_norm_max = None
 
     @property
@@ -158,10 +161,9 @@ class MultinomialLogisticModel(Model):
 
     def fingerprint(self):
         fp = super().fingerprint()
-        rows = np.unique(np.linspace(0, self.n_data - 1, min(self.n_data, 4096)).astype(np.int64))
         fp.update(family=self.family, n_classes=str(self.n_classes),
-                  fit_intercept=str(self.fit_intercept), X=f"{self.X.dtype.str}{self.X.shape}",
-                  y=_digest(self.y), terms=_digest(np.asarray(self.X[rows])))
+                  fit_intercept=str(self.fit_intercept), y=_digest(self.y),
+                  **design_fingerprint(self.X))
         return fp
 
     # ---- layout ---------------------------------------------------------------------------
@@ -180,6 +182,8 @@ class MultinomialLogisticModel(Model):
         if X is None:
             return self._cy.eta(theta)
         coef, icpt = self.unpack(theta)
+        if sparse.issparse(X):
+            return np.asarray(X @ coef.T, dtype=np.float64) + icpt
         return np.asarray(X, dtype=np.float64) @ coef.T + icpt
 
     # ---- per-datum terms (compiled) ----------------------------------------------------------
@@ -218,7 +222,7 @@ class MultinomialLogisticModel(Model):
         """Threads of a full pass in the calling thread: the thread budget
         (``n_threads``, capped by the driver's per-chain share) on large data,
         where they pay off, else 1. Results do not depend on it."""
-        if self.n_data * self.n_params >= 1_000_000:
+        if (design_size(self.X) + self.n_data) * self.n_classes >= 1_000_000:
             return thread_budget(self.n_threads)
         return 1
 
@@ -240,12 +244,7 @@ class MultinomialLogisticModel(Model):
     def row_norm_max(self):
         """``max_k ||x_k||`` including the intercept column (computed once)."""
         if self._row_norm_max is None:
-            best = 0.0
-            step = max(1, 2**20 // self.n_features)
-            for s in range(0, self.n_data, step):
-                xs = np.asarray(self.X[s : s + step], dtype=np.float64)
-                best = max(best, float(np.max(np.einsum("ij,ij->i", xs, xs))))
-            self._row_norm_max = float(np.sqrt(best + float(self.fit_intercept)))
+            self._row_norm_max = float(self._cy.rows.row_norm_max())
         return self._row_norm_max
 
     def _spread(self, h):

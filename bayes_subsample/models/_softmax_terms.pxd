@@ -12,9 +12,11 @@
 #   order 0: d = delta_y - D,                      D = lse(eta) - lse(eta*)
 #   order 1: d = -(D - p*.delta)
 #   order 2: d = -(D - p*.delta - (sum_k p*_k delta_k^2 - (p*.delta)^2) / 2)
-# D is computed as log1p(sum_k p*_k expm1(delta_k)) while |delta| is moderate,
-# so the cancellation in the residuals costs an error relative to |delta|, not
-# to |lse|; beyond, as a direct difference of log-sum-exps.
+# With the centred deviations c_k = delta_k - p*.delta (the residuals do not
+# change under a shift common to all classes), D - p*.delta is computed as
+# log1p(sum_k p*_k expm1(c_k)) while |c| is moderate, so the cancellation in the
+# residuals costs an error relative to |c|, not to |lse| or to a common shift;
+# beyond, as a direct difference of log-sum-exps.
 #
 # The cache of one datum at eta* (``2K + 1`` doubles, ``SOFTMAX_CACHE(K)``):
 # eta*_0..K-1, p*_0..K-1, lse(eta*).
@@ -67,46 +69,53 @@ cdef inline void softmax_cache(Py_ssize_t K, const double* eta_star, double* cac
 cdef inline double softmax_residual(int order, Py_ssize_t K, int y, const double* eta,
                                     const double* cache, double* dp) noexcept nogil:
     """Residual ``d`` of the order-0/1/2 Taylor expansion at the cached ``eta*``
-    (``cache``: see above); ``dp[k] = dd/deta_k`` when ``dp`` is not NULL."""
+    (``cache``: see above); ``dp[k] = dd/deta_k`` when ``dp`` is not NULL.
+
+    The residuals do not change when the same number is added to every
+    ``delta_k`` (a shift common to all classes, which the posterior leaves to the
+    prior), and neither does anything computed here: the deviations are centred
+    first, ``c_k = delta_k - p*.delta``, so that ``D - p*.delta = log sum_k p*_k
+    e^{c_k}`` and the quadratic term ``sum_k p*_k c_k^2`` are computed without
+    cancelling large shifts."""
     cdef const double* es = cache
     cdef const double* ps = cache + K
-    cdef double u = 0.0, pd = 0.0, pdd = 0.0, D, dl, e, t
+    cdef double u = 0.0, pd = 0.0, var = 0.0, Dc, c, e, t
     cdef Py_ssize_t k
     cdef bint small = True
     for k in range(K):
-        dl = eta[k] - es[k]
-        pd += ps[k] * dl
-        pdd += ps[k] * dl * dl
-        if fabs(dl) > 30.0:
+        pd += ps[k] * (eta[k] - es[k])
+    for k in range(K):
+        c = (eta[k] - es[k]) - pd
+        var += ps[k] * c * c
+        if fabs(c) > 30.0:
             small = False
     if small:
-        # D = log sum_k p*_k e^{delta_k}; p_k = p*_k e^{delta_k} / (1 + u)
+        # Dc = D - p*.delta = log sum_k p*_k e^{c_k}; p_k = p*_k e^{c_k} / (1 + u)
         for k in range(K):
-            e = expm1(eta[k] - es[k])
+            e = expm1((eta[k] - es[k]) - pd)
             u += ps[k] * e
             if dp != NULL:
                 dp[k] = ps[k] * (1.0 + e)
-        D = log1p(u)
+        Dc = log1p(u)
         if dp != NULL:
             t = 1.0 / (1.0 + u)
             for k in range(K):
                 dp[k] *= t
     else:
-        D = softmax_lse(K, eta, dp) - cache[2 * K]
+        Dc = (softmax_lse(K, eta, dp) - cache[2 * K]) - pd
     # dp holds p = softmax(eta) here
     if order == 0:
         if dp != NULL:
             for k in range(K):
                 dp[k] = -dp[k]
             dp[y] += 1.0
-        return (eta[y] - es[y]) - D
+        return ((eta[y] - es[y]) - pd) - Dc
     if order == 1:
         if dp != NULL:
             for k in range(K):
                 dp[k] = -(dp[k] - ps[k])
-        return -(D - pd)
+        return -Dc
     if dp != NULL:
         for k in range(K):
-            dl = eta[k] - es[k]
-            dp[k] = -(dp[k] - ps[k] - ps[k] * dl + ps[k] * pd)
-    return -(D - pd - 0.5 * (pdd - pd * pd))
+            dp[k] = -(dp[k] - ps[k] - ps[k] * ((eta[k] - es[k]) - pd))
+    return -(Dc - 0.5 * var)
