@@ -103,9 +103,18 @@ class BayesianGLMBase(BaseEstimator):
         return old
 
     def _run(self, model):
-        names = [f"coef[{j}]" for j in range(model.n_features)]
-        if model.fit_intercept:
-            names.append("intercept")
+        K = getattr(model, "n_classes", None)
+        if K is None:
+            names = [f"coef[{j}]" for j in range(model.n_features)]
+            if model.fit_intercept:
+                names.append("intercept")
+        else:
+            # class-major blocks, as theta is laid out (MultinomialLogisticModel)
+            names = []
+            for c in range(K):
+                names += [f"coef[{c},{j}]" for j in range(model.n_features)]
+                if model.fit_intercept:
+                    names.append(f"intercept[{c}]")
         previous = self._previous_run()
         if previous is not None:
             # an interrupted fit is completed first; a complete one gains n_samples draws
@@ -129,8 +138,16 @@ class BayesianGLMBase(BaseEstimator):
         self.posterior_draws_ = trace.draws
         mean = trace.posterior_mean()
         p = model.n_features
-        self.coef_ = mean[:p].copy()
-        self.intercept_ = float(mean[p]) if model.fit_intercept else 0.0
+        if K is None:
+            self.coef_ = mean[:p].copy()
+            self.intercept_ = float(mean[p]) if model.fit_intercept else 0.0
+        else:
+            # posterior means of the centred coefficients (each coordinate minus its
+            # mean over classes): the part the data identify, summing to zero over
+            # classes like scikit-learn's multinomial coefficients
+            coef, icpt = model.unpack(mean)
+            self.coef_ = coef - coef.mean(axis=0)
+            self.intercept_ = icpt - icpt.mean()
         self.diagnostics_ = self._diagnostics(trace)
         if trace.signs is not None:
             self.posterior_signs_ = trace.signs
@@ -219,6 +236,22 @@ class BayesianGLMBase(BaseEstimator):
         coef, icpt, w = self._coef_draws(max_draws)
         eta = times_coef(X, coef.T) + icpt[None, :]
         return eta, w
+
+    def _class_predictor_draws(self, X, max_draws=MAX_PREDICT_DRAWS):
+        """Multinomial fits: ``eta`` of shape (n, S, K) for every (thinned) draw,
+        and the weights (the draws' class blocks as ``_coef_draws`` thins them)."""
+        flat = self._flat_draws()
+        w = self.trace_.weights()
+        if max_draws is not None and flat.shape[0] > max_draws:
+            keep = np.linspace(0, flat.shape[0] - 1, max_draws).round().astype(np.int64)
+            flat, w = flat[keep], w[keep]
+            w = w / w.sum()
+        K, d = self.classes_.shape[0], self.n_features_in_
+        t = flat.reshape(flat.shape[0], K, -1)
+        coef = t[:, :, :d]                                   # (S, K, d)
+        icpt = t[:, :, d] if self.fit_intercept else np.zeros((flat.shape[0], K))
+        eta = times_coef(X, coef.reshape(-1, d).T).reshape(X.shape[0], flat.shape[0], K)
+        return eta + icpt[None, :, :], w
 
     def to_inference_data(self):
         """The fitted posterior as ``arviz.InferenceData`` (needs arviz)."""

@@ -6,15 +6,16 @@ from numbers import Real
 
 import numpy as np
 from scipy import sparse
-from scipy.special import expit, log_expit, logsumexp
+from scipy.special import expit, log_expit, log_softmax, logsumexp, softmax
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils._param_validation import Interval
-from sklearn.utils.multiclass import check_classification_targets, type_of_target
+from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
 from .._driver import seed_sequence
 from .._params import store_params
-from ..models import GaussianRegressionModel, LogisticRegressionModel, PoissonRegressionModel
+from ..models import (GaussianRegressionModel, LogisticRegressionModel,
+                      MultinomialLogisticModel, PoissonRegressionModel)
 from ._base import BayesianGLMBase, all_or_nothing, times_coef
 
 __all__ = ["BayesianLogisticRegression", "BayesianLinearRegression", "BayesianPoissonRegression"]
@@ -115,15 +116,39 @@ def _encode_labels(y):
     return classes, y01
 
 
+def _class_indices(y, classes):
+    """Labels as float64 class indices ``0 .. K - 1`` (chunked)."""
+    out = np.empty(y.shape[0], dtype=np.float64)
+    for s in range(0, y.shape[0], _LABEL_CHUNK):
+        out[s:s + _LABEL_CHUNK] = np.searchsorted(classes, y[s:s + _LABEL_CHUNK])
+    return out
+
+
 class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
     __doc__ = f"""Bayesian logistic regression sampled by MCMC.
+
+    Two classes: logistic regression (``classes_[1]`` is the positive class).
+    More than two: multinomial (softmax) regression with one coefficient vector
+    per class, :class:`~bayes_subsample.models.MultinomialLogisticModel`; every
+    sampler runs on both (see the algorithm page on multinomial regression for
+    the parameterisation and why its posterior is proper).
 
     Parameters
     ----------{_COMMON_DOC}
     Attributes
     ----------
-    classes_ : ndarray of shape (2,)
-        The two class labels; ``classes_[1]`` is the positive class.{_ATTR_DOC}
+    classes_ : ndarray of shape (n_classes,)
+        The class labels, sorted.{_ATTR_DOC}
+    With more than two classes (``K = n_classes``, ``p1 = n_features_in_ +
+    fit_intercept``), ``coef_`` has shape (K, n_features) and ``intercept_``
+    (K,): the posterior means of the centred coefficients (each coordinate
+    minus its mean over classes, the part the data identify; they sum to zero
+    over classes, like scikit-learn's multinomial coefficients).
+    ``posterior_draws_`` has shape (n_chains, n_samples, K * p1): the draws as
+    sampled, one block of ``p1`` columns per class in the order of
+    ``classes_`` (coefficients, then the intercept); a shift common to all
+    classes changes no prediction and is left to the prior.
+
     Examples
     --------
     >>> import numpy as np
@@ -154,24 +179,24 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
                 "This solver needs samples of at least 2 classes in the data, but the data "
                 f"contains only one class: {self.classes_[0]!r}"
             )
-        if self.classes_.shape[0] > 2:
-            raise ValueError(
-                "Only binary classification is supported. The type of the target is "
-                f"{type_of_target(self.classes_)}: BayesianLogisticRegression got "
-                f"{self.classes_.shape[0]} classes: {self.classes_.tolist()}"
-            )
         if previous is not None and not np.array_equal(previous, self.classes_):
             raise ValueError(f"warm_start: the classes changed from {previous.tolist()} to "
                              f"{self.classes_.tolist()}; fit on the same data to continue")
+        if y01 is None:
+            K = self.classes_.shape[0]
+            return self._fit_model(MultinomialLogisticModel, X,
+                                   _class_indices(y, self.classes_), n_classes=K)
         return self._fit_model(LogisticRegressionModel, X, y01)
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False  # binary only
-        return tags
+    @property
+    def _multiclass(self):
+        return self.classes_.shape[0] > 2
 
     def decision_function(self, X):
-        """Log-odds of the posterior predictive probability of ``classes_[1]``.
+        """Binary: the log-odds of the posterior predictive probability of
+        ``classes_[1]``, shape (n,). More than two classes: the log posterior
+        predictive probabilities, shape (n, n_classes) (:meth:`predict_log_proba`;
+        ``predict`` is their argmax).
 
         ``log p / (1 - p)`` with ``p = predict_proba(X)[:, 1]``, so it ranks
         samples exactly as ``predict_proba`` does (and ``predict`` is its sign).
@@ -179,12 +204,21 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
         posterior mean), which averages before the sigmoid.
         """
         logp = self.predict_log_proba(X)
+        if self._multiclass:
+            return logp
         return logp[:, 1] - logp[:, 0]
 
     def predict_proba(self, X):
         """Posterior predictive class probabilities ``E[sigmoid(x^T theta)]``
-        averaged over (at most 1000 evenly spaced) posterior draws, shape (n, 2)."""
+        averaged over (at most 1000 evenly spaced) posterior draws, shape (n, 2);
+        with more than two classes ``E[softmax(eta)]``, shape (n, n_classes)."""
         X = self._check_X(X)
+        if self._multiclass:
+            out = np.empty((X.shape[0], self.classes_.shape[0]))
+            for s in range(0, X.shape[0], 1024):
+                eta, w = self._class_predictor_draws(X[s:s + 1024])
+                out[s:s + 1024] = np.einsum("nsk,s->nk", softmax(eta, axis=2), w)
+            return np.clip(out, 0.0, 1.0)
         p1 = np.empty(X.shape[0])
         step = 4096
         for s in range(0, X.shape[0], step):
@@ -195,8 +229,24 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
 
     def predict_log_proba(self, X):
         """Logarithm of :meth:`predict_proba`, computed stably from the
-        per-draw log-probabilities (log-sum-exp over the draws), shape (n, 2)."""
+        per-draw log-probabilities (log-sum-exp over the draws), shape (n, 2) or
+        (n, n_classes)."""
         X = self._check_X(X)
+        if self._multiclass:
+            out = np.empty((X.shape[0], self.classes_.shape[0]))
+            for s in range(0, X.shape[0], 1024):
+                eta, w = self._class_predictor_draws(X[s:s + 1024])
+                if np.any(w < 0):
+                    # sign-corrected weights (signed HMC-ECS): no log-sum-exp form
+                    p = np.clip(np.einsum("nsk,s->nk", softmax(eta, axis=2), w), 0.0, 1.0)
+                    with np.errstate(divide="ignore"):
+                        out[s:s + 1024] = np.log(p)
+                    continue
+                with np.errstate(divide="ignore"):
+                    lw = np.log(w)
+                out[s:s + 1024] = logsumexp(log_softmax(eta, axis=2) + lw[None, :, None],
+                                            axis=1)
+            return out
         out = np.empty((X.shape[0], 2))
         step = 4096
         for s in range(0, X.shape[0], step):
@@ -215,8 +265,10 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
         return out
 
     def predict(self, X):
-        """Class with posterior predictive probability above 1/2."""
+        """The class of largest posterior predictive probability (binary: above 1/2)."""
         proba = self.predict_proba(X)
+        if self._multiclass:
+            return self.classes_[np.argmax(proba, axis=1)]
         return self.classes_[(proba[:, 1] > 0.5).astype(int)]
 
 
