@@ -272,13 +272,16 @@ def check_fit(family, sampler, case):
         X = np.asarray(Xp)
         n, d = X.shape
         p = d + int(params["fit_intercept"])
+        K = est.classes_.shape[0] if family == "logistic" else 1
+        if K > 2:
+            p *= K            # multinomial: one block of coefficients per class
         draws = est.posterior_draws_
         assert draws.shape == (RUN["n_chains"], RUN["n_samples"], p)
         assert np.isfinite(draws).all(), f"non-finite draws: {draws}"
-        assert np.isfinite(est.coef_).all() and np.isfinite(est.intercept_)
+        assert np.isfinite(est.coef_).all() and np.isfinite(est.intercept_).all()
         if family == "logistic":
             proba = est.predict_proba(Xp)
-            assert proba.shape == (n, 2)
+            assert proba.shape == (n, max(K, 2))
             assert np.isfinite(proba).all() and (proba >= 0).all() and (proba <= 1).all()
             np.testing.assert_allclose(proba.sum(axis=1), 1.0)
             pred = est.predict(Xp)
