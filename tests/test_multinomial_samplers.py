@@ -241,3 +241,36 @@ def test_residuals_ignore_a_shift_common_to_every_class(order):
         core.set_position(theta + shift)
         _, d = core.batch_stats(idx[:100], 10)
         np.testing.assert_allclose(d, base[:100], rtol=1e-9, atol=1e-13 * (1 + size))
+
+
+# ---- real data: the covtype sample shipped with the package, 7 classes -------------------------------
+def _covtype_sample(attributes):
+    from bayes_subsample import datasets
+    X, y = datasets.load_covtype_sample(binary=False, return_X_y=True)
+    X = np.asarray(X[:, :attributes], dtype=np.float64)
+    X[:, :10] = (X[:, :10] - X[:, :10].mean(axis=0)) / X[:, :10].std(axis=0)
+    return MultinomialLogisticModel(np.ascontiguousarray(X), np.asarray(y) - 1, n_classes=7)
+
+
+@pytest.mark.slow
+def test_covtype_sample_matches_nuts():
+    """covtype's shipped 20,000-row sample, 7 classes, the 10 quantitative
+    attributes (77 parameters): HMC-ECS at its defaults subsamples and agrees
+    with full-data NUTS on the centred coefficients within 0.25 posterior sd
+    + 3 MCSE, sds within 25% (the criterion of the estimator-level tests of
+    every sampler). The paper's 0.1 sd is not met here: the largest difference
+    measured was 0.18 sd, and sds within 15% failed too."""
+    model = _covtype_sample(10)
+    ref = _quiet_sample(model, "nuts", n_samples=1000, n_warmup=500, n_chains=2,
+                        random_state=0)
+    tr = _quiet_sample(model, HMCECS(), n_samples=1000, n_warmup=500, n_chains=2,
+                       random_state=1)
+    assert not tr.tuning[0].get("full_data", False)
+    a, b = _centred(tr.draws, model), _centred(ref.draws, model)
+    fa, fb = a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1])
+    sd = fb.std(axis=0)
+    mcse = np.hypot(diagnostics.mcse_mean(a), diagnostics.mcse_mean(b))
+    err = np.abs(fa.mean(axis=0) - fb.mean(axis=0))
+    assert np.all(err < 0.25 * sd + 3 * mcse), np.max(err / sd)
+    ratio = fa.std(axis=0) / sd
+    assert np.all((ratio > 0.75) & (ratio < 1.25)), (ratio.min(), ratio.max())
