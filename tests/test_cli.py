@@ -71,6 +71,24 @@ def test_demo_without_matplotlib_still_prints_table(tmp_path, capsys, monkeypatc
     assert not png.exists()
 
 
+def test_fit_multiclass_csv_names_each_class_block(tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 2))
+    y = np.array([3, 5, 7])[np.argmax(X @ [[1.0, 0.0, -1.0], [0.0, 1.0, -1.0]]
+                                            + rng.gumbel(size=(300, 3)), axis=1)]
+    path = tmp_path / "three.csv"
+    with open(path, "w") as fh:
+        fh.write("a,b,kind\n")
+        fh.writelines(f"{r[0]:.5f},{r[1]:.5f},{t}\n" for r, t in zip(X, y))
+    out = tmp_path / "draws.npz"
+    assert main(["fit", str(path), "--sampler", "hmc", "--out", str(out)] + FAST) == 0
+    z = np.load(out)
+    assert z["draws"].shape == (2, 40, 9)
+    assert list(z["param_names"]) == ["a[3]", "b[3]", "intercept[3]", "a[5]", "b[5]",
+                                      "intercept[5]", "a[7]", "b[7]", "intercept[7]"]
+    assert "multinomial, 3 classes" in " ".join(capsys.readouterr().out.split())
+
+
 def test_fit_csv_saves_draws_and_json(csv_file, tmp_path, capsys):
     path = csv_file[0]
     out = tmp_path / "draws.npz"
@@ -147,7 +165,7 @@ def test_compare_table_and_plots(csv_file, tmp_path, capsys):
     (["fit", "{csv}", "--param", "novalue"], "KEY=VALUE"),
     (["fit", "{csv}", "--n-samples", "0"], "positive integer"),
     (["fit", "{csv}", "--model", "probit"], "invalid choice"),
-    (["fit", "{csv}", "--target", "alpha"], "binary target"),
+    (["fit", "{csv}", "--target", "alpha"], "needs class labels"),
     (["fit", "{csv}", "--out", "/nonexistent/dir/x.npz"], "does not exist"),
     (["fit", "{csv}", "--summary", "s.yaml"], "cannot write a summary as .yaml; name it "
                                               ".json (JSON) or .txt (text table)"),

@@ -89,7 +89,7 @@ def _add_data(p):
     p.add_argument("--format", choices=("auto", "csv", "npz", "libsvm"), default="auto",
                    help="file format (default: from the extension, else sniffed)")
     p.add_argument("--model", choices=MODELS, default="logistic",
-                   help="logistic (binary target), linear (Gaussian noise) or poisson (counts) "
+                   help="logistic (two classes, or multinomial with more), linear (Gaussian noise) or poisson (counts) "
                    "regression (default: %(default)s)")
     p.add_argument("--standardize", action="store_true",
                    help="centre and scale the features (recommended; the priors and the "

@@ -255,8 +255,18 @@ def cmd_fit(args):
     est, notes, _ = _fit(est, data.X, data.y, args.sampler, quiet=args.quiet)
     tr = est.trace_
     names = list(tr.param_names)
+    classes = getattr(est, "classes_", None)
     if data.names and len(data.names) == data.X.shape[1]:
-        names = [f"{n}" for n in data.names] + names[len(data.names):]
+        if classes is not None and len(classes) > 2:
+            # multinomial: one block per class (coefficients, then the intercept);
+            # numeric labels read as floats are shown as the integers they are
+            labels = [int(c) if isinstance(c, (float, np.floating)) and float(c).is_integer()
+                      else c for c in classes]
+            names = [name for c in labels for name in
+                     [f"{n}[{c}]" for n in data.names]
+                     + ([f"intercept[{c}]"] if est.fit_intercept else [])]
+        else:
+            names = [f"{n}" for n in data.names] + names[len(data.names):]
         tr.param_names = names
     arrays = {"draws": tr.draws, "param_names": np.array(names),
               "warmup_draws": tr.warmup_draws, "chain_lengths": tr.chain_lengths}
@@ -285,6 +295,12 @@ def cmd_fit(args):
         _say("", *shown)
         if len(s) > len(shown):
             _say(f"... {len(s) - len(shown)} more parameters in {summary_path}")
+        if classes is not None and len(classes) > 2:
+            _say(_wrap(f"multinomial, {len(classes)} classes: the draws are one block per "
+                       "class; a shift common to every class changes no probability and "
+                       "keeps its prior, so the sds above include it. The centred "
+                       "coefficients (each minus its mean over classes) are what the data "
+                       "identify (user guide, 'More than two classes')."))
         if hasattr(est, "noise_scale_"):
             _say(_wrap(f"noise sd {est.noise_scale_:.4g} (Gaussian; estimated from the "
                        "least-squares residuals and held fixed while sampling)"))

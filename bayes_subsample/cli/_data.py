@@ -161,9 +161,12 @@ def load_data(args):
 def _check_model_target(model, y, spec):
     y = np.asarray(y, dtype=np.float64)
     if model == "logistic":
+        from sklearn.utils.multiclass import type_of_target
+        kind = type_of_target(y)
         n_classes = np.unique(y).size
-        if n_classes != 2:
-            raise CLIError(f"--model logistic needs a binary target; the target of {spec} has "
+        if kind not in ("binary", "multiclass") or n_classes < 2:
+            raise CLIError(f"--model logistic needs class labels (two classes, or more for "
+                           f"multinomial regression); the target of {spec} is {kind} with "
                            f"{n_classes} distinct values (use --model linear or poisson, or "
                            "another --target)")
     elif model == "poisson" and (np.any(y < 0) or np.any(y != np.round(y))):
