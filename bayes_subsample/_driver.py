@@ -268,6 +268,7 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
                    "total": t_prepare + float(np.sum(t_warm + t_samp)), "elapsed": elapsed},
         sampler=sampler, n_data=run.model.n_data, interrupted=interrupted,
         param_names=param_names, run_state=run,
+        class_blocks=getattr(run.model, "n_classes", None),
     )
     if check_convergence and not interrupted and trace.n_samples >= 4:
         trace.check_convergence(warn=True)

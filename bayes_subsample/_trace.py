@@ -56,6 +56,11 @@ class Trace:
         Signs of the draws of signed samplers (``None`` otherwise).
     interrupted : bool
         True if the run was stopped by KeyboardInterrupt; the draws made are kept.
+    class_blocks : int or None
+        Multinomial models: the number of classes ``K``, the parameters being K
+        blocks of equal size. Summaries and per-parameter diagnostics then
+        describe the centred draws (:meth:`reported_draws`); ``draws`` are
+        as sampled.
     resumable : bool
         True while the trace holds its chains' states, so that
         ``sample(model, resume=trace)`` can continue the run (a pickled trace
@@ -77,6 +82,7 @@ class Trace:
     chain_lengths: Optional[np.ndarray] = None
     warmup_lengths: Optional[np.ndarray] = None
     run_state: object = field(default=None, repr=False)
+    class_blocks: Optional[int] = None
 
     def __post_init__(self):
         self.n_evals_prepare = int(self.n_evals_prepare)
@@ -117,6 +123,18 @@ class Trace:
         if not made.any():
             return self.draws[:, :0]
         return self.draws[made, :int(self.chain_lengths[made].min())]
+
+    def reported_draws(self):
+        """The draws summaries and per-parameter diagnostics describe: those of
+        :meth:`common_draws`, with each coordinate centred over the classes when
+        the model is multinomial (``class_blocks``): a shift common to every
+        class changes no probability and keeps its prior, so only the centred
+        coefficients are identified by the data."""
+        common = self.common_draws()
+        if not self.class_blocks:
+            return common
+        t = common.reshape(common.shape[:-1] + (int(self.class_blocks), -1))
+        return (t - t.mean(axis=-2, keepdims=True)).reshape(common.shape)
 
     def pooled_draws(self):
         """Every retained draw, chains concatenated (chain-major), shape
@@ -184,8 +202,9 @@ class Trace:
         return steps + self.n_evals_setup + self.n_evals_prepare / max(1, self.n_chains)
 
     def summary(self):
-        """:class:`~bayes_subsample.diagnostics.Summary` of the retained draws."""
-        return diag.summary(self.common_draws(), names=self.param_names)
+        """:class:`~bayes_subsample.diagnostics.Summary` of the retained draws
+        (:meth:`reported_draws`)."""
+        return diag.summary(self.reported_draws(), names=self.param_names)
 
     def diagnostics(self):
         """Per-parameter and per-chain diagnostics as a dict (see estimators'
@@ -193,7 +212,7 @@ class Trace:
         chains that made draws cut to the shortest; per-chain figures use each
         chain's own draws."""
         out = {}
-        common = self.common_draws()
+        common = self.reported_draws()
         if common.shape[1] >= 4:
             out["r_hat"] = np.atleast_1d(diag.rhat(common))
             out["ess_bulk"] = np.atleast_1d(diag.ess_bulk(common))

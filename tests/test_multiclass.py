@@ -51,6 +51,12 @@ def test_shapes_and_invariants(fitted):
     np.testing.assert_array_equal(clf.decision_function(X).argmax(axis=1), P.argmax(axis=1))
     assert clf.sample_posterior().shape == (400, K * (d + 1))
     assert clf.diagnostics_["r_hat"].shape == (K * (d + 1),)
+    # summaries describe the centred draws, whose means are coef_ and intercept_
+    means = clf.diagnostics_["summary"]["mean"]
+    centred = clf.trace_.reported_draws().reshape(-1, K, d + 1).mean(axis=0)
+    np.testing.assert_allclose(centred[:, :d], clf.coef_, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(centred[:, d], clf.intercept_, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(means, centred.ravel(), rtol=1e-8, atol=1e-12)
 
 
 def test_predict_proba_is_the_posterior_predictive_mean(fitted):

@@ -296,11 +296,11 @@ def cmd_fit(args):
         if len(s) > len(shown):
             _say(f"... {len(s) - len(shown)} more parameters in {summary_path}")
         if classes is not None and len(classes) > 2:
-            _say(_wrap(f"multinomial, {len(classes)} classes: the draws are one block per "
-                       "class; a shift common to every class changes no probability and "
-                       "keeps its prior, so the sds above include it. The centred "
-                       "coefficients (each minus its mean over classes) are what the data "
-                       "identify (user guide, 'More than two classes')."))
+            _say(_wrap(f"multinomial, {len(classes)} classes: the table describes the centred "
+                       "coefficients (each minus its mean over classes), which the data "
+                       "identify; the saved draws are as sampled, one block per class, and "
+                       "also carry a shift common to every class that keeps its prior "
+                       "(user guide, 'More than two classes')."))
         if hasattr(est, "noise_scale_"):
             _say(_wrap(f"noise sd {est.noise_scale_:.4g} (Gaussian; estimated from the "
                        "least-squares residuals and held fixed while sampling)"))

@@ -147,7 +147,9 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
     ``posterior_draws_`` has shape (n_chains, n_samples, K * p1): the draws as
     sampled, one block of ``p1`` columns per class in the order of
     ``classes_`` (coefficients, then the intercept); a shift common to all
-    classes changes no prediction and is left to the prior.
+    classes changes no prediction and is left to the prior. The per-parameter
+    entries of ``diagnostics_`` (R-hat, ESS, MCSE, the summary) describe the
+    centred draws.
 
     Examples
     --------
