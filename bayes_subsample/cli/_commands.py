@@ -300,7 +300,7 @@ def cmd_fit(args):
                        "coefficients (each minus its mean over classes), which the data "
                        "identify; the saved draws are as sampled, one block per class, and "
                        "also carry a shift common to every class that keeps its prior "
-                       "(user guide, 'More than two classes')."))
+                       "(user guide, 'Multiclass classification')."))
         if hasattr(est, "noise_scale_"):
             _say(_wrap(f"noise sd {est.noise_scale_:.4g} (Gaussian; estimated from the "
                        "least-squares residuals and held fixed while sampling)"))
