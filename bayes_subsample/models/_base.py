@@ -295,6 +295,41 @@ class Model:
         return theta
 
 
+class CompiledModel(Model):
+    """A model whose per-datum methods are those of its compiled object
+    ``self._cy`` (a :class:`CyModel` subclass set by ``__init__``): the NumPy-level
+    API (validation, then one call) shared by the GLMs and the multinomial
+    model."""
+
+    @property
+    def compiled(self):
+        """The compiled model object sampler kernels take."""
+        return self._cy
+
+    def loglik_terms(self, theta, idx):
+        return self._cy.loglik_terms(self.check_theta(theta), self.check_indices(idx))
+
+    def loglik_diff_terms(self, theta, theta_new, idx):
+        return self._cy.loglik_diff_terms(self.check_theta(theta), self.check_theta(theta_new),
+                                          self.check_indices(idx))
+
+    def grad_terms(self, theta, idx):
+        return self._cy.grad_terms(self.check_theta(theta), self.check_indices(idx))
+
+    def grad_sum(self, theta, idx):
+        return self._cy.grad_sum_terms(self.check_theta(theta), self.check_indices(idx))[0]
+
+    def cv_residual_terms(self, theta, theta_star, idx, order):
+        self._check_cv_order(order)
+        return self._cy.cv_residual_terms(order, self.check_theta(theta_star),
+                                          self.check_theta(theta), self.check_indices(idx))
+
+    def cv_grad_sum(self, theta, theta_star, idx, order, want_sum=False):
+        self._check_cv_order(order)
+        return self._cy.cv_grad_sum_terms(order, self.check_theta(theta_star),
+                                          self.check_theta(theta), self.check_indices(idx))
+
+
 class FunctionModel(Model):
     """A user model from NumPy-vectorised per-datum functions.
 

@@ -15,7 +15,7 @@ import numpy as np
 from scipy import sparse
 
 from .._threads import available_cores, thread_budget
-from ._base import GaussianPrior, Model, _digest
+from ._base import CompiledModel, GaussianPrior, _digest
 from ._cymodel import CyGaussian, CyLogistic, CyPoisson
 from ._rows import make_rows
 
@@ -151,7 +151,7 @@ def logistic_residual_range_bound(theta, theta_new, theta_star, row_norm_max):
             * LOGISTIC_B3_MAX / 2.0)
 
 
-class GLM(Model):
+class GLM(CompiledModel):
     """Canonical GLM posterior with an independent Gaussian prior.
 
     Parameters
@@ -261,23 +261,6 @@ class GLM(Model):
             eta += theta[-1]
         return eta
 
-    def loglik_terms(self, theta, idx):
-        return self._cy.loglik_terms(self.check_theta(theta), self.check_indices(idx))
-
-    def loglik_diff_terms(self, theta, theta_new, idx):
-        return self._cy.loglik_diff_terms(self.check_theta(theta), self.check_theta(theta_new),
-                                          self.check_indices(idx))
-
-    def grad_terms(self, theta, idx):
-        return self._cy.grad_terms(self.check_theta(theta), self.check_indices(idx))
-
-    def grad_sum(self, theta, idx):
-        return self._cy.grad_sum_terms(self.check_theta(theta), self.check_indices(idx))[0]
-
-    def cv_residual_terms(self, theta, theta_star, idx, order):
-        self._check_cv_order(order)
-        return self._cy.cv_residual_terms(order, self.check_theta(theta_star),
-                                          self.check_theta(theta), self.check_indices(idx))
 
     def cv_residuals_and_grads(self, theta, theta_star, idx, order):
         self._check_cv_order(order)
@@ -286,10 +269,6 @@ class GLM(Model):
                                         self.check_theta(theta), idx)
         return d, dp[:, None] * self._cy.gather(idx)
 
-    def cv_grad_sum(self, theta, theta_star, idx, order, want_sum=False):
-        self._check_cv_order(order)
-        return self._cy.cv_grad_sum_terms(order, self.check_theta(theta_star),
-                                          self.check_theta(theta), self.check_indices(idx))
 
     def pass_threads(self):
         """Threads of a full pass in the calling thread: the thread budget

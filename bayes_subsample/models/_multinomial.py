@@ -29,7 +29,7 @@ from scipy.special import logsumexp, softmax
 from threadpoolctl import threadpool_limits
 
 from .._threads import available_cores, thread_budget
-from ._base import GaussianPrior, Model, _digest
+from ._base import CompiledModel, GaussianPrior, _digest
 from ._cymultinomial import CyMultinomial
 from ._glm import check_design, design_fingerprint, design_size
 from ._rows import make_rows
@@ -98,7 +98,7 @@ def multinomial_residual_reference(X, y, theta, theta_star, n_classes, intercept
     return d
 
 
-class MultinomialLogisticModel(Model):
+class MultinomialLogisticModel(CompiledModel):
     """Multinomial (softmax) logistic regression posterior with an independent
     Gaussian prior; one coefficient vector per class (see the module notes for
     the layout of ``theta`` and why the posterior is proper).
@@ -188,23 +188,6 @@ class MultinomialLogisticModel(Model):
         return np.asarray(X, dtype=np.float64) @ coef.T + icpt
 
     # ---- per-datum terms (compiled) ----------------------------------------------------------
-    def loglik_terms(self, theta, idx):
-        return self._cy.loglik_terms(self.check_theta(theta), self.check_indices(idx))
-
-    def loglik_diff_terms(self, theta, theta_new, idx):
-        return self._cy.loglik_diff_terms(self.check_theta(theta), self.check_theta(theta_new),
-                                          self.check_indices(idx))
-
-    def grad_terms(self, theta, idx):
-        return self._cy.grad_terms(self.check_theta(theta), self.check_indices(idx))
-
-    def grad_sum(self, theta, idx):
-        return self._cy.grad_sum_terms(self.check_theta(theta), self.check_indices(idx))[0]
-
-    def cv_residual_terms(self, theta, theta_star, idx, order):
-        self._check_cv_order(order)
-        return self._cy.cv_residual_terms(order, self.check_theta(theta_star),
-                                          self.check_theta(theta), self.check_indices(idx))
 
     def cv_residuals_and_grads(self, theta, theta_star, idx, order):
         self._check_cv_order(order)
@@ -214,10 +197,6 @@ class MultinomialLogisticModel(Model):
         X = self._cy.gather(idx)
         return d, (dd[:, :, None] * X[:, None, :]).reshape(len(idx), self.n_params)
 
-    def cv_grad_sum(self, theta, theta_star, idx, order, want_sum=False):
-        self._check_cv_order(order)
-        return self._cy.cv_grad_sum_terms(order, self.check_theta(theta_star),
-                                          self.check_theta(theta), self.check_indices(idx))
 
     def pass_threads(self):
         """Threads of a full pass in the calling thread: the thread budget
