@@ -170,16 +170,23 @@ class BayesianGLMBase(BaseEstimator):
     def _flat_draws(self):
         return self.trace_.pooled_draws()
 
-    def _coef_draws(self, max_draws=None):
-        """``(coef draws (S, d), intercept draws (S,), weights (S,))``, pooled over
-        chains, evenly thinned to at most ``max_draws``; weights are the
-        sign-correction weights (uniform for unsigned samplers)."""
+    def _thinned_draws(self, max_draws=None):
+        """``(draws (S, n_params), weights (S,))`` pooled over chains, evenly
+        thinned to at most ``max_draws``; weights are the sign-correction
+        weights (uniform for unsigned samplers)."""
         flat = self._flat_draws()
         w = self.trace_.weights()
         if max_draws is not None and flat.shape[0] > max_draws:
             keep = np.linspace(0, flat.shape[0] - 1, max_draws).round().astype(np.int64)
             flat, w = flat[keep], w[keep]
             w = w / w.sum()
+        return flat, w
+
+    def _coef_draws(self, max_draws=None):
+        """``(coef draws (S, d), intercept draws (S,), weights (S,))``, pooled over
+        chains, evenly thinned to at most ``max_draws``; weights are the
+        sign-correction weights (uniform for unsigned samplers)."""
+        flat, w = self._thinned_draws(max_draws)
         p = self.n_features_in_
         icpt = flat[:, p] if self.fit_intercept else np.zeros(flat.shape[0])
         return flat[:, :p], icpt, w
@@ -240,12 +247,7 @@ class BayesianGLMBase(BaseEstimator):
     def _class_predictor_draws(self, X, max_draws=MAX_PREDICT_DRAWS):
         """Multinomial fits: ``eta`` of shape (n, S, K) for every (thinned) draw,
         and the weights (the draws' class blocks as ``_coef_draws`` thins them)."""
-        flat = self._flat_draws()
-        w = self.trace_.weights()
-        if max_draws is not None and flat.shape[0] > max_draws:
-            keep = np.linspace(0, flat.shape[0] - 1, max_draws).round().astype(np.int64)
-            flat, w = flat[keep], w[keep]
-            w = w / w.sum()
+        flat, w = self._thinned_draws(max_draws)
         K, d = self.classes_.shape[0], self.n_features_in_
         t = flat.reshape(flat.shape[0], K, -1)
         coef = t[:, :, :d]                                   # (S, K, d)
