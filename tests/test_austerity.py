@@ -81,7 +81,8 @@ def test_epsilon_zero_is_mh_on_user_model(logistic_model, as_user_model):
 @pytest.mark.parametrize("proposal", ["rw", "sgld"])
 def test_glm_loop_and_python_path_agree(logistic_model, proposal, as_user_model):
     """Same generator -> same Fisher-Yates indices -> same decisions."""
-    s = AusterityMH(epsilon=0.1, batch_size=200, first_batch_size=50, proposal=proposal)
+    s = AusterityMH(epsilon=0.1, batch_size=200, first_batch_size=50, proposal=proposal,
+                    proxy=None)
     a, b = run_kernels_side_by_side(s, logistic_model, as_user_model(logistic_model))
     assert np.allclose(a["theta"], b["theta"], rtol=0, atol=1e-10)
     assert np.array_equal(a["data_fraction"], b["data_fraction"])
@@ -159,7 +160,8 @@ def test_wrong_decisions_default_batches_union_bound(seed, logistic_data):
     model = LogisticRegressionModel(X, y)
     rates = {}
     for eps in (0.0, 0.01, 0.1):
-        tr = sample(model, AusterityMH(epsilon=eps, batch_size=250, check_exact=True, n_steps=1),
+        tr = sample(model, AusterityMH(epsilon=eps, batch_size=250, check_exact=True, n_steps=1,
+                                       proxy=None),
                     n_samples=1000,
                     n_warmup=300, n_chains=1, random_state=seed, check_convergence=False)
         st = tr.stats

@@ -89,7 +89,8 @@ def test_all_data_examined_matches_mh(logistic_model):
     """A positive delta whose bound never stops early (tiny delta, loose
     Hoeffding bound) examines all data in random order: still MH's decisions."""
     ref = sample(logistic_model, MH(), n_samples=200, n_warmup=100, **RUN)
-    tr = sample(logistic_model, ConfidenceMH(delta=1e-300, bound="hoeffding_serfling"),
+    tr = sample(logistic_model, ConfidenceMH(delta=1e-300, bound="hoeffding_serfling",
+                                             proxy=None, stratify=False),
                 n_samples=200, n_warmup=100, **RUN)
     frac = tr.stats["data_fraction"]
     full = np.concatenate([tr.warmup_stats["data_fraction"], frac], axis=1) == 1.0
@@ -162,7 +163,7 @@ def test_confidence_test_wrapper_matches_reference_loop():
 
 def test_glm_loop_and_python_path_agree(logistic_model, as_user_model):
     user = as_user_model(logistic_model)
-    s = ConfidenceMH(delta=0.1, first_batch_size=20)
+    s = ConfidenceMH(delta=0.1, first_batch_size=20, proxy=None, stratify=False)
     prepared = s.prepare(logistic_model, np.random.default_rng(0))
     recs = []
     for model in (logistic_model, user):
@@ -275,8 +276,9 @@ def test_exact_gaussian_posterior(gaussian_model, seed, proxy):
                 check_convergence=False)
     _check_exact_posterior(tr, mean, cov)
     if proxy == "taylor":
-        # Gaussian second-order residuals vanish: exact decisions from one batch
-        assert np.all(tr.stats["data_fraction"] == 10 / gaussian_model.n_data)
+        # Gaussian second-order residuals vanish: exact decisions from the proxies'
+        # total alone, without data
+        assert np.all(tr.stats["data_fraction"] == 0.0)
 
 
 # ---------------------------------------------------------------------------
@@ -315,8 +317,11 @@ def test_proxy_needs_logistic_or_gaussian_glm():
     with pytest.raises(ValueError, match="logistic and Gaussian families"):
         ConfidenceMH(proxy="taylor").prepare(pois, rng)
     toy, _ = lognormal_toy(100)
-    with pytest.raises(ValueError, match="provides no range bound for control-variate"):
+    with pytest.raises(ValueError, match="has no second-order Taylor control variates"):
         ConfidenceMH(proxy="taylor").prepare(toy, rng)
+    # proxy="auto" falls back to the plain bound on both
+    for model in (pois, toy):
+        assert ConfidenceMH().build(model, ConfidenceMH().prepare(model, rng), 0).rule.cv is None
 
 
 def test_reading_most_of_the_data_warns(logistic_data):
@@ -328,7 +333,7 @@ def test_reading_most_of_the_data_warns(logistic_data):
     model = LogisticRegressionModel(X, y)
     kw = {"n_samples": 200, "n_warmup": 100, "n_chains": 2, "random_state": 0}
     with pytest.warns(EfficiencyWarning, match=r"confidence read \d+% of the data.*proxy='taylor'"):
-        tr = sample(model, ConfidenceMH(delta=0.01, n_steps=1), **kw)
+        tr = sample(model, ConfidenceMH(delta=0.01, n_steps=1, proxy=None), **kw)
     assert tr.stats["data_fraction"].mean() > 0.5
     with warnings.catch_warnings():
         warnings.simplefilter("error", EfficiencyWarning)

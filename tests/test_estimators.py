@@ -787,12 +787,11 @@ def _agreement(est, ref):
 @pytest.mark.parametrize("family, sampler", [
     *[("logistic", s) for s in ["mh", "hmc", "hmc_ecs", "hmc_ecs_nuts", "hmc_ecs_signed",
                                 "austerity", "confidence", "sgld", "sghmc", "ewsg"]],
-    *[("poisson", s) for s in ["hmc_ecs", "hmc_ecs_nuts", "hmc_ecs_signed", "confidence",
-                               "sgld", "sghmc", "ewsg"]],
-    pytest.param("poisson", "austerity", marks=pytest.mark.xfail(strict=True, reason=(
-        "austerity MH at its default epsilon inflates the posterior sds (1.19-1.28 x NUTS "
-        "here; 1.20-1.29 on HIGGS in benchmarks/results/mixing.md): the wrong decisions of "
-        "its t-test favour moves; its speed and accuracy are the subject of issue 12"))),
+    # austerity's default t-test is on control-variate residual differences; its plain
+    # test at the default epsilon inflates the sds (1.19-1.28 x NUTS here), see
+    # test_austerity.py::test_plain_test_inflates_sds_where_the_proxy_does_not
+    *[("poisson", s) for s in ["hmc_ecs", "hmc_ecs_nuts", "hmc_ecs_signed", "austerity",
+                               "confidence", "sgld", "sghmc", "ewsg"]],
 ])
 def test_every_sampler_fits_through_the_estimator(tall_problems, family, sampler):
     """Each registered sampler at its defaults, through the estimator: posterior

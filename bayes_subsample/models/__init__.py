@@ -12,9 +12,10 @@ from ._cymodel import CyGLM, CyModel
 from ._cymultinomial import CyMultinomial
 from ._multinomial import MultinomialLogisticModel
 from ._glm import (GLM, GaussianRegressionModel, LogisticRegressionModel,
-                   PoissonRegressionModel, logistic_residual_range_bound)
+                   PoissonRegressionModel, RowGeometry,
+                   logistic_residual_range_bound)
 
 __all__ = ["Model", "FunctionModel", "GaussianPrior", "SubsetModel", "WeightedModel", "GLM",
            "LogisticRegressionModel", "MultinomialLogisticModel", "PoissonRegressionModel", "GaussianRegressionModel",
            "CyModel", "CyGLM", "CyMultinomial", "CyCallbackModel",
-           "logistic_residual_range_bound"]
+           "RowGeometry", "logistic_residual_range_bound"]

@@ -157,6 +157,12 @@ class Model:
         return ValueError(f"the log-posterior or its derivatives are not finite {where}. "
                           + problem)
 
+    def range_bound_degree(self, order=None):
+        """How the model's range bounds given a ``RowGeometry`` grow with its
+        radius (``C ~ radius^degree``; see :meth:`GLM.range_bound_degree`), or
+        None: its bounds do not take the data's geometry (the default)."""
+        return None
+
     # ---- generic implementations --------------------------------------------
     def grad_sum(self, theta, idx):
         """``sum_{k in idx} grad l_k(theta)``."""

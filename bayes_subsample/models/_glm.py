@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 from scipy import sparse
+from scipy.linalg import solve_triangular
 
 from .._threads import available_cores, thread_budget
 from ._base import CompiledModel, GaussianPrior, _digest
@@ -20,7 +21,7 @@ from ._cymodel import CyGaussian, CyLogistic, CyPoisson
 from ._rows import make_rows
 
 __all__ = ["GLM", "LogisticRegressionModel", "PoissonRegressionModel", "GaussianRegressionModel",
-           "logistic_residual_range_bound"]
+           "RowGeometry", "logistic_residual_range_bound"]
 
 #: family name -> its compiled class (one ``CyGLM`` subclass per family)
 _FAMILIES = {"logistic": CyLogistic, "poisson": CyPoisson, "gaussian": CyGaussian}
@@ -123,32 +124,68 @@ def design_size(X):
 LOGISTIC_B3_MAX = 1.0 / (6.0 * math.sqrt(3.0))
 
 
-def logistic_residual_range_bound(theta, theta_new, theta_star, row_norm_max):
+class RowGeometry:
+    """The data's geometry in a metric: every datum ``k`` of the population it
+    describes has ``||L^{-1} x_k|| <= radius`` (``x_k`` with the intercept's 1,
+    ``L`` lower triangular, e.g. the Cholesky factor of the Laplace precision),
+    so that for any direction ``u``, by Cauchy-Schwarz,
+
+    ``|x_k . u| = |(L^{-1} x_k) . (L^T u)| <= radius * ||L^T u||``.
+
+    In the posterior's own metric ``||L^T u||`` is O(1) for a proposal step while
+    ``radius`` is O(n^-1/2), which makes range bounds shrink as the data grow,
+    where the Euclidean ``max_k ||x_k|| ||u||`` does not.
+    """
+
+    def __init__(self, chol, radius):
+        self.chol = np.ascontiguousarray(chol, dtype=np.float64)
+        self.radius = float(radius)
+        if self.chol.ndim != 2 or self.chol.shape[0] != self.chol.shape[1]:
+            raise ValueError(f"chol must be a square matrix, got shape {self.chol.shape}")
+        if not (self.radius >= 0.0 and np.isfinite(self.radius)):
+            raise ValueError(f"radius must be a finite float >= 0, got {radius!r}")
+
+    def norm(self, u):
+        """``||L^T u||``."""
+        return float(np.linalg.norm(self.chol.T @ np.asarray(u, dtype=np.float64)))
+
+    def __repr__(self):
+        return f"RowGeometry(n_params={self.chol.shape[0]}, radius={self.radius:.4g})"
+
+
+def logistic_residual_range_bound(theta, theta_new, theta_star, row_norm_max, geometry=None):
     """Bound on ``max_k |d_k(theta') - d_k(theta)|`` for the second-order
     Taylor residuals of logistic regression.
 
-    With ``delta_k(theta) = x_k^T (theta - theta*)`` the residual is
-    ``d_k = -R(eta_k)``, ``R(eta) = b(eta) - b(eta*) - b'(eta*) delta -
+    With ``a_k = x_k^T (theta - theta*)``, ``b_k = x_k^T (theta' - theta*)`` the
+    residual is ``d_k = -R(eta_k)``, ``R(eta) = b(eta) - b(eta*) - b'(eta*) delta -
     b''(eta*) delta^2 / 2``, and ``R'(s) = b'(s) - b'(eta*) - b''(eta*) (s - eta*)
-    = b'''(xi) (s - eta*)^2 / 2`` (Taylor with Lagrange remainder). By the mean
-    value theorem on the segment between ``eta_k`` and ``eta'_k`` (on which
-    ``|s - eta*| <= max(|delta_k|, |delta'_k|)``),
+    = b'''(xi) (s - eta*)^2 / 2`` (Taylor with Lagrange remainder), so
 
-    ``|d_k(theta') - d_k(theta)| <= |eta'_k - eta_k| * max|b'''| / 2 *
-    max(delta_k^2, delta'_k^2)``,
+    ``|d_k(theta') - d_k(theta)| <= max|b'''| / 2 |int_{a_k}^{b_k} s^2 ds|
+    = max|b'''| / 6 |b_k - a_k| |a_k^2 + a_k b_k + b_k^2|``.
 
-    and Cauchy-Schwarz gives ``|eta'_k - eta_k| <= ||x_k|| ||theta' - theta||``,
-    ``|delta_k| <= ||x_k|| ||theta - theta*||``. With ``max|b'''| = 1/(6 sqrt 3)``
-    and ``R_x = max_k ||x_k||`` (intercept column included):
+    Cauchy-Schwarz bounds ``|b_k - a_k| = |x_k . (theta' - theta)|``, ``|a_k|`` and
+    ``|b_k|`` by ``R_x`` times Euclidean norms (``R_x = max_k ||x_k||``, intercept
+    column included) and, given a :class:`RowGeometry`, by its radius times the
+    norms ``||L^T .||``; the bound is the smaller of the two. With
+    ``max|b'''| = 1/(6 sqrt 3)``:
 
-    ``C = R_x^3 ||theta' - theta|| max(||theta - theta*||, ||theta' - theta*||)^2 / (12 sqrt 3)``.
+    ``C = R^3 c (alpha^2 + alpha beta + beta^2) / (36 sqrt 3)``, ``c``, ``alpha``,
+    ``beta`` the norms of ``theta' - theta``, ``theta - theta*``, ``theta' - theta*``.
     """
     theta, theta_new, theta_star = (np.asarray(a, dtype=np.float64)
                                     for a in (theta, theta_new, theta_star))
-    r = max(float(np.linalg.norm(theta - theta_star)),
-            float(np.linalg.norm(theta_new - theta_star)))
-    return (row_norm_max ** 3 * float(np.linalg.norm(theta_new - theta)) * r * r
-            * LOGISTIC_B3_MAX / 2.0)
+    moves = (theta_new - theta, theta - theta_star, theta_new - theta_star)
+
+    def bound(R, norm):
+        c, a, b = (norm(v) for v in moves)
+        return R ** 3 * c * (a * a + a * b + b * b) * LOGISTIC_B3_MAX / 6.0
+
+    C = bound(row_norm_max, lambda v: float(np.linalg.norm(v)))
+    if geometry is not None:
+        C = min(C, bound(geometry.radius, geometry.norm))
+    return C
 
 
 class GLM(CompiledModel):
@@ -322,29 +359,71 @@ class GLM(CompiledModel):
             self._y_absmax = best
         return self._y_absmax
 
-    def range_bound(self, theta, theta_new):
-        dtheta = float(np.linalg.norm(np.asarray(theta_new) - np.asarray(theta)))
+    def range_bound(self, theta, theta_new, *, geometry=None):
+        """``C >= max_k |l_k(theta_new) - l_k(theta)|`` over the data (or, with a
+        :class:`RowGeometry`, over the data it describes; used by the logistic
+        family, whose ``|l_k'| <= 1`` gives ``C = max_k |x_k . (theta' - theta)|``)."""
+        u = np.asarray(theta_new, dtype=np.float64) - np.asarray(theta, dtype=np.float64)
+        dtheta = float(np.linalg.norm(u))
         R = self.row_norm_max
         if self.family == "logistic":
-            return R * dtheta
+            C = R * dtheta
+            if geometry is not None:
+                C = min(C, geometry.radius * geometry.norm(u))
+            return C
         if self.family == "gaussian":
             s = float(np.linalg.norm(np.asarray(theta_new) + np.asarray(theta)))
             return dtheta * (2 * self._max_abs_y_times_norm() + R * R * s) / (2 * self.phi)
         big = R * max(np.linalg.norm(theta), np.linalg.norm(theta_new))
         return dtheta * (self._max_abs_y_times_norm() + R * np.exp(min(big, 700.0)))
 
-    def cv_range_bound(self, theta, theta_new, theta_star, order):
+    def cv_range_bound(self, theta, theta_new, theta_star, order, *, geometry=None):
         """``C >= max_k |d_k(theta_new) - d_k(theta)|`` for second-order Taylor
         residuals (logistic: :func:`logistic_residual_range_bound`; Gaussian: 0,
-        the residuals vanish)."""
+        the residuals vanish), over the data or those a :class:`RowGeometry`
+        describes."""
         if order == 2 and self.family == "gaussian":
             return 0.0
         if order == 2 and self.family == "logistic":
             return logistic_residual_range_bound(theta, theta_new, theta_star,
-                                                 self.row_norm_max)
+                                                 self.row_norm_max, geometry)
         raise NotImplementedError(
             f"a range bound for order-{order} residual differences is derived for the "
             "logistic and Gaussian families at order 2 only")
+
+    def range_bound_degree(self, order=None):
+        """How the range bound given a :class:`RowGeometry` grows with its radius,
+        ``C ~ radius^degree``: 1 for log-likelihood differences (``order=None``),
+        3 for second-order residual differences (logistic family); None when the
+        bound does not use the geometry."""
+        if self.family != "logistic":
+            return None
+        return 1 if order is None else (3 if order == 2 else None)
+
+    def whitened_row_norms(self, chol):
+        """``||L^{-1} x_k||`` for every datum (``x_k`` with the intercept's 1),
+        ``L = chol`` lower triangular of shape (n_params, n_params): the rows'
+        leverage in the metric ``L L^T``. One chunked pass over X (dense or CSR,
+        BLAS products); a float64 array of shape (n_data,)."""
+        chol = np.asarray(chol, dtype=np.float64)
+        p = self.n_params
+        if chol.shape != (p, p):
+            raise ValueError(f"chol must have shape ({p}, {p}), got {chol.shape}")
+        # the rows of [X, 1] L^{-T} are (L^{-1} x_k)^T
+        M = solve_triangular(chol, np.eye(p), lower=True).T
+        d = self.n_features
+        out = np.empty(self.n_data)
+        step = 1 << 16
+        for s in range(0, self.n_data, step):
+            block = self.X[s : s + step]
+            if sparse.issparse(block):
+                Z = np.asarray(block @ M[:d])
+            else:
+                Z = np.asarray(block, dtype=np.float64) @ M[:d]
+            if self.fit_intercept:
+                Z += M[d]
+            out[s : s + step] = np.sqrt(np.einsum("ij,ij->i", Z, Z))
+        return out
 
     def __repr__(self):
         return (f"{type(self).__name__}(n_data={self.n_data}, n_features={self.n_features}, "

@@ -11,17 +11,22 @@ without replacement by the compiled loops of ``_approx_mh_fast``.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
 from .. import _rng
+from ..control_variates import TaylorControlVariate
+from ..models import RowGeometry
 from . import _approx_mh_fast as _fast
+from ._base import LaplacePrepared
 from ._proposals import RandomWalkProposal, SGLDProposal
 from ._sgmcmc_fast import GradientEstimator
 from .mh import ProposalKernel
 
-__all__ = ["ApproxMHKernel", "build_proposal", "resolve_first_batch"]
+__all__ = ["ApproxMHKernel", "ProxyPrepared", "Strata", "build_proposal", "leverage_strata",
+           "model_has_proxy", "prepare_proxy", "resolve_first_batch"]
 
 
 class ApproxMHState(NamedTuple):
@@ -29,7 +34,8 @@ class ApproxMHState(NamedTuple):
     log_prior: float
     #: generator of the subsample draws (spawned from the chain's generator)
     sub_rng: np.random.Generator
-    #: the persistent permutation of the lazy Fisher-Yates draws (updated in place)
+    #: the persistent permutation of the lazy Fisher-Yates draws (updated in
+    #: place) of the indices the rule samples from (all data, or a stratum)
     perm: np.ndarray
 
 
@@ -79,7 +85,7 @@ class ApproxMHKernel(ProposalKernel):
     def init(self, rng, theta0):
         theta0 = np.asarray(theta0, dtype=np.float64)
         return ApproxMHState(theta0, self.model.prior.log_prob(theta0), rng.spawn(1)[0],
-                             np.arange(self.n, dtype=np.int64))
+                             self.rule.initial_perm())
 
     def transition(self, rng, state):
         theta = state.theta
@@ -110,18 +116,64 @@ class ApproxMHKernel(ProposalKernel):
 
 class DecisionRule:
     """Base of the decision rules: ``decide(state, theta_new, threshold) ->
-    (accept, n_examined, n_checks)`` for ``sum_k t_k > threshold``."""
+    (accept, n_examined, n_checks)`` for ``sum_k t_k > threshold``.
 
-    def __init__(self, model):
+    With control variates ``cv`` (a Taylor proxy) the rules test the residual
+    differences ``d_k(theta') - d_k(theta)`` against
+    ``threshold - [Q(theta') - Q(theta)]``, the proxies' total being exact; with
+    ``strata`` the data in ``strata.exact`` are summed exactly at every
+    decision and the rule samples from the rest.
+    """
+
+    def __init__(self, model, cv=None, strata=None):
         self.model = model
         self.cy = model.compiled
+        self.cv = cv
+        self.strata = strata
+        self.cv_args = ({} if cv is None else
+                        {"cv_order": cv.order, "theta_star": cv.theta_star, "eta_star": cv.cache})
+        #: the proxy is the log-likelihood itself (the Gaussian GLM's second-order
+        #: residuals vanish): every decision is exact from the proxies' total alone
+        self.proxy_exact = cv is not None and _residuals_vanish(model, cv)
+
+    def initial_perm(self):
+        """The population the rule samples from, as the start of its permutation."""
+        if self.strata is None:
+            return np.arange(self.model.n_data, dtype=np.int64)
+        return self.strata.sampled.copy()
 
     def exact_sum(self, theta, theta_new):
         """``sum_k l_k(theta') - l_k(theta)`` over all data, in storage order."""
         return _fast.term_sum(self.cy, theta, theta_new)
 
+    def decide_from_proxy(self, theta, theta_new, threshold):
+        """The decision without data when the residuals vanish, else None."""
+        if not self.proxy_exact:
+            return None
+        return self.cv.delta_Q(theta, theta_new) > threshold, 0, 0
+
+    def sampled_target(self, theta, theta_new, threshold):
+        """``(target, n_exact)``: what the sum of the sampled terms must exceed for
+        ``sum_k l_k > threshold``, after the proxies' exact total and the exactly
+        summed stratum (``n_exact`` data) are taken out."""
+        if self.cv is not None:
+            threshold = threshold - self.cv.delta_Q(theta, theta_new)
+        if self.strata is None or not len(self.strata.exact):
+            return threshold, 0
+        part = _fast.term_sum_at(self.cy, theta, theta_new, self.strata.exact, **self.cv_args)
+        return threshold - part, len(self.strata.exact)
+
     def decide(self, state, theta_new, threshold):
         raise NotImplementedError
+
+
+def _residuals_vanish(model, cv):
+    """Whether the model's range bound for the residual differences is 0."""
+    step = cv.theta_star + 1.0
+    try:
+        return float(model.cv_range_bound(cv.theta_star, step, cv.theta_star, cv.order)) == 0.0
+    except NotImplementedError:
+        return False
 
 
 def resolve_first_batch(first_batch_size, default, n, owner):
@@ -156,3 +208,69 @@ def build_proposal(sampler, prepared, model):
                             adapt=sampler.adapt and sampler.step_size is None)
     return RandomWalkProposal(prepared.cov, scale0=sampler.step_size,
                               target=sampler.target_accept, adapt=sampler.adapt)
+
+
+@dataclass
+class ProxyPrepared(LaplacePrepared):
+    """The Laplace preparation plus what the decision rules test with: the
+    Taylor control variates at the mode (``cv``, None without a proxy) and the
+    split of the data into an exactly summed stratum and a sampled one
+    (``strata``, None: every datum is sampled)."""
+
+    cv: TaylorControlVariate = None
+    strata: "Strata" = None
+
+
+def model_has_proxy(model):
+    """Whether the model provides second-order Taylor control variates (the
+    compiled GLMs and the multinomial model)."""
+    return getattr(model, "max_cv_order", 1) >= 2
+
+
+def prepare_proxy(model, prepared):
+    """Add the order-2 control variates at the Laplace mode to ``prepared`` (one
+    pass with the Hessian and one for the per-datum cache)."""
+    cv = TaylorControlVariate(model, prepared.theta_init, order=2).build_cache()
+    return ProxyPrepared(**{**vars(prepared), "n_evals": prepared.n_evals + cv.n_evals}, cv=cv)
+
+
+class Strata(NamedTuple):
+    """A split of the data for a decision: ``exact`` (sorted indices) are summed
+    exactly at every decision, the rule samples from ``sampled``; ``geometry``
+    (a :class:`~bayes_subsample.models.RowGeometry`) describes the sampled rows.
+    """
+
+    exact: np.ndarray
+    sampled: np.ndarray
+    geometry: RowGeometry
+
+
+def leverage_strata(model, precision, typical_range, degree, max_fraction=0.1):
+    """Split off the rows of highest leverage so that the range bound over the
+    rest is small (:ref:`algo-confidence`, "A stratum of high-leverage rows").
+
+    The leverage of datum ``k`` is ``r_k = ||L^{-1} x_k||`` in the metric of the
+    Laplace precision ``L L^T`` (one pass over X). A range bound over rows of
+    leverage at most ``r`` scales as ``typical_range * r^degree`` for a typical
+    proposal; a concentration-bound decision then examines about
+    ``N * typical_range * r^degree`` (times the rule's constants) of the ``N``
+    sampled rows. The split minimises ``j + min(N_j, N_j * typical_range *
+    r_(j)^degree)`` over the number ``j`` of rows summed exactly (at most
+    ``max_fraction`` of the data), ``r_(j)`` the largest leverage left.
+
+    Returns a :class:`Strata`, or None when no row is worth summing exactly.
+    """
+    L = np.linalg.cholesky(np.asarray(precision, dtype=np.float64))
+    r = model.whitened_row_norms(L)
+    n = r.shape[0]
+    order = np.argsort(-r, kind="stable")
+    r_desc = r[order]
+    j = np.arange(int(max_fraction * n) + 1)
+    left = n - j
+    cost = j + np.minimum(left, left * typical_range * r_desc[j] ** degree)
+    best = int(np.argmin(cost))
+    # a relative margin covers the rounding of the computed norms
+    geometry = RowGeometry(L, r_desc[best] * (1.0 + 1e-9))
+    exact = np.sort(order[:best]).astype(np.int64)
+    sampled = np.sort(order[best:]).astype(np.int64)
+    return Strata(exact, sampled, geometry)

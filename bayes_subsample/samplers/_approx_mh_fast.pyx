@@ -79,16 +79,18 @@ cdef object _source(CyModel model, TermSource* src, const double[::1] theta,
 
 
 def _check_perm(int64_t[::1] perm, Py_ssize_t n):
-    if perm.shape[0] != n:
-        raise ValueError(f"perm must have length n_data={n}, got {perm.shape[0]}")
+    if not 1 <= perm.shape[0] <= n:
+        raise ValueError(f"perm must hold between 1 and n_data={n} indices, got "
+                         f"{perm.shape[0]}")
 
 
 cdef int _decide(generator, CyModel model, TermSource* src, int64_t[::1] perm,
                  SeqTest* t) except -1:
     """Run the stopping rule ``t`` to its decision on terms drawn without
     replacement from ``generator`` (lazy Fisher-Yates on ``perm``, modified in
-    place, 32-bit Lemire index draws)."""
-    cdef Py_ssize_t n = model.n_data
+    place, 32-bit Lemire index draws). The population is the data whose indices
+    ``perm`` holds (all of them, or the sampled stratum)."""
+    cdef Py_ssize_t n = perm.shape[0]
     cdef int64_t pos = 0, b, c, j
     cdef U32Stream rs
     cdef double buf[SEQTEST_CHUNK]
@@ -123,9 +125,11 @@ def austerity_decide(generator, CyModel model, const double[::1] theta,
 
     Draws data without replacement from ``generator`` (lazy Fisher-Yates on
     ``perm``, modified in place, 32-bit Lemire index draws) and tests
-    ``mean_k t_k > mu0`` over all ``n`` terms ``t_k = l_k(theta') - l_k(theta)``
-    (or, with ``cv_order >= 0``, the differences of the control-variate
-    residuals around ``theta_star``).
+    ``mean_k t_k > mu0`` over the ``N = len(perm)`` terms
+    ``t_k = l_k(theta') - l_k(theta)`` of the data whose indices ``perm`` holds
+    (all ``n``, or a stratum: distinct valid indices, the caller's duty), or,
+    with ``cv_order >= 0``, the differences of the control-variate residuals
+    around ``theta_star``.
 
     Returns
     -------
@@ -140,7 +144,7 @@ def austerity_decide(generator, CyModel model, const double[::1] theta,
     cdef TermSource src
     _check_perm(perm, model.n_data)
     keep = _source(model, &src, theta, theta_new, cv_order, theta_star, eta_star)
-    seqtest_init(&t, model.n_data, mu0, eps, first_batch, batch_size)
+    seqtest_init(&t, perm.shape[0], mu0, eps, first_batch, batch_size)
     _decide(generator, model, &src, perm, &t)
     return bool(t.accept), int(t.n), int(t.n_checks), float(t.mean)
 
@@ -151,8 +155,9 @@ def confidence_decide(generator, CyModel model, const double[::1] theta,
                       int cv_order=-1, theta_star=None, eta_star=None):
     """Concentration-bound MH decision (doc/algorithms/confidence.rst).
 
-    The terms are drawn as in :func:`austerity_decide`; ``psi`` and the range
-    ``C`` must refer to them (with ``cv_order >= 0``: the residual differences).
+    The terms are drawn as in :func:`austerity_decide` (from the data whose
+    indices ``perm`` holds); ``psi`` and the range ``C`` must refer to them
+    (with ``cv_order >= 0``: the residual differences).
 
     Returns
     -------
@@ -170,7 +175,7 @@ def confidence_decide(generator, CyModel model, const double[::1] theta,
     if bound not in (0, 1, 2):
         raise ValueError(f"unknown bound code {bound}")
     keep = _source(model, &src, theta, theta_new, cv_order, theta_star, eta_star)
-    conftest_init(&t, model.n_data, psi, C, delta, gamma, p, bound, first_batch)
+    conftest_init(&t, perm.shape[0], psi, C, delta, gamma, p, bound, first_batch)
     _decide(generator, model, &src, perm, &t)
     return bool(t.accept), int(t.n), int(t.n_checks), float(t.mean), float(t.last_bound)
 
@@ -201,6 +206,32 @@ cdef int _sweep(CyModel model, TermSource* src, double* total, double* abs_max) 
     total[0] = tot
     abs_max[0] = mx
     return 0
+
+
+def term_sum_at(CyModel model, const double[::1] theta, const double[::1] theta_new,
+                const int64_t[::1] idx, int cv_order=-1, theta_star=None, eta_star=None):
+    """``sum_k t_k`` over the data ``idx`` in that order (the exactly summed
+    stratum of a decision)."""
+    cdef TermSource src
+    cdef Py_ssize_t m = idx.shape[0], s = 0, c, i
+    cdef double buf[SEQTEST_CHUNK]
+    cdef double tot = 0.0
+    cdef bint failed = False
+    keep = _source(model, &src, theta, theta_new, cv_order, theta_star, eta_star)
+    if m and (np.min(idx) < 0 or np.max(idx) >= model.n_data):
+        raise ValueError(f"indices must lie in [0, {model.n_data})")
+    with nogil:
+        while s < m:
+            c = SEQTEST_CHUNK if m - s > SEQTEST_CHUNK else m - s
+            if _terms(model, &src, &idx[s], c, buf) != 0:
+                failed = True
+                break
+            for i in range(c):
+                tot += buf[i]
+            s += c
+    if failed:
+        model.raise_error()
+    return tot
 
 
 def term_sum(CyModel model, const double[::1] theta, const double[::1] theta_new,

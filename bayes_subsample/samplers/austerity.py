@@ -17,7 +17,8 @@ from numbers import Integral, Real
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from . import _approx_mh_fast as _fast
-from ._approx_mh import ApproxMHKernel, DecisionRule, build_proposal, resolve_first_batch
+from ._approx_mh import (ApproxMHKernel, DecisionRule, ProxyPrepared, build_proposal,
+                         model_has_proxy, prepare_proxy, resolve_first_batch)
 from .._deprecation import DEPRECATED, deprecated_constraint, renamed
 from .._params import store_params
 from ._base import BaseSampler, prepare_laplace, shared_constraints
@@ -28,10 +29,10 @@ __all__ = ["AusterityMH"]
 
 class SequentialTestRule(DecisionRule):
     """The sequential t-test decision (``epsilon = 0``: every datum, in storage
-    order, one check)."""
+    order, one check), optionally on control-variate residual differences."""
 
-    def __init__(self, model, epsilon, batch_size, first_batch_size):
-        super().__init__(model)
+    def __init__(self, model, epsilon, batch_size, first_batch_size, cv=None):
+        super().__init__(model, cv=cv)
         self.epsilon = float(epsilon)
         self.batch_size = int(batch_size)
         self.first_batch_size = int(first_batch_size)
@@ -40,10 +41,15 @@ class SequentialTestRule(DecisionRule):
         n = self.model.n_data
         if self.epsilon == 0.0:
             return self.exact_sum(state.theta, theta_new) > threshold, n, 1
+        exact = self.decide_from_proxy(state.theta, theta_new, threshold)
+        if exact is not None:
+            return exact
+        target, n_exact = self.sampled_target(state.theta, theta_new, threshold)
         acc, n_used, n_batches, _ = _fast.austerity_decide(
-            state.sub_rng, self.cy, state.theta, theta_new, state.perm, threshold / n,
-            self.epsilon, self.first_batch_size, self.batch_size)
-        return acc, n_used, n_batches
+            state.sub_rng, self.cy, state.theta, theta_new, state.perm,
+            target / len(state.perm), self.epsilon, self.first_batch_size, self.batch_size,
+            **self.cv_args)
+        return acc, n_used + n_exact, n_batches
 
 
 class AusterityMH(BaseSampler):
@@ -73,6 +79,17 @@ class AusterityMH(BaseSampler):
         Size ``m0 >= 2`` of the first batch (default ``batch_size``, clipped to
         the number of data). An explicit value larger than the number of data
         is an error.
+    proxy : {"auto", "taylor", None}, default="auto"
+        ``"taylor"``: test the differences of second-order Taylor control-variate
+        residuals around the posterior mode, ``d_k(theta') - d_k(theta)``, with the
+        proxies' total ``Q(theta') - Q(theta)`` computed exactly in O(d^2)
+        (Bardenet, Doucet & Holmes 2017). Near the mode these differences are
+        O(1/n) smaller than the log-likelihood differences, so a batch of fixed
+        size decides and the fraction of the data examined falls as ``n`` grows
+        (:ref:`algo-austerity`). Needs a model with second-order control
+        variates (the GLMs, the multinomial model). ``"auto"`` (default): the
+        proxy where the model has one, the plain test otherwise. ``None``: the
+        plain test of the paper, on ``l_k(theta') - l_k(theta)``.
     proposal : {"rw", "sgld"}, default="rw"
         ``"rw"``: random walk ``theta + s L xi`` from the Laplace covariance,
         adapted during warmup exactly as :class:`MH` does (on the accept
@@ -147,29 +164,42 @@ class AusterityMH(BaseSampler):
                              "n_steps", optional=("target_accept", "n_steps")),
         "epsilon": [Interval(Real, 0, 1, closed="left")],
         "first_batch_size": [Interval(Integral, 2, None, closed="left"), None],
+        "proxy": [StrOptions({"auto", "taylor"}), None],
         "proposal": [StrOptions({"rw", "sgld"})],
         "proposal_batch_size": [Interval(Integral, 1, None, closed="left"), None],
         "precondition": ["boolean"],
         "first_batch": deprecated_constraint(Interval(Integral, 2, None, closed="left"), None),
     }
 
-    def __init__(self, epsilon=0.05, batch_size=500, first_batch_size=None, proposal="rw",
-                 step_size=None, adapt=True, target_accept=None, proposal_batch_size=None,
-                 precondition=True, n_steps=None, check_exact=False, first_batch=DEPRECATED):
+    def __init__(self, epsilon=0.05, batch_size=500, first_batch_size=None, proxy="auto",
+                 proposal="rw", step_size=None, adapt=True, target_accept=None,
+                 proposal_batch_size=None, precondition=True, n_steps=None, check_exact=False,
+                 first_batch=DEPRECATED):
         store_params(self, locals())
 
     def _first_batch_size(self, model, warn=False):
         return resolve_first_batch(renamed(self, "first_batch", "first_batch_size", warn),
                                    self.batch_size, model.n_data, type(self).__name__)
 
+    def _uses_proxy(self, model):
+        if self.proxy == "taylor" and not model_has_proxy(model):
+            raise ValueError(
+                f"{type(self).__name__}(proxy='taylor') needs second-order Taylor control "
+                f"variates, which {model!r} does not provide (the GLMs and the multinomial "
+                "model do). Use proxy=None or proxy='auto'.")
+        return self.epsilon > 0 and (self.proxy == "taylor"
+                                     or (self.proxy == "auto" and model_has_proxy(model)))
+
     def prepare(self, model, rng):
         self._validate_params()
         self._first_batch_size(model, warn=True)
-        return prepare_laplace(model)
+        prepared = prepare_laplace(model)
+        return prepare_proxy(model, prepared) if self._uses_proxy(model) else prepared
 
     def build(self, model, prepared, n_warmup):
         first = self._first_batch_size(model)
-        rule = SequentialTestRule(model, self.epsilon, self.batch_size, first)
+        cv = prepared.cv if isinstance(prepared, ProxyPrepared) else None
+        rule = SequentialTestRule(model, self.epsilon, self.batch_size, first, cv=cv)
         n_steps = 1 if (self.n_steps is None and self.proposal == "sgld") else \
             resolve_n_steps(self.n_steps, model)
         return ApproxMHKernel(model, build_proposal(self, prepared, model), rule,

@@ -13,7 +13,6 @@ fewer data are needed. The range of those differences comes from the model
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
@@ -22,57 +21,54 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from .._deprecation import DEPRECATED, deprecated_constraint, renamed
 from .._params import store_params
 from .._seqtest import BOUNDS
-from ..control_variates import TaylorControlVariate
 from . import _approx_mh_fast as _fast
-from ._approx_mh import ApproxMHKernel, DecisionRule, build_proposal, resolve_first_batch
-from ._base import BaseSampler, LaplacePrepared, prepare_laplace, shared_constraints
+from ._approx_mh import (ApproxMHKernel, DecisionRule, ProxyPrepared, build_proposal,
+                         leverage_strata, model_has_proxy, prepare_proxy, resolve_first_batch)
+from ._base import BaseSampler, prepare_laplace, shared_constraints
 from .mh import resolve_n_steps
 
 __all__ = ["ConfidenceMH"]
 
 
-@dataclass
-class ProxyPrepared(LaplacePrepared):
-    """The Laplace preparation plus the control variates at the mode (proxy)."""
-
-    cv: TaylorControlVariate = None
-
-
 class ConfidenceRule(DecisionRule):
     """The concentration-bound decision (``delta = 0``: every datum, in storage
-    order, one check), optionally on control-variate residual differences."""
+    order, one check), optionally on control-variate residual differences and
+    with the high-leverage rows summed exactly."""
 
-    def __init__(self, model, sampler, first_batch_size, cv=None):
-        super().__init__(model)
+    def __init__(self, model, sampler, first_batch_size, cv=None, strata=None):
+        super().__init__(model, cv=cv, strata=strata)
         self.delta = float(sampler.delta)
         self.bound_code = BOUNDS[sampler.bound]
         self.batch_growth = float(renamed(sampler, "gamma", "batch_growth", warn=False))
         self.p = float(sampler.p)
         self.first_batch_size = int(first_batch_size)
-        self.cv = cv
+        self.geometry = {} if strata is None else {"geometry": strata.geometry}
 
     def _range(self, theta, theta_new):
-        C = float(self.model.range_bound(theta, theta_new))
+        if self.cv is None:
+            C = self.model.range_bound(theta, theta_new, **self.geometry)
+        else:
+            C = self.model.cv_range_bound(theta, theta_new, self.cv.theta_star, self.cv.order,
+                                          **self.geometry)
+        C = float(C)
         if not C >= 0.0:
-            raise ValueError(f"model.range_bound returned {C!r}; it must be a float >= 0")
+            raise ValueError(f"the model's range bound returned {C!r}; it must be a float >= 0")
         return C
 
     def decide(self, state, theta_new, threshold):
         theta, n = state.theta, self.model.n_data
         if self.delta == 0.0:
             return self.exact_sum(theta, theta_new) > threshold, n, 1
-        cv = self.cv
-        if cv is None:
-            psi, C, extra = threshold / n, self._range(theta, theta_new), {}
-        else:
-            # sum_k l_k = [Q(theta') - Q(theta)] + sum_k [d_k(theta') - d_k(theta)]
-            psi = (threshold - cv.delta_Q(theta, theta_new)) / n
-            C = float(self.model.cv_range_bound(theta, theta_new, cv.theta_star, cv.order))
-            extra = {"cv_order": cv.order, "theta_star": cv.theta_star, "eta_star": cv.cache}
+        exact = self.decide_from_proxy(theta, theta_new, threshold)
+        if exact is not None:
+            return exact
+        # sum_k l_k = [Q(theta') - Q(theta)] + sum_{exact} t_k + sum_{sampled} t_k
+        target, n_exact = self.sampled_target(theta, theta_new, threshold)
         acc, t, k, _, _ = _fast.confidence_decide(
-            state.sub_rng, self.cy, theta, theta_new, state.perm, psi, C, self.delta,
-            self.bound_code, self.batch_growth, self.p, self.first_batch_size, **extra)
-        return acc, t, k
+            state.sub_rng, self.cy, theta, theta_new, state.perm, target / len(state.perm),
+            self._range(theta, theta_new), self.delta, self.bound_code, self.batch_growth,
+            self.p, self.first_batch_size, **self.cv_args)
+        return acc, t + n_exact, k
 
 
 class ConfidenceMH(BaseSampler):
@@ -106,12 +102,23 @@ default="bernstein_serfling"
         Exponent of the error schedule ``delta_k``.
     first_batch_size : int, default=1
         Data examined before the first check (must not exceed the data size).
-    proxy : {None, "taylor"}, default=None
+    proxy : {"auto", "taylor", None}, default="auto"
         ``"taylor"``: test the differences of second-order Taylor
         control-variate residuals around the posterior mode (Bardenet,
         Doucet & Holmes 2017), with the proxies' sum exact. Needs a model
         with a range bound for those differences (``cv_range_bound``: the
-        logistic GLM, and the Gaussian one, whose residuals vanish).
+        logistic GLM, the multinomial model, and the Gaussian GLM, whose
+        residuals vanish). ``"auto"`` (default): the proxy where the model has
+        one, the plain bound otherwise. ``None``: the plain rule of the 2014
+        paper, on ``l_k(theta') - l_k(theta)``.
+    stratify : bool, default=True
+        Sum the rows of highest leverage (``||L^{-1} x_k||`` in the metric of the
+        Laplace precision ``L L^T``) exactly at every decision and sample the
+        rest, whose range bound is then far smaller (:ref:`algo-confidence`,
+        "A stratum of high-leverage rows"); the split minimises the estimated
+        data examined per decision, costs one pass over the data in
+        ``prepare``, and is used where the model's range bound takes the data's
+        geometry (the logistic GLM).
     step_size : float, optional
         Initial random-walk scale (default ``2.38/sqrt(d)``).
     adapt : bool, default=True
@@ -166,13 +173,14 @@ default="bernstein_serfling"
         "batch_growth": [Interval(Real, 1, None, closed="neither")],
         "p": [Interval(Real, 1, None, closed="neither")],
         "first_batch_size": [Interval(Integral, 1, None, closed="left")],
-        "proxy": [StrOptions({"taylor"}), None],
+        "proxy": [StrOptions({"auto", "taylor"}), None],
+        "stratify": ["boolean"],
         "gamma": deprecated_constraint(Interval(Real, 1, None, closed="neither")),
         "first_batch": deprecated_constraint(Interval(Integral, 1, None, closed="left")),
     }
 
     def __init__(self, delta=0.01, bound="bernstein_serfling", batch_growth=2.0, p=2.0,
-                 first_batch_size=1, proxy=None, step_size=None, adapt=True,
+                 first_batch_size=1, proxy="auto", stratify=True, step_size=None, adapt=True,
                  target_accept=None, n_steps=None, check_exact=False, gamma=DEPRECATED,
                  first_batch=DEPRECATED):
         store_params(self, locals())
@@ -181,22 +189,60 @@ default="bernstein_serfling"
         return resolve_first_batch(renamed(self, "first_batch", "first_batch_size", warn), 1,
                                    model.n_data, type(self).__name__)
 
+    def _resolve_proxy(self, model):
+        """``"taylor"`` or None: the proxy this run tests with."""
+        if self.proxy is None:
+            return None
+        z = np.zeros(model.n_params)
+        try:
+            if not model_has_proxy(model):
+                raise NotImplementedError(
+                    "the model has no second-order Taylor control variates.")
+            model.cv_range_bound(z, z, z, 2)
+        except NotImplementedError as e:
+            if self.proxy == "auto":
+                return None
+            raise ValueError(
+                f"{type(self).__name__}(proxy='taylor') needs a range bound for the "
+                f"differences of second-order Taylor residuals, which {model!r} does not "
+                f"provide: {e} Use proxy=None.") from e
+        return "taylor"
+
+    def _strata(self, model, prepared, proxy):
+        """The high-leverage rows to sum exactly (None: sample every datum)."""
+        order = 2 if proxy == "taylor" else None
+        degree = model.range_bound_degree(order)
+        if not self.stratify or degree is None or self.delta == 0.0:
+            return None
+        from ..models import RowGeometry
+        # the bound at leverage 1 for a typical step of the tuned random walk
+        # (||L^T (theta' - theta)|| ~ 2.38, ||L^T (theta - theta*)|| ~ sqrt(d)),
+        # times the Bernstein-Serfling constant 2 kappa log(5 / delta): a decision
+        # examines about that times r^degree of the sampled data
+        p = model.n_params
+        L = np.linalg.cholesky(prepared.precision)
+        step = np.linalg.solve(L.T, np.where(np.arange(p) % 2 == 0, 1.0, -1.0))
+        theta = prepared.theta_init + np.linalg.solve(L.T, np.ones(p))
+        theta_new = theta + 2.38 / np.sqrt(p) * step
+        unit = {"geometry": RowGeometry(L, 1.0)}
+        C1 = (model.cv_range_bound(theta, theta_new, prepared.theta_init, 2, **unit)
+              if proxy == "taylor" else model.range_bound(theta, theta_new, **unit))
+        kappa = 7.0 / 3.0 + 3.0 / np.sqrt(2.0)
+        return leverage_strata(model, prepared.precision,
+                               2.0 * kappa * np.log(5.0 / self.delta) * float(C1), degree)
+
     def prepare(self, model, rng):
         self._validate_params()
         name = type(self).__name__
         self._first_batch_size(model, warn=True)
         renamed(self, "gamma", "batch_growth")
+        proxy = self._resolve_proxy(model)
         z = np.zeros(model.n_params)
         # surface a missing range bound now, not at the first step
         try:
-            C = (model.cv_range_bound(z, z, z, 2) if self.proxy == "taylor"
+            C = (model.cv_range_bound(z, z, z, 2) if proxy == "taylor"
                  else model.range_bound(z, z))
         except NotImplementedError as e:
-            if self.proxy == "taylor":
-                raise ValueError(
-                    f"{name}(proxy='taylor') needs a range bound for the differences of "
-                    f"second-order Taylor residuals, which {model!r} does not provide: "
-                    f"{e} Use proxy=None.") from e
             raise NotImplementedError(
                 f"{name} needs the range constant C(theta, theta') >= max_k "
                 f"|l_k(theta') - l_k(theta)| of the model: implement "
@@ -208,15 +254,21 @@ default="bernstein_serfling"
         if not (np.isscalar(C) and float(C) >= 0.0):
             raise ValueError(f"model.range_bound must return a float >= 0, got {C!r}")
         prepared = prepare_laplace(model)
-        if self.proxy != "taylor":
+        if proxy == "taylor":
+            prepared = prepare_proxy(model, prepared)
+        strata = self._strata(model, prepared, proxy)
+        if strata is None:
             return prepared
-        cv = TaylorControlVariate(model, prepared.theta_init, order=2).build_cache()
-        return ProxyPrepared(**{**vars(prepared), "n_evals": prepared.n_evals + cv.n_evals},
-                             cv=cv)
+        if not isinstance(prepared, ProxyPrepared):
+            prepared = ProxyPrepared(**vars(prepared))
+        prepared.strata = strata
+        prepared.n_evals += model.n_data        # the leverage pass
+        return prepared
 
     def build(self, model, prepared, n_warmup):
         first = self._first_batch_size(model)
-        rule = ConfidenceRule(model, self, first,
-                              cv=prepared.cv if isinstance(prepared, ProxyPrepared) else None)
+        proxied = isinstance(prepared, ProxyPrepared)
+        rule = ConfidenceRule(model, self, first, cv=prepared.cv if proxied else None,
+                              strata=prepared.strata if proxied else None)
         return ApproxMHKernel(model, build_proposal(self, prepared, model), rule,
                               self.check_exact, resolve_n_steps(self.n_steps, model))
