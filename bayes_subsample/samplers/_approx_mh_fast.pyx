@@ -21,8 +21,10 @@ The cost of a decision is proportional to the data examined, not to ``n``.
 one decision loop (``_decide``) with either rule of the shared ``_seqtest.pxd``.
 """
 import numpy as np
+from cython.parallel cimport prange
 from libc.math cimport fabs
 from libc.stdint cimport int64_t
+from libc.stdlib cimport malloc, free
 from numpy.random cimport bitgen_t
 from bayes_subsample._rng cimport get_bitgen, U32Stream, u32_init, u32_fisher_yates_step
 from bayes_subsample._seqtest cimport (
@@ -84,22 +86,70 @@ def _check_perm(int64_t[::1] perm, Py_ssize_t n):
                          f"{perm.shape[0]}")
 
 
+# batches of at least this many terms are evaluated by n_threads threads (below it a
+# parallel region costs more than it saves)
+cdef enum:
+    PARALLEL_MIN_BATCH = 8192
+
+
+cdef int _parallel_terms(CyModel model, TermSource* src, const int64_t* idx, Py_ssize_t b,
+                         double* out, int n_threads) noexcept nogil:
+    """The terms of ``idx[0..b)`` into ``out``, SEQTEST_CHUNK at a time by
+    ``n_threads`` threads; each term depends on its datum only, so ``out`` is the
+    same for any number of threads. Returns the number of failed chunks."""
+    cdef Py_ssize_t n_chunks = (b + SEQTEST_CHUNK - 1) // SEQTEST_CHUNK, k, s, c
+    cdef int failed = 0
+    for k in prange(n_chunks, num_threads=n_threads, schedule="static"):
+        s = k * SEQTEST_CHUNK
+        c = b - s
+        if c > SEQTEST_CHUNK:
+            c = SEQTEST_CHUNK
+        failed += _terms(model, src, idx + s, c, out + s) != 0
+    return failed
+
+
 cdef int _decide(generator, CyModel model, TermSource* src, int64_t[::1] perm,
-                 SeqTest* t) except -1:
+                 SeqTest* t, int n_threads) except -1:
     """Run the stopping rule ``t`` to its decision on terms drawn without
     replacement from ``generator`` (lazy Fisher-Yates on ``perm``, modified in
     place, 32-bit Lemire index draws). The population is the data whose indices
-    ``perm`` holds (all of them, or the sampled stratum)."""
+    ``perm`` holds (all of them, or the sampled stratum).
+
+    Batches of at least PARALLEL_MIN_BATCH terms are evaluated by ``n_threads``
+    threads: their indices are drawn first (the same draws in the same order),
+    their terms computed in parallel, then merged into the test in the same
+    SEQTEST_CHUNK pieces as the serial loop, so the decision, the data examined
+    and the random stream are identical for any ``n_threads``."""
     cdef Py_ssize_t n = perm.shape[0]
-    cdef int64_t pos = 0, b, c, j
+    cdef int64_t pos = 0, b, c, j, s
     cdef U32Stream rs
     cdef double buf[SEQTEST_CHUNK]
+    cdef double* big = NULL
+    cdef int64_t big_size = 0
     cdef bint failed = False
     cdef bitgen_t* bg = get_bitgen(generator)
     with generator.bit_generator.lock, nogil:
         u32_init(&rs, bg)
         while not t.done and not failed:
             b = seqtest_next_batch(t)
+            if n_threads > 1 and b >= PARALLEL_MIN_BATCH:
+                if b > big_size:
+                    free(big)
+                    big = <double*> malloc(b * sizeof(double))
+                    big_size = b if big != NULL else 0
+                if big != NULL:
+                    for j in range(pos, pos + b):
+                        u32_fisher_yates_step(&rs, &perm[0], j, n)
+                    if _parallel_terms(model, src, &perm[pos], b, big, n_threads) != 0:
+                        failed = True
+                        break
+                    s = 0
+                    while s < b:
+                        c = b - s if b - s < SEQTEST_CHUNK else SEQTEST_CHUNK
+                        seqtest_push_batch(t, big + s, c)
+                        s += c
+                    pos += b
+                    b = 0
             while b > 0:
                 c = b if b < SEQTEST_CHUNK else SEQTEST_CHUNK
                 for j in range(pos, pos + c):
@@ -112,6 +162,7 @@ cdef int _decide(generator, CyModel model, TermSource* src, int64_t[::1] perm,
                 b -= c
             if not failed:
                 seqtest_check(t)
+        free(big)
     if failed:
         model.raise_error()
     return 0
@@ -120,7 +171,7 @@ cdef int _decide(generator, CyModel model, TermSource* src, int64_t[::1] perm,
 def austerity_decide(generator, CyModel model, const double[::1] theta,
                      const double[::1] theta_new, int64_t[::1] perm, double mu0, double eps,
                      int64_t first_batch, int64_t batch_size, int cv_order=-1,
-                     theta_star=None, eta_star=None):
+                     theta_star=None, eta_star=None, int n_threads=1):
     """Sequential t-test MH decision (doc/algorithms/austerity.rst).
 
     Draws data without replacement from ``generator`` (lazy Fisher-Yates on
@@ -129,7 +180,8 @@ def austerity_decide(generator, CyModel model, const double[::1] theta,
     ``t_k = l_k(theta') - l_k(theta)`` of the data whose indices ``perm`` holds
     (all ``n``, or a stratum: distinct valid indices, the caller's duty), or,
     with ``cv_order >= 0``, the differences of the control-variate residuals
-    around ``theta_star``.
+    around ``theta_star``. Batches of 8192 terms or more are evaluated by
+    ``n_threads`` threads; the result does not depend on ``n_threads``.
 
     Returns
     -------
@@ -145,14 +197,14 @@ def austerity_decide(generator, CyModel model, const double[::1] theta,
     _check_perm(perm, model.n_data)
     keep = _source(model, &src, theta, theta_new, cv_order, theta_star, eta_star)
     seqtest_init(&t, perm.shape[0], mu0, eps, first_batch, batch_size)
-    _decide(generator, model, &src, perm, &t)
+    _decide(generator, model, &src, perm, &t, max(1, n_threads))
     return bool(t.accept), int(t.n), int(t.n_checks), float(t.mean)
 
 
 def confidence_decide(generator, CyModel model, const double[::1] theta,
                       const double[::1] theta_new, int64_t[::1] perm, double psi, double C,
                       double delta, int bound, double gamma, double p, int64_t first_batch,
-                      int cv_order=-1, theta_star=None, eta_star=None):
+                      int cv_order=-1, theta_star=None, eta_star=None, int n_threads=1):
     """Concentration-bound MH decision (doc/algorithms/confidence.rst).
 
     The terms are drawn as in :func:`austerity_decide` (from the data whose
@@ -176,7 +228,7 @@ def confidence_decide(generator, CyModel model, const double[::1] theta,
         raise ValueError(f"unknown bound code {bound}")
     keep = _source(model, &src, theta, theta_new, cv_order, theta_star, eta_star)
     conftest_init(&t, perm.shape[0], psi, C, delta, gamma, p, bound, first_batch)
-    _decide(generator, model, &src, perm, &t)
+    _decide(generator, model, &src, perm, &t, max(1, n_threads))
     return bool(t.accept), int(t.n), int(t.n_checks), float(t.mean), float(t.last_bound)
 
 

@@ -48,7 +48,7 @@ class SequentialTestRule(DecisionRule):
         acc, n_used, n_batches, _ = _fast.austerity_decide(
             state.sub_rng, self.cy, state.theta, theta_new, state.perm,
             target / len(state.perm), self.epsilon, self.first_batch_size, self.batch_size,
-            **self.cv_args)
+            n_threads=self.model.pass_threads(), **self.cv_args)
         return acc, n_used + n_exact, n_batches
 
 

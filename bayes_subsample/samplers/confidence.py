@@ -67,7 +67,7 @@ class ConfidenceRule(DecisionRule):
         acc, t, k, _, _ = _fast.confidence_decide(
             state.sub_rng, self.cy, theta, theta_new, state.perm, target / len(state.perm),
             self._range(theta, theta_new), self.delta, self.bound_code, self.batch_growth,
-            self.p, self.first_batch_size, **self.cv_args)
+            self.p, self.first_batch_size, n_threads=self.model.pass_threads(), **self.cv_args)
         return acc, t + n_exact, k
 
 
