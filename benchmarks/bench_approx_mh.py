@@ -113,12 +113,12 @@ def mnist_benchmark(mode):
     p_ref = _sigmoid(Zte @ flat[:, :-1].T + flat[:, -1]).mean(axis=1)
     rows = []
     for eps in EPSILONS:
-        s = AusterityMH(n_steps=1, epsilon=eps, check_exact=True)
+        s = AusterityMH(n_steps=1, epsilon=eps, check_exact=True, proxy=None)
         prepared = s.prepare(model, np.random.default_rng(0))
         rng = np.random.default_rng(100)
         _, ex, _, _ = run_kernel(s, model, prepared, rng, prepared.theta_init, cfg["warmup"],
                                  n_iter=cfg["check_iter"])
-        s_fast = AusterityMH(n_steps=1, epsilon=eps)
+        s_fast = AusterityMH(n_steps=1, epsilon=eps, proxy=None)
         risks, counts = [], []
         for c in range(cfg["chains"]):
             rng = np.random.default_rng([200, c])
@@ -163,7 +163,8 @@ def covtype_benchmark(mode):
                                         prior_scale=2.5, intercept_prior_scale=10.0)
         res = {}
         init = np.zeros(model.n_params)
-        runs = {"mh": MH(n_steps=1), "confidence": ConfidenceMH(n_steps=1, delta=0.01),
+        runs = {"mh": MH(n_steps=1),
+                "confidence": ConfidenceMH(n_steps=1, delta=0.01, proxy=None, stratify=False),
                 "confidence_taylor": ConfidenceMH(n_steps=1, delta=0.01, proxy="taylor")}
         for name, s in runs.items():
             t0 = time.perf_counter()

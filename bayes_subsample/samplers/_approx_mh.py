@@ -258,7 +258,8 @@ def leverage_strata(model, precision, typical_range, degree, max_fraction=0.1):
     r_(j)^degree)`` over the number ``j`` of rows summed exactly (at most
     ``max_fraction`` of the data), ``r_(j)`` the largest leverage left.
 
-    Returns a :class:`Strata`, or None when no row is worth summing exactly.
+    Returns a :class:`Strata` (with an empty ``exact`` when no row is worth
+    summing exactly; its geometry then covers every datum).
     """
     L = np.linalg.cholesky(np.asarray(precision, dtype=np.float64))
     r = model.whitened_row_norms(L)

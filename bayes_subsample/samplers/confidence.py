@@ -4,12 +4,15 @@ stopped by a concentration inequality valid for sampling without
 replacement, so each decision agrees with the exact MH decision with
 probability at least ``1 - delta``.
 
-Optionally (``proxy="taylor"``, Bardenet, Doucet & Holmes 2017) the bound is
-applied to the differences of second-order Taylor control-variate residuals
-``d_k = l_k - q_k`` while the proxies' full sum ``Q(theta') - Q(theta)`` is
-computed exactly in O(d^2); near the mode these differences are tiny, so far
-fewer data are needed. The range of those differences comes from the model
-(:meth:`~bayes_subsample.models.GLM.cv_range_bound`).
+By default, where the model supports it (``proxy="auto"``, Bardenet, Doucet &
+Holmes 2017), the bound is applied to the differences of second-order Taylor
+control-variate residuals ``d_k = l_k - q_k`` while the proxies' full sum
+``Q(theta') - Q(theta)`` is computed exactly in O(d^2); near the mode these
+differences are tiny, so far fewer data are needed. The range of those
+differences comes from the model
+(:meth:`~bayes_subsample.models.GLM.cv_range_bound`), in the metric of the
+Laplace precision, over all rows but the few of highest leverage, which are
+summed exactly (``stratify``).
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from .._deprecation import DEPRECATED, deprecated_constraint, renamed
 from .._params import store_params
 from .._seqtest import BOUNDS
+from ..models import RowGeometry
 from . import _approx_mh_fast as _fast
 from ._approx_mh import (ApproxMHKernel, DecisionRule, ProxyPrepared, build_proposal,
                          leverage_strata, model_has_proxy, prepare_proxy, resolve_first_batch)
@@ -214,7 +218,6 @@ default="bernstein_serfling"
         degree = model.range_bound_degree(order)
         if not self.stratify or degree is None or self.delta == 0.0:
             return None
-        from ..models import RowGeometry
         # the bound at leverage 1 for a typical step of the tuned random walk
         # (||L^T (theta' - theta)|| ~ 2.38, ||L^T (theta - theta*)|| ~ sqrt(d)),
         # times the Bernstein-Serfling constant 2 kappa log(5 / delta): a decision
