@@ -31,7 +31,7 @@
 from libc.math cimport sqrt, fabs, log, ceil, pow, NAN
 from libc.string cimport memset
 from libc.stdint cimport int64_t
-from scipy.special.cython_special cimport stdtr
+from scipy.special.cython_special cimport stdtr, stdtrit
 
 
 cdef enum:
@@ -64,6 +64,8 @@ cdef struct SeqTest:
     double C            # bounds: range constant, |term| <= C
     double p            # bounds: delta_k = (p - 1) / (p k^p) delta
     double last_bound   # bounds: c_t at the last check (nan before any)
+    double* crit        # t-test: optional cache of critical values by dof (NaN: unknown)
+    int64_t crit_size   # entries of crit
     bint done
     bint accept
 
@@ -94,6 +96,15 @@ cdef inline void conftest_init(SeqTest* t, int64_t N, double psi, double C, doub
     t.C = C
     t.gamma = gamma
     t.p = p
+
+
+cdef inline void seqtest_set_crit_cache(SeqTest* t, double* cache,
+                                        int64_t size) noexcept nogil:
+    """Let the t-test read and fill ``cache[dof]`` (NaN-initialised by the owner,
+    for one eps) with the critical value -stdtrit(dof, eps): a check then costs a
+    comparison instead of a Student-t CDF (~170 ns), with the same decisions."""
+    t.crit = cache
+    t.crit_size = size
 
 
 cdef inline int64_t seqtest_next_batch(SeqTest* t) noexcept nogil:
@@ -194,7 +205,7 @@ cdef inline void seqtest_push_batch(SeqTest* t, const double* l, Py_ssize_t b) n
 
 cdef inline bint _ttest_stops(SeqTest* t) noexcept nogil:
     """The t-test on the terms so far: is the p-value below eps?"""
-    cdef double s, tval, pval
+    cdef double s, tval, pval, crit
     if t.n < 2:
         return False
     # standard error of the mean with the finite-population correction
@@ -203,6 +214,17 @@ cdef inline bint _ttest_stops(SeqTest* t) noexcept nogil:
     if s == 0.0:
         return False  # cannot judge yet [R]
     tval = (t.mean - t.mu0) / s
+    if t.crit != NULL and t.n - 1 < t.crit_size:
+        # p < eps  <=>  |T| > -stdtrit(dof, eps); within rounding of the critical
+        # value the CDF decides, so the decisions are those of the p-value rule
+        crit = t.crit[t.n - 1]
+        if crit != crit:
+            crit = -stdtrit(<double> (t.n - 1), t.tol)
+            t.crit[t.n - 1] = crit
+        if fabs(tval) > crit * (1.0 + 1e-9):
+            return True
+        if fabs(tval) < crit * (1.0 - 1e-9):
+            return False
     pval = stdtr(<double> (t.n - 1), -fabs(tval))
     return pval < t.tol
 

@@ -253,7 +253,8 @@ def test_exact_examines_everything_approx_examines_less(paper_model):
 def test_record_conditionals_are_exact():
     m = BinaryMRF.random(n_vars=12, order="both", log_potential_scale=0.4, random_state=5)
     for scan in ("systematic", "random"):
-        res = GibbsSampler(epsilon=0.1, batch_size=5, scan=scan, random_state=1).sample(
+        res = GibbsSampler(epsilon=0.1, batch_size=5, block_size=1, scan=scan,
+                           random_state=1).sample(
             m, 6, n_chains=2, record_conditionals=True)
         D = m.n_vars
         for c in range(2):
@@ -323,9 +324,10 @@ ENUM_CASES = [
 
 
 @pytest.mark.parametrize("name, D, order, scale, n_sweeps", ENUM_CASES)
-@pytest.mark.parametrize("epsilon, scan", [(0.0, "systematic"), (0.0, "random"),
-                                           (0.005, "systematic")])
-def test_gibbs_matches_enumerated_joint(name, D, order, scale, n_sweeps, epsilon, scan):
+@pytest.mark.parametrize("epsilon, scan, block", [(0.0, "systematic", 1), (0.0, "random", 1),
+                                                  (0.005, "systematic", 1),
+                                                  (0.005, "systematic", 3)])
+def test_gibbs_matches_enumerated_joint(name, D, order, scale, n_sweeps, epsilon, scan, block):
     m = BinaryMRF.random(n_vars=D, order=order, log_potential_scale=scale,
                          random_state=1)
     pi = m.enumerate_joint()
@@ -335,12 +337,14 @@ def test_gibbs_matches_enumerated_joint(name, D, order, scale, n_sweeps, epsilon
     assert 0.5 * np.abs(pT - pi).sum() < 1e-3
     # the model is not close to uniform, so the test has something to detect
     assert 0.5 * np.abs(pi - 1.0 / pi.size).sum() > 0.2
-    # small batches so the sequential test really stops early (N_i is 36-66 here)
-    sampler = GibbsSampler(epsilon=epsilon, batch_size=5, first_batch_size=5, scan=scan,
-                           random_state=7)
+    # small batches so the sequential test really stops early (N_i is 36-66 here);
+    # block = 3: units of 3 consecutive terms, two units per batch
+    sampler = GibbsSampler(epsilon=epsilon, batch_size=6 if block > 1 else 5,
+                           first_batch_size=5, block_size=block, scan=scan, random_state=7)
     counts, res = final_state_counts(m, sampler, n_chains=4000, n_sweeps=n_sweeps)
     if epsilon > 0:
-        assert res.fraction_examined.mean() < 0.98
+        # (with 4-22 units of 3 terms per variable the test stops early less often)
+        assert res.fraction_examined.mean() < (0.98 if block == 1 else 0.999)
     pval, dof = chi_square_pvalue(counts, pT)
     assert dof > 20
     print(name, epsilon, scan, "p-value", pval, "dof", dof)
@@ -363,7 +367,8 @@ def test_large_epsilon_is_biased_on_small_model():
     target: the chi-square must reject (shows the approximate path is really taken)."""
     m = BinaryMRF.random(n_vars=10, order=3, log_potential_scale=0.2, random_state=1)
     pi = m.enumerate_joint()
-    s = GibbsSampler(epsilon=0.3, batch_size=2, first_batch_size=2, random_state=3)
+    s = GibbsSampler(epsilon=0.3, batch_size=2, first_batch_size=2, block_size=1,
+                     random_state=3)
     counts, res = final_state_counts(m, s, 4000, 15)
     assert res.fraction_examined.mean() < 0.6
     pval, _ = chi_square_pvalue(counts, pi)
@@ -371,9 +376,14 @@ def test_large_epsilon_is_biased_on_small_model():
 
 
 # ------------------------------------------------------------ conditional accuracy (Fig 7)
-def reference_decision_rate(l, eps, batch, rng, n_rep):
+def reference_decision_rate(l, eps, batch, rng, n_rep, block=1):
     """Plain NumPy simulation of the sequential-test decisions
-    (doc/algorithms/austerity.rst) for fixed terms l."""
+    (doc/algorithms/austerity.rst, doc/algorithms/mrf.rst) for fixed terms l: the
+    units are the sums of blocks of ``block`` consecutive terms, ``batch`` of them per
+    look (two in the first when ``block > 1``)."""
+    if block > 1:
+        starts = np.arange(0, l.size, block)
+        l = np.add.reduceat(l, starts)
     N = l.size
     ones = 0
     for _ in range(n_rep):
@@ -456,13 +466,45 @@ def test_decision_rate_matches_numpy_reference(paper_model):
     l = paper_model.incidence_log_ratio[a:b][np.arange(b - a), 2 * x[o[:, 0]] + x[o[:, 1]]]
     assert l.sum() == pytest.approx(np.log(p / (1 - p)), abs=1e-9)
     n_c, n_r = 20000, 3000
-    n1, _ = GibbsSampler(epsilon=0.01, random_state=5).decide_repeated(paper_model, x, i, n_c)
+    n1, _ = GibbsSampler(epsilon=0.01, block_size=1, random_state=5).decide_repeated(
+        paper_model, x, i, n_c)
     rate_c = n1 / n_c
     rate_r = reference_decision_rate(l, 0.01, 500, np.random.default_rng(6), n_r)
     se = np.sqrt(rate_r * (1 - rate_r) * (1 / n_c + 1 / n_r))
     assert abs(rate_c - rate_r) < 4 * se, (rate_c, rate_r)
     # and the error of the approximate conditional really exceeds 0.01 here
     assert p - rate_c > 0.01 + 3 * np.sqrt(p * (1 - p) / n_c)
+
+
+@pytest.mark.parametrize("block, batch", [(64, 500), (32, 128)])
+def test_block_decision_rate_matches_numpy_reference(paper_model, block, batch):
+    """The block-unit decision (the default) agrees with a NumPy simulation of the
+    t-test on block sums (batches rounded up to whole blocks, two blocks first)."""
+    (x, i, p), = pick_states(paper_model, [0.85], seed=2)
+    a, b = paper_model.factor_ptr[i], paper_model.factor_ptr[i + 1]
+    o = paper_model.incidence_other[a:b]
+    l = paper_model.incidence_log_ratio[a:b][np.arange(b - a), 2 * x[o[:, 0]] + x[o[:, 1]]]
+    n_c, n_r = 20000, 3000
+    s = GibbsSampler(epsilon=0.1, batch_size=batch, block_size=block, random_state=8)
+    n1, frac = s.decide_repeated(paper_model, x, i, n_c)
+    assert frac < 0.9
+    units = -(-batch // block)
+    rate_c = n1 / n_c
+    rate_r = reference_decision_rate(l, 0.1, units, np.random.default_rng(9), n_r,
+                                     block=block)
+    se = np.sqrt(rate_r * (1 - rate_r) * (1 / n_c + 1 / n_r))
+    assert abs(rate_c - rate_r) < 4 * se, (rate_c, rate_r)
+
+
+def test_block_permutation_layout():
+    ptr = np.array([0, 5, 5, 12], dtype=np.int64)
+    from bayes_subsample.mrf import _gibbs_fast
+    np.testing.assert_array_equal(_gibbs_fast.block_permutation(ptr, 1), np.arange(12))
+    # variable 0: blocks at 0, 3; variable 1: none; variable 2: blocks at 5, 8, 11
+    np.testing.assert_array_equal(_gibbs_fast.block_permutation(ptr, 3),
+                                  [0, 3, 2, 3, 4, 5, 8, 11, 8, 9, 10, 11])
+    with pytest.raises(ValueError, match="block must be >= 1"):
+        _gibbs_fast.block_permutation(ptr, 0)
 
 
 # ----------------------------------------------------------------------------- utilities

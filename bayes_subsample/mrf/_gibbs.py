@@ -90,6 +90,14 @@ class GibbsSampler(BaseEstimator):
         Number of factor terms added per test.
     first_batch_size : int, optional
         Size of the first mini-batch (>= 2); default ``batch_size``.
+    block_size : int, default=64
+        Factor terms per sampling unit. The test draws blocks of ``block_size``
+        consecutive incidences of the variable (without replacement) and runs on
+        their sums, so each examined term costs what the exact update's streaming
+        sum costs; ``batch_size`` and ``first_batch_size`` are rounded up to
+        whole blocks (at least 2 in the first batch). ``block_size=1`` draws single
+        terms (random gathers; several times slower per term). See
+        :ref:`algo-gibbs-approx`.
     scan : {"systematic", "random"}, default="systematic"
         Systematic scan updates x_0, ..., x_{D-1} in order each sweep; random scan
         makes D updates of uniformly drawn variables.  One state is stored per sweep.
@@ -108,8 +116,8 @@ class GibbsSampler(BaseEstimator):
     True
     """
 
-    def __init__(self, epsilon=0.0, batch_size=500, first_batch_size=None, scan="systematic",
-                 random_state=None, first_batch=DEPRECATED):
+    def __init__(self, epsilon=0.0, batch_size=500, first_batch_size=None, block_size=64,
+                 scan="systematic", random_state=None, first_batch=DEPRECATED):
         store_params(self, locals())
 
     # ------------------------------------------------------------------ validation
@@ -125,8 +133,12 @@ class GibbsSampler(BaseEstimator):
                              f"two terms to estimate a variance), got {first}")
         if self.scan not in ("systematic", "random"):
             raise ValueError(f"scan must be 'systematic' or 'random', got {self.scan!r}")
+        block = _as_int(self.block_size, "block_size", 1)
         seed_sequence(self.random_state)
-        return float(eps), batch, first, self.scan == "random"
+        # the test's units are blocks: batches in whole blocks, two in the first
+        first = max(2 if eps > 0 else 1, -(-first // block))
+        batch = -(-batch // block)
+        return float(eps), batch, first, self.scan == "random", block
 
     @staticmethod
     def _check_model(model):
@@ -161,7 +173,7 @@ class GibbsSampler(BaseEstimator):
         GibbsResult
         """
         self._check_model(model)
-        eps, batch, first, random_scan = self._validated()
+        eps, batch, first, random_scan, block = self._validated()
         n_sweeps = _as_int(n_sweeps, "n_sweeps", 1)
         n_chains = _as_int(n_chains, "n_chains", 1)
         D = model.n_vars
@@ -196,7 +208,7 @@ class GibbsSampler(BaseEstimator):
                 x = gen.integers(0, 2, size=D, dtype=np.uint8)
             else:
                 x = x0[c].copy()
-            perm = np.arange(model.incidence_other.shape[0], dtype=np.int64)
+            perm = _gibbs_fast.block_permutation(model.factor_ptr, block)
             for s0 in range(0, n_sweeps, chunk):
                 s1 = min(n_sweeps, s0 + chunk)
                 u0, u1 = s0 * D, s1 * D
@@ -207,7 +219,7 @@ class GibbsSampler(BaseEstimator):
                     bool(record_conditionals),
                     cond[c, u0:u1] if record_conditionals else cond[c],
                     dec[c, u0:u1] if record_conditionals else dec[c],
-                    var[c, u0:u1] if record_conditionals else var[c])
+                    var[c, u0:u1] if record_conditionals else var[c], block)
                 if bar is not None:
                     bar.update(s1 - s0)
 
@@ -248,7 +260,7 @@ class GibbsSampler(BaseEstimator):
             Mean fraction of the N_i factor terms examined per decision.
         """
         self._check_model(model)
-        eps, batch, first, _ = self._validated()
+        eps, batch, first, _, block = self._validated()
         X = _check_states(state, model.n_vars, name="state")
         if X.shape[0] != 1:
             raise ValueError("state must be a single state of shape (D,)")
@@ -257,10 +269,10 @@ class GibbsSampler(BaseEstimator):
             raise ValueError(f"i must be < n_vars = {model.n_vars}, got {i}")
         n_repeats = _as_int(n_repeats, "n_repeats", 1)
         gen = chain_generators(self.random_state, 1)[0]
-        perm = np.arange(model.incidence_other.shape[0], dtype=np.int64)
+        perm = _gibbs_fast.block_permutation(model.factor_ptr, block)
         n_ones, n_ex = _gibbs_fast.decide_repeated(
             model.incidence_log_ratio, model.incidence_other, model.factor_ptr, X[0], i,
-            perm, gen, n_repeats, eps, first, batch)
+            perm, gen, n_repeats, eps, first, batch, block)
         N_i = model.factor_ptr[i + 1] - model.factor_ptr[i]
         frac = n_ex / (n_repeats * N_i) if N_i else 1.0
         return int(n_ones), float(frac)

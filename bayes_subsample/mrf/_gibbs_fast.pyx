@@ -29,7 +29,8 @@ indices and almost never rejects.  This halved the time per sweep for every epsi
 (and changed the random stream of approximate Gibbs: the same seed gives different,
 equally valid, chains than before).
 """
-from libc.math cimport log, log1p, exp
+from libc.math cimport log, log1p, exp, NAN
+from libc.stdlib cimport malloc, free
 from libc.stdint cimport int64_t, int32_t, uint8_t, uint64_t
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
@@ -42,7 +43,7 @@ from bayes_subsample._rng cimport (
 )
 from bayes_subsample._seqtest cimport (
     SeqTest, SEQTEST_CHUNK, seqtest_init, seqtest_next_batch, seqtest_push_batch,
-    seqtest_check,
+    seqtest_check, seqtest_set_crit_cache,
 )
 
 
@@ -71,6 +72,31 @@ cdef inline size_t _touch_range(const void* base, size_t nbytes) noexcept nogil:
     return acc
 
 
+cdef extern from *:
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define BS_PREFETCH(p) __builtin_prefetch((const void*)(p), 0, 3)
+    #else
+    #define BS_PREFETCH(p) ((void)(p))
+    #endif
+    """
+    void BS_PREFETCH(const void* p) noexcept nogil
+
+
+# blocks prefetched ahead of the one being summed
+cdef enum:
+    BLOCK_PREFETCH_AHEAD = 4
+
+
+cdef inline void _prefetch_range(const void* base, size_t nbytes) noexcept nogil:
+    """Prefetch every cache line of ``nbytes`` bytes at ``base`` (may run past the
+    end of the variable's segment: prefetches do not fault)."""
+    cdef const unsigned char* p = <const unsigned char*> base
+    cdef size_t off
+    for off in range(0, nbytes, 64):
+        BS_PREFETCH(p + off)
+
+
 cdef inline double _now() noexcept nogil:
     cdef timespec ts
     clock_gettime(CLOCK_MONOTONIC, &ts)
@@ -88,29 +114,44 @@ cdef inline double _sigmoid(double s) noexcept nogil:
 cdef inline double _full_sum(const floating* diff, const int32_t* other,
                              int64_t start, int64_t stop,
                              const uint8_t* x) noexcept nogil:
-    """sum_f l_f over the incidences start..stop-1 (exact log-odds of x_i = 1)."""
-    cdef double s = 0.0
-    cdef int64_t k
-    for k in range(start, stop):
-        s += diff[4 * k + 2 * x[other[2 * k]] + x[other[2 * k + 1]]]
-    return s
+    """sum_f l_f over the incidences start..stop-1 (exact log-odds of x_i = 1).
+    Four accumulators: one would chain every term on the latency of an add."""
+    cdef double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0
+    cdef int64_t k, stop4 = start + (stop - start) // 4 * 4
+    for k in range(start, stop4, 4):
+        s0 += diff[4 * k + 2 * x[other[2 * k]] + x[other[2 * k + 1]]]
+        s1 += diff[4 * k + 4 + 2 * x[other[2 * k + 2]] + x[other[2 * k + 3]]]
+        s2 += diff[4 * k + 8 + 2 * x[other[2 * k + 4]] + x[other[2 * k + 5]]]
+        s3 += diff[4 * k + 12 + 2 * x[other[2 * k + 6]] + x[other[2 * k + 7]]]
+    for k in range(stop4, stop):
+        s0 += diff[4 * k + 2 * x[other[2 * k]] + x[other[2 * k + 1]]]
+    return (s0 + s1) + (s2 + s3)
 
 
 cdef inline bint _decide(const floating* diff, const int32_t* other,
                          int64_t start, int64_t stop, const uint8_t* x,
                          int64_t* perm, bitgen_t* bg, double eps,
-                         int64_t first_batch, int64_t batch_size,
+                         int64_t first_batch, int64_t batch_size, int64_t block,
+                         double* crit, int64_t crit_size,
                          int64_t* n_examined) noexcept nogil:
     """One Gibbs decision for a variable whose incidences are start..stop-1.
+
+    The sampling units are blocks of ``block`` consecutive incidences (the last
+    one shorter): ``perm[start .. start + n_blocks)`` holds the absolute first
+    incidence of each block, shuffled lazily.  The test runs on the block sums:
+    their mean over the n_blocks blocks exceeds logit(u) / n_blocks iff the sum
+    of all terms exceeds logit(u).  ``first_batch`` and ``batch_size`` count
+    blocks.  With ``block == 1`` the units are single terms (random gathers).
 
     Returns the new value of the variable (True = 1) and writes the number of
     factor terms examined to n_examined."""
     cdef int64_t N = stop - start
+    cdef int64_t n_units = (N + block - 1) // block
     cdef double u = rng_uniform_open(bg)
     cdef double logit_u = log(u) - log1p(-u)
     cdef SeqTest t
     cdef U32Stream rs
-    cdef int64_t b, c, j, k, pos
+    cdef int64_t b, c, j, k, pos, hi, terms, drawn
     cdef int64_t* seg
     cdef size_t touched
     cdef double buf[SEQTEST_CHUNK]
@@ -122,34 +163,86 @@ cdef inline bint _decide(const floating* diff, const int32_t* other,
         # mean > mu0  <=>  sum > N * mu0 = logit(u)  <=>  u < sigmoid(sum)
         return _full_sum(diff, other, start, stop, x) > logit_u
     seg = perm + start
-    # Stream the variable's whole segment (permutation, terms, other variables) into
-    # cache first: the random accesses of the test then hit L1/L2 instead of L3/DRAM.
-    # Measured on the D = 100 model this is 2-3x faster per sweep for every epsilon
-    # in 0.01..0.25, even when a single batch of 500 of the 4851 terms suffices.
-    touched = (_touch_range(seg, N * sizeof(int64_t))
-               + _touch_range(diff + 4 * start, 4 * N * sizeof(floating))
-               + _touch_range(other + 2 * start, 2 * N * sizeof(int32_t)))
-    BS_KEEP(touched)
-    seqtest_init(&t, N, logit_u / N, eps, first_batch, batch_size)
+    if block == 1:
+        # Stream the variable's whole segment (permutation, terms, other variables)
+        # into cache first: the random accesses of the test then hit L1/L2 instead
+        # of L3/DRAM (2-3x faster per sweep than without, on the D = 100 model).
+        touched = (_touch_range(seg, N * sizeof(int64_t))
+                   + _touch_range(diff + 4 * start, 4 * N * sizeof(floating))
+                   + _touch_range(other + 2 * start, 2 * N * sizeof(int32_t)))
+        BS_KEEP(touched)
+    seqtest_init(&t, n_units, logit_u / n_units, eps, first_batch, batch_size)
+    seqtest_set_crit_cache(&t, crit, crit_size)
     u32_init(&rs, bg)
     pos = 0
+    terms = 0
+    drawn = 0
     while not t.done:
         b = seqtest_next_batch(&t)
         while b > 0:
             c = b if b < SEQTEST_CHUNK else SEQTEST_CHUNK
-            # draw the chunk's indices, then gather its terms in a loop free of RNG
-            # calls and of the test's arithmetic, then update the test once
-            for j in range(pos, pos + c):
-                u32_fisher_yates_step(&rs, seg, j, N)
-            for j in range(c):
-                k = seg[pos + j]
-                buf[j] = diff[4 * k + 2 * x[other[2 * k]] + x[other[2 * k + 1]]]
+            if block == 1:
+                # draw the chunk's indices, then gather its terms in a loop free of
+                # RNG calls and of the test's arithmetic, then update the test once
+                for j in range(pos, pos + c):
+                    u32_fisher_yates_step(&rs, seg, j, n_units)
+                for j in range(c):
+                    k = seg[pos + j]
+                    buf[j] = diff[4 * k + 2 * x[other[2 * k]] + x[other[2 * k + 1]]]
+                terms += c
+            else:
+                # draw the units up to BLOCK_PREFETCH_AHEAD beyond the chunk, so that
+                # a later block's terms and partners can be prefetched while this one
+                # is summed (the blocks lie at random places of a segment that is not
+                # in cache); units drawn ahead and never used leave a valid
+                # permutation, which is all the next decision needs
+                hi = pos + c + BLOCK_PREFETCH_AHEAD
+                if hi > n_units:
+                    hi = n_units
+                while drawn < hi:
+                    u32_fisher_yates_step(&rs, seg, drawn, n_units)
+                    if drawn < BLOCK_PREFETCH_AHEAD:
+                        k = seg[drawn]
+                        _prefetch_range(diff + 4 * k, 4 * block * sizeof(floating))
+                        _prefetch_range(other + 2 * k, 2 * block * sizeof(int32_t))
+                    drawn += 1
+                for j in range(c):
+                    if pos + j + BLOCK_PREFETCH_AHEAD < drawn:
+                        k = seg[pos + j + BLOCK_PREFETCH_AHEAD]
+                        _prefetch_range(diff + 4 * k, 4 * block * sizeof(floating))
+                        _prefetch_range(other + 2 * k, 2 * block * sizeof(int32_t))
+                    k = seg[pos + j]
+                    hi = k + block if k + block < stop else stop
+                    buf[j] = _full_sum(diff, other, k, hi, x)
+                    terms += hi - k
             seqtest_push_batch(&t, buf, c)
             pos += c
             b -= c
         seqtest_check(&t)
-    n_examined[0] = t.n
+    n_examined[0] = terms
     return t.accept
+
+
+cdef int64_t _max_units(const int64_t[::1] ptr, int64_t block):
+    """The largest number of sampling units of a variable."""
+    cdef Py_ssize_t i
+    cdef int64_t best = 0, nb
+    for i in range(ptr.shape[0] - 1):
+        nb = (ptr[i + 1] - ptr[i] + block - 1) // block
+        if nb > best:
+            best = nb
+    return best
+
+
+cdef double* _nan_array(int64_t size) except NULL:
+    """A malloc'ed array of ``size`` NaNs (the t-test's critical-value cache)."""
+    cdef double* a = <double*> malloc(size * sizeof(double))
+    cdef int64_t j
+    if a == NULL:
+        raise MemoryError()
+    for j in range(size):
+        a[j] = NAN
+    return a
 
 
 def gibbs_run(const floating[:, ::1] diff, const int32_t[:, ::1] other,
@@ -158,12 +251,15 @@ def gibbs_run(const floating[:, ::1] diff, const int32_t[:, ::1] other,
               int64_t batch_size, bint random_scan,
               uint8_t[:, ::1] states_out, double[::1] frac_out, double[::1] time_out,
               bint record, double[::1] cond_out, uint8_t[::1] dec_out,
-              int32_t[::1] var_out):
+              int32_t[::1] var_out, int64_t block=1):
     """Run ``n_sweeps`` Gibbs sweeps of one chain in place (GIL released).
 
     ``x`` (the current state) and ``perm`` (the per-variable Fisher-Yates
-    permutations, absolute incidence indices) are updated in place, so calling this
-    again continues the same chain.  A sweep is D single-variable updates
+    permutations of the sampling units: for variable i, ``perm[ptr[i] ..
+    ptr[i] + n_blocks_i)`` holds the absolute first incidence of each block of
+    ``block`` incidences, see ``block_permutation``) are updated in place, so
+    calling this again continues the same chain; ``first_batch`` and
+    ``batch_size`` count blocks.  A sweep is D single-variable updates
     (variables 0..D-1 in order for the systematic scan, D uniform draws for the
     random scan); the state after each sweep goes to ``states_out[s]``,
     ``frac_out[s]`` receives (terms examined) / (terms of the exact updates) of the
@@ -177,6 +273,8 @@ def gibbs_run(const floating[:, ::1] diff, const int32_t[:, ::1] other,
     if ptr.shape[0] != D + 1 or diff.shape[0] != other.shape[0] or diff.shape[1] != 4 \
             or other.shape[1] != 2 or perm.shape[0] != diff.shape[0]:
         raise ValueError("inconsistent incidence arrays")
+    if block < 1:
+        raise ValueError(f"block must be >= 1, got {block}")
     if states_out.shape[0] < n_sweeps or states_out.shape[1] != D \
             or frac_out.shape[0] < n_sweeps or time_out.shape[0] < n_sweeps:
         raise ValueError("output buffers too small")
@@ -197,6 +295,8 @@ def gibbs_run(const floating[:, ::1] diff, const int32_t[:, ::1] other,
     cdef int64_t n_ex, tot_ex, tot_n
     cdef double t0, t_excl, t1
     cdef bint new
+    cdef int64_t crit_size = _max_units(ptr, block) + 1
+    cdef double* crit = _nan_array(crit_size)
     with generator.bit_generator.lock, nogil:
         upd = 0
         for s in range(n_sweeps):
@@ -215,7 +315,7 @@ def gibbs_run(const floating[:, ::1] diff, const int32_t[:, ::1] other,
                     var_out[upd] = <int32_t> i
                     t_excl += _now() - t1
                 new = _decide(dp, op, ptr[i], ptr[i + 1], xp, pp, bg, eps,
-                              first_batch, batch_size, &n_ex)
+                              first_batch, batch_size, block, crit, crit_size, &n_ex)
                 xp[i] = 1 if new else 0
                 if record:
                     dec_out[upd] = xp[i]
@@ -226,12 +326,13 @@ def gibbs_run(const floating[:, ::1] diff, const int32_t[:, ::1] other,
             frac_out[s] = (<double> tot_ex) / tot_n if tot_n > 0 else 1.0
             for d in range(D):
                 states_out[s, d] = xp[d]
+    free(crit)
 
 
 def decide_repeated(const floating[:, ::1] diff, const int32_t[:, ::1] other,
                     const int64_t[::1] ptr, const uint8_t[::1] x, Py_ssize_t i,
                     int64_t[::1] perm, generator, Py_ssize_t n_repeats, double eps,
-                    int64_t first_batch, int64_t batch_size):
+                    int64_t first_batch, int64_t batch_size, int64_t block=1):
     """Make the Gibbs decision for variable ``i`` at the fixed state ``x``
     ``n_repeats`` times (fresh u and fresh draws each time, GIL released).
 
@@ -239,7 +340,8 @@ def decide_repeated(const floating[:, ::1] diff, const int32_t[:, ::1] other,
     total number of factor terms examined.
     """
     cdef Py_ssize_t D = x.shape[0]
-    if i < 0 or i >= D or ptr.shape[0] != D + 1 or perm.shape[0] != diff.shape[0]:
+    if i < 0 or i >= D or ptr.shape[0] != D + 1 or perm.shape[0] != diff.shape[0] \
+            or block < 1:
         raise ValueError("inconsistent arguments")
     if ptr[i + 1] == ptr[i]:
         diff = np.zeros((1, 4), dtype=np.asarray(diff).dtype)
@@ -249,13 +351,34 @@ def decide_repeated(const floating[:, ::1] diff, const int32_t[:, ::1] other,
     cdef int64_t start = ptr[i], stop = ptr[i + 1]
     cdef int64_t n_ones = 0, n_ex_tot = 0, n_ex
     cdef Py_ssize_t r
+    cdef int64_t crit_size = _max_units(ptr, block) + 1
+    cdef double* crit = _nan_array(crit_size)
     with generator.bit_generator.lock, nogil:
         for r in range(n_repeats):
             if _decide(&diff[0, 0], &other[0, 0], start, stop, &x[0], &perm[0], bg,
-                       eps, first_batch, batch_size, &n_ex):
+                       eps, first_batch, batch_size, block, crit, crit_size, &n_ex):
                 n_ones += 1
             n_ex_tot += n_ex
+    free(crit)
     return n_ones, n_ex_tot
+
+
+def block_permutation(const int64_t[::1] ptr, int64_t block):
+    """The initial unit permutation for blocks of ``block`` incidences: for
+    variable i, ``perm[ptr[i] + b] = ptr[i] + b * block`` for each of its
+    ``ceil(N_i / block)`` blocks (the rest of the segment is unused). ``block = 1``
+    gives ``arange(n_incidences)``, the per-term units."""
+    if block < 1:
+        raise ValueError(f"block must be >= 1, got {block}")
+    cdef Py_ssize_t D = ptr.shape[0] - 1, i
+    cdef int64_t b, nb
+    perm_arr = np.arange(ptr[D] if D >= 0 else 0, dtype=np.int64)
+    cdef int64_t[::1] perm = perm_arr
+    for i in range(D):
+        nb = (ptr[i + 1] - ptr[i] + block - 1) // block
+        for b in range(nb):
+            perm[ptr[i] + b] = ptr[i] + b * block
+    return perm_arr
 
 
 def conditional_log_odds(const floating[:, ::1] diff, const int32_t[:, ::1] other,
