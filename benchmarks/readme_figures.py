@@ -105,6 +105,34 @@ def table():
             fig += f"; {i64['peak_over_X']:.2f}x with int64 labels"
         rows.append(f"| memory of an HMC-ECS fit, n = {_n(big_n)}, d = 28, float32 X | {fig} | "
                     f"`{mem.get('command', 'python benchmarks/bench_memory.py').strip()}` |")
+    tall = _load("tall_mh.json")
+    for key, label in (("higgs", "synthetic HIGGS-shaped"), ("covtype", "covtype.binary")):
+        res = (tall or {}).get(key)
+        if res is None:
+            continue
+        smp = res["samplers"]
+        a, c, m = smp["austerity"], smp["confidence"], smp["mh"]
+        rows.append(
+            f"| approximate MH vs exact MH, {label}, n = {res['n']:,}, d = {res['n_params']}, "
+            f"2 chains, all-in | austerity (epsilon 0.05) {a['ess_per_s']:,.1f} ESS/s, "
+            f"{a['ess_per_s_ratio_vs_mh']:,.0f}x exact MH ({m['ess_per_s']:.2f}), "
+            f"{100 * a['data_fraction_after_warmup']:.2f}% of the data per decision, means within "
+            f"{a['max_mean_error_in_sd']:.2f} sd of NUTS; confidence (delta 0.01) "
+            f"{c['ess_per_s_ratio_vs_mh']:.1f}x exact MH, "
+            f"{100 * c['data_fraction_after_warmup']:.1f}% of the data | "
+            f"`python benchmarks/bench_tall_mh.py --sections {key}` |")
+    mrf = _load("mrf.json")
+    if mrf is not None:
+        by_eps = {r["epsilon"]: r for r in mrf["results"]}
+        if 0.1 in by_eps and "speedup_vs_exact" in by_eps[0.1]:
+            r = by_eps[0.1]
+            rows.append(
+                f"| approximate Gibbs, D = 100 triple MRF ({mrf['config']['factors_per_update']:,} "
+                f"factors per update), epsilon 0.1, batches of {mrf['config']['batch_size']} | "
+                f"{r['speedup_vs_exact']:.2f}x exact Gibbs per sweep, "
+                f"{100 * r['fraction_examined']:.0f}% of the terms read, L1 error of 5-variable "
+                f"marginals {r['l1_error_final']:.2f} (exact {by_eps[0.0]['l1_error_final']:.2f}) "
+                f"| `python benchmarks/bench_mrf.py` |")
     return "\n".join(rows)
 
 

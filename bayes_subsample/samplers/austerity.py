@@ -162,9 +162,16 @@ class AusterityMH(BaseSampler):
     #: decides MH moves on growing subsamples (a run reading most of the data
     #: is slower than exact MH: ``Trace.check_convergence`` says so)
     decides_on_subsamples = True
-    #: what to change when it reads most of the data
-    advice_when_reading_everything = ("raise epsilon (a larger per-test error), or use exact MH "
-                                      "(sampler='mh')")
+
+    @property
+    def advice_when_reading_everything(self):
+        """What to change when a run reads most of the data."""
+        if self.proxy is None:
+            return ("use proxy='auto' (control-variate differences need far fewer data near "
+                    "the mode), raise epsilon (a larger per-test error), or use exact MH "
+                    "(sampler='mh')")
+        return "raise epsilon (a larger per-test error), or use exact MH (sampler='mh')"
+
     _parameter_constraints = {
         **shared_constraints("batch_size", "step_size", "adapt", "check_exact", "target_accept",
                              "n_steps", optional=("target_accept", "n_steps")),

@@ -165,9 +165,17 @@ default="bernstein_serfling"
     name = "confidence"
     exact = False
     decides_on_subsamples = True
-    advice_when_reading_everything = ("try proxy='taylor' (control-variate differences need far "
-                                      "fewer data near the mode) or a larger delta, or use exact "
-                                      "MH (sampler='mh')")
+
+    @property
+    def advice_when_reading_everything(self):
+        """What to change when a run reads most of the data."""
+        if self.proxy is None:
+            return ("try proxy='taylor' or 'auto' (control-variate differences need far fewer "
+                    "data near the mode) or a larger delta, or use exact MH (sampler='mh')")
+        return ("raise delta, or use exact MH (sampler='mh'); proxy='auto' uses the plain "
+                "bound for models without a residual range bound (Poisson GLMs, user models), "
+                "which reads nearly everything at equilibrium")
+
     _parameter_constraints = {
         **shared_constraints("step_size", "adapt", "check_exact", "target_accept", "n_steps",
                              optional=("target_accept", "n_steps")),
