@@ -166,12 +166,19 @@ def test_term_sum_at_matches_numpy(dtype, cv_order):
 
 
 @pytest.mark.parametrize("rule", ["austerity", "confidence"])
-def test_decisions_do_not_depend_on_threads(rule):
+@pytest.mark.parametrize("kind", ["logistic", "multinomial"])
+def test_decisions_do_not_depend_on_threads(rule, kind):
     """Large batches are evaluated in parallel; the decision, the data examined, the
     running mean and the permutation left behind are bit-identical."""
     X, y = _heavy_data(60000, 3, seed=6)
-    model = LogisticRegressionModel(X, y)
-    thetas = [np.random.default_rng(100 + i).normal(scale=0.05, size=(2, 4)) for i in range(15)]
+    if kind == "logistic":
+        model = LogisticRegressionModel(X, y)
+    else:
+        from bayes_subsample.models import MultinomialLogisticModel
+        labels = (y + (X[:, 0] > 0.5)).astype(np.int64)          # 3 classes
+        model = MultinomialLogisticModel(X, labels)
+    p = model.n_params
+    thetas = [np.random.default_rng(100 + i).normal(scale=0.05, size=(2, p)) for i in range(15)]
     results = {}
     for n_threads in (1, 2):
         g = np.random.default_rng(7)

@@ -180,7 +180,13 @@ def logistic_residual_range_bound(theta, theta_new, theta_star, row_norm_max, ge
 
     def bound(R, norm):
         c, a, b = (norm(v) for v in moves)
-        return R ** 3 * c * (a * a + a * b + b * b) * LOGISTIC_B3_MAX / 6.0
+        if c == 0.0:
+            return 0.0                  # no move, no difference
+        # float64 arithmetic: rows of norm ~1e103 or more overflow to inf (a bound
+        # that never stops a decision), not to Python's OverflowError
+        with np.errstate(over="ignore"):
+            return float(np.float64(R) ** 3 * c * (a * a + a * b + b * b)
+                         * LOGISTIC_B3_MAX / 6.0)
 
     C = bound(row_norm_max, lambda v: float(np.linalg.norm(v)))
     if geometry is not None:
