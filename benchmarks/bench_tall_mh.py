@@ -54,7 +54,7 @@ from bayes_subsample.samplers.austerity import AusterityMH
 from bayes_subsample.samplers.confidence import ConfidenceMH
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_approx_mh import _sigmoid  # noqa: E402
+from bench_approx_mh import _sigmoid, mnist_7v9_pca  # noqa: E402
 
 DATA = os.environ.get("BAYES_SUBSAMPLE_DATA", "/work/shared/data")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -236,16 +236,10 @@ def risk_section(quick, out_dir):
     out = {}
     problems = {}
     # MNIST 7 vs 9, 50 PCA components scaled to unit variance (as bench_approx_mh.py)
-    from sklearn.decomposition import PCA
-    z = np.load(os.path.join(DATA, "mnist", "mnist_7vs9_derived.npz"))
-    Xtr, ytr = z["X_train"].astype(np.float64) / 255.0, z["y_train"].astype(np.float64)
-    Xte = z["X_test"].astype(np.float64) / 255.0
-    pca = PCA(50, random_state=0).fit(Xtr)
-    Ztr, Zte = pca.transform(Xtr), pca.transform(Xte)
-    scale = Ztr.std(axis=0)
-    problems["mnist7v9"] = (LogisticRegressionModel(np.ascontiguousarray(Ztr / scale), ytr,
-                                                    prior_scale=1.0, intercept_prior_scale=10.0),
-                            Zte / scale, 10.0 if quick else 30.0)
+    Ztr, ytr, Zte = mnist_7v9_pca()
+    problems["mnist7v9"] = (LogisticRegressionModel(Ztr, ytr, prior_scale=1.0,
+                                                    intercept_prior_scale=10.0),
+                            Zte, 10.0 if quick else 30.0)
     n = 100_000 if quick else 1_000_000
     X, y = make_logistic_data(n + 10_000, 28, random_state=3)
     problems["synthetic1e6"] = (LogisticRegressionModel(X[:n], y[:n]), X[n:],
