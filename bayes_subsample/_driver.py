@@ -222,6 +222,8 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
                                    run.n_warmup)
         main = _Recorder.extending(old.draws, old.stats, old.chain_lengths, run.n_target)
         t_prepare, n_evals_prepare = old.wall_time["prepare"], old.n_evals_prepare
+        passes_prepare = old.data_passes["prepare"]
+        passes_chains = old.data_passes["chains"]
         elapsed_before = old.wall_time["elapsed"]
         sampler = run.sampler
     else:
@@ -230,12 +232,21 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
         n_warmup = _check_count("n_warmup", n_warmup, 0)
         n_chains = _check_count("n_chains", n_chains, 1)
         _check_model(model)
+        if getattr(model, "distributed", False) and not getattr(sampler, "serves_distributed",
+                                                                  False):
+            raise ValueError(
+                f"the sampler {sampler.name!r} cannot sample a model whose rows live with "
+                "Dask (it reads rows chosen by the chain at every step, each a round trip "
+                "to the cluster): use sampler='hmc_ecs', or bring X into memory (or a "
+                "memory map)")
         p = model.n_params
         init = _initial_points(init, n_chains, p)
         children = seed_sequence(random_state).spawn(n_chains + 1)
         t0 = time.perf_counter()
+        p0 = model.n_full_passes
         prepared = sampler.prepare(model, np.random.Generator(np.random.PCG64(children[0])))
         t_prepare = time.perf_counter() - t0
+        passes_prepare, passes_chains = model.n_full_passes - p0, 0
         n_evals_prepare = prepared.n_evals
         elapsed_before = t_prepare
         chains = [_Chain(c, children[c + 1], None if init is None else init[c].copy())
@@ -244,7 +255,9 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
         warm = _Recorder(n_chains, n_warmup, p)
         main = _Recorder(n_chains, n_samples, p)
 
+    p1 = run.model.n_full_passes
     interrupted, seconds = _run_chains(run, warm, main, n_jobs, progress)
+    passes_chains += run.model.n_full_passes - p1
     elapsed = elapsed_before + seconds
     if interrupted:
         warnings.warn(
@@ -262,6 +275,9 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
         warmup_draws=wdraws, warmup_stats=wstats, warmup_lengths=wlengths,
         tuning=[ch.kernel.tuning() if ch.kernel is not None else {} for ch in chains],
         n_evals_prepare=n_evals_prepare,
+        data_passes={"prepare": int(passes_prepare), "chains": int(passes_chains),
+                     **({"rows_fetched": int(run.model.rows_fetched)}
+                        if hasattr(run.model, "rows_fetched") else {})},
         n_evals_setup=np.array([ch.kernel.n_evals_setup if ch.kernel is not None else 0
                                 for ch in chains], dtype=np.int64),
         wall_time={"prepare": t_prepare, "warmup": t_warm, "sampling": t_samp,

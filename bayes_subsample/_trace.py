@@ -47,6 +47,14 @@ class Trace:
         Per-datum evaluations of the shared preparation (MAP, theta*).
     n_evals_setup : ndarray (n_chains,)
         Per-datum evaluations spent by each chain outside steps (full passes).
+    data_passes : dict
+        Fused full-data passes over X (sums of log-likelihoods, gradients,
+        Hessians over every row): ``prepare`` (the shared preparation: MAP,
+        theta*, control variates, metric) and ``chains`` (made while the chains
+        ran, all chains together: HMC-ECS's recentring, the full-data gradients
+        of HMC). Per-datum work on subsamples is counted in ``n_evals``. Models
+        whose rows live with Dask add ``rows_fetched``: the rows brought into this
+        process (distinct rows per fetch, all fetches of the run).
     wall_time : dict
         ``prepare``, ``warmup`` and ``sampling`` seconds (per chain arrays);
         ``total`` (their sum: compute time over all chains) and ``elapsed``
@@ -83,8 +91,11 @@ class Trace:
     warmup_lengths: Optional[np.ndarray] = None
     run_state: object = field(default=None, repr=False)
     class_blocks: Optional[int] = None
+    data_passes: Optional[dict] = None
 
     def __post_init__(self):
+        if self.data_passes is None:
+            self.data_passes = {"prepare": 0, "chains": 0}
         self.n_evals_prepare = int(self.n_evals_prepare)
         self.n_evals_setup = np.asarray(self.n_evals_setup)
         self.n_data = int(self.n_data)
@@ -231,6 +242,8 @@ class Trace:
         out["n_divergences"] = (self._count("diverging", st)
                                 + self._count("diverging", self.warmup_stats))
         out["n_evals"] = self.n_evals_per_chain()
+        passes = self.data_passes or {"prepare": 0, "chains": 0}   # older pickles: None
+        out["data_passes"] = {**passes, "total": passes["prepare"] + passes["chains"]}
         out["n_evals_per_iteration"] = self._per_chain_mean(st["n_evals"])
         out["data_fraction_per_iteration"] = out["n_evals_per_iteration"] / self.n_data
         out["wall_time"] = self.wall_time["warmup"] + self.wall_time["sampling"]

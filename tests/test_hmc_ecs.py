@@ -419,18 +419,62 @@ def test_invalid_hyperparameters(kwargs, match):
         sample(model, HMCECS(**kwargs), n_samples=10, n_warmup=10, n_chains=1)
 
 
-def test_shortest_recentring_interval_works():
+def _unconverged_refinement(monkeypatch):
+    """Make HMC-ECS believe its Newton refinement of theta* did not converge
+    (so that it recentres during warmup)."""
+    import bayes_subsample.samplers.hmc_ecs as mod
+    real = mod.refine_theta_star
+
+    def refine(*args, **kw):
+        theta, sums, ev, _, _ = real(*args, **kw)
+        return theta, sums, ev, False, theta
+
+    monkeypatch.setattr(mod, "refine_theta_star", refine)
+
+
+def test_shortest_recentring_interval_works(monkeypatch):
     """``recentre_every=10`` (the smallest accepted): a sane step size, chains
     that move, and means within 0.2 posterior sd of full-data HMC."""
     model = _logistic_problem(n=20000)
     args = {"n_samples": 300, "n_warmup": 300, "n_chains": 2, "random_state": 0}
     ref = _quiet_sample(model, HMC(), **args)
+    _unconverged_refinement(monkeypatch)
     tr = _quiet_sample(model, HMCECS(recentre_every=10), **args)
+    # recentred at 10, 20, ..., 220 (none in the last 75 warmup iterations), each a pass
+    assert tr.data_passes["chains"] == 2 * 22
     assert all(0.05 < t["step_size"] < 5 for t in tr.tuning)
     assert tr.diagnostics()["acceptance_rate"].min() > 0.5
     sd = ref.draws.reshape(-1, model.n_params).std(axis=0)
     err = np.abs(tr.posterior_mean() - ref.posterior_mean()) / sd
     assert err.max() < 0.2, err
+
+
+def test_tall_data_prepares_in_few_passes_and_never_recentres():
+    """n = 200,000: theta* from a 1% subset mode, full-data Newton steps until
+    theta* is within the tolerance, the last pass reused by the control
+    variates: at most three full passes in all (two at n = 1e7, see
+    benchmarks/bench_passes.py), none while the chains run; every pass is
+    counted (``data_passes`` agrees with the model's own count)."""
+    model = _logistic_problem(n=200_000, d=5)
+    before = model.n_full_passes
+    tr = _quiet_sample(model, HMCECS(), n_samples=100, n_warmup=300, n_chains=2,
+                       random_state=0)
+    assert 2 <= tr.data_passes["prepare"] <= 3 and tr.data_passes["chains"] == 0
+    assert model.n_full_passes - before == tr.data_passes["prepare"]
+    d = tr.diagnostics()
+    assert d["data_passes"] == {**tr.data_passes, "total": tr.data_passes["prepare"]}
+    assert not tr.tuning[0].get("full_data", False)
+
+
+def test_full_data_hmc_counts_its_gradient_passes():
+    """Full-data HMC makes a pass per leapfrog step (and more to start and
+    tune): all of them are counted."""
+    model = _logistic_problem(n=3000, d=3)
+    before = model.n_full_passes
+    tr = _quiet_sample(model, HMC(), n_samples=20, n_warmup=20, n_chains=2, random_state=0)
+    n_leapfrog = int(tr.stats["n_leapfrog"].sum() + tr.warmup_stats["n_leapfrog"].sum())
+    assert tr.data_passes["chains"] >= n_leapfrog
+    assert tr.data_passes["prepare"] + tr.data_passes["chains"] == model.n_full_passes - before
 
 
 def test_order2_needs_glm():

@@ -93,7 +93,9 @@ C-contiguous float32 or float64 (``dtype``).
 Synthetic data
 --------------
 :func:`make_logistic_data` draws HIGGS-shaped logistic-regression data of any
-size in chunks into one preallocated array; :func:`make_gaussian_regression`
+size in chunks into one preallocated array (:func:`make_logistic_data_dask`:
+the same rows as Dask arrays drawn where their chunks are computed, for
+cluster-sized data); :func:`make_gaussian_regression`
 draws linear-Gaussian data for tests against exact conjugate posteriors.
 Neither adds an intercept column: the package's estimators have
 ``fit_intercept`` and treat the intercept as a virtual column of ones.
@@ -104,7 +106,8 @@ from ._files import load_file
 from ._higgs import load_higgs, load_higgs_sample
 from ._kddcup99 import load_kddcup99
 from ._mnist import load_mnist_7vs9
-from ._samples_generator import make_gaussian_regression, make_logistic_data
+from ._samples_generator import (make_gaussian_regression, make_logistic_data,
+                                 make_logistic_data_dask)
 
 # public constants: importable from here, as always, though not in __all__
 from ._base import CACHE_DIR_ENV, DATA_HOME_ENV, DEFAULT_DATA_HOME  # noqa: F401
@@ -126,4 +129,5 @@ __all__ = [
     "load_mnist_7vs9",
     "make_gaussian_regression",
     "make_logistic_data",
+    "make_logistic_data_dask",
 ]

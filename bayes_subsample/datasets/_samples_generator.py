@@ -70,6 +70,121 @@ def _balance_intercept(signal_sd, rate=_LOGISTIC_POSITIVE_RATE, df=_LOGISTIC_DF)
     return float(optimize.brentq(excess, -20, 20, xtol=1e-12))
 
 
+def _logistic_coef_intercept(n_features, coef, intercept):
+    """The checked true coefficients and intercept (defaults as documented in
+    :func:`make_logistic_data`)."""
+    d = _check_n(n_features, "n_features")
+    if coef is None:
+        coef = _logistic_default_coef(d)
+    else:
+        coef = _check_coef(coef, d)
+        if not np.isfinite(coef).all():
+            raise ValueError("coef must be finite")
+    if intercept is None:
+        intercept = _balance_intercept(float(np.sqrt(_ar1_quadratic_form(coef))))
+    intercept = float(intercept)
+    if not np.isfinite(intercept):
+        raise ValueError("intercept must be finite")
+    return coef, intercept
+
+
+def _fill_logistic_rows(X, y, row0, coef, intercept, root, chunk):
+    """Fill ``X``, ``y`` with rows ``row0, row0 + 1, ...`` of the data set seeded by
+    ``root`` (``row0`` a multiple of the seeding block: each block's streams start
+    at its first row)."""
+    from scipy.special import expit
+
+    assert row0 % _SEED_BLOCK_ROWS == 0
+    n, d = X.shape
+    rho, df = _LOGISTIC_RHO, _LOGISTIC_DF
+    innov = np.sqrt(1.0 - rho * rho)
+    gens, gens_block = None, -1
+    start = 0
+    while start < n:
+        # a segment never crosses a user chunk or a seeding block boundary
+        block = (row0 + start) // _SEED_BLOCK_ROWS
+        stop = min(n, start + chunk, (block + 1) * _SEED_BLOCK_ROWS - row0)
+        if block != gens_block:
+            gens, gens_block = _block_generators(root, block, 3), block
+        m = stop - start
+        z = gens[0].standard_normal((m, d))
+        radius = np.sqrt((df - 2.0) / gens[1].chisquare(df, size=m))
+        u = gens[2].random(m)
+        # AR(1) recursion column by column (element-wise, so bit-identical for any m)
+        for j in range(1, d):
+            z[:, j] = rho * z[:, j - 1] + innov * z[:, j]
+        z *= radius[:, None]
+        Xs = X[start:stop]
+        Xs[...] = z
+        eta = np.full(m, intercept)
+        for j in range(d):
+            eta += Xs[:, j].astype(np.float64) * coef[j]
+        y[start:stop] = u < expit(eta)
+        start = stop
+
+
+def _logistic_block(row0, n_rows, d, coef, intercept, root, dtype):
+    X = np.empty((n_rows, d), dtype=dtype)
+    y = np.empty(n_rows, dtype=np.float64)
+    _fill_logistic_rows(X, y, row0, coef, intercept, root, 65536)
+    return X, y
+
+
+def make_logistic_data_dask(n_samples, n_features=28, *, chunk_rows=8 * 65536, coef=None,
+                            intercept=None, dtype=np.float64, random_state=None):
+    """:func:`make_logistic_data` as Dask arrays whose chunks are drawn where
+    they are computed (on a ``distributed`` cluster's workers: this process
+    never holds them).
+
+    The rows are those of ``make_logistic_data(n_samples, n_features,
+    random_state=random_state, ...)``, bit for bit.
+
+    Parameters
+    ----------
+    n_samples, n_features, coef, intercept, dtype, random_state
+        As for :func:`make_logistic_data`; ``random_state`` must fix the seed
+        (an int or a SeedSequence): every chunk is drawn from it separately.
+    chunk_rows : int, default=524288
+        Rows per chunk, a multiple of 65,536 (the seeding block).
+
+    Returns
+    -------
+    X : dask.array.Array of shape (n_samples, n_features), chunked by rows
+    y : dask.array.Array of shape (n_samples,), float64 0/1, chunked alike
+
+    Examples
+    --------
+    >>> from bayes_subsample.datasets import make_logistic_data_dask
+    >>> X, y = make_logistic_data_dask(200_000, chunk_rows=65536, random_state=0)
+    >>> X.chunks[0]
+    (65536, 65536, 65536, 3392)
+    """
+    import dask
+    import dask.array as da
+
+    n = _check_n(n_samples, "n_samples", 1)
+    coef, intercept = _logistic_coef_intercept(n_features, coef, intercept)
+    d = coef.shape[0]
+    dtype = _check_dtype(dtype)
+    chunk_rows = _check_n(chunk_rows, "chunk_rows")
+    if chunk_rows % _SEED_BLOCK_ROWS:
+        raise ValueError(f"chunk_rows must be a multiple of {_SEED_BLOCK_ROWS}, got "
+                         f"{chunk_rows}")
+    if random_state is None or isinstance(random_state, (np.random.Generator,
+                                                         np.random.RandomState)):
+        raise ValueError("random_state must be an int or a SeedSequence: every chunk is "
+                         "drawn from it separately")
+    root = seed_sequence(random_state)
+    xs, ys = [], []
+    for row0 in range(0, n, chunk_rows):
+        rows = min(chunk_rows, n - row0)
+        part = dask.delayed(_logistic_block, pure=True, nout=2)(row0, rows, d, coef,
+                                                                 intercept, root, dtype)
+        xs.append(da.from_delayed(part[0], shape=(rows, d), dtype=dtype))
+        ys.append(da.from_delayed(part[1], shape=(rows,), dtype=np.float64))
+    return da.concatenate(xs, axis=0), da.concatenate(ys, axis=0)
+
+
 def make_logistic_data(
     n_samples,
     n_features=28,
@@ -137,52 +252,15 @@ def make_logistic_data(
     >>> coef.shape
     (3,)
     """
-    from scipy.special import expit
-
     n = _check_n(n_samples, "n_samples", 0)
-    d = _check_n(n_features, "n_features")
     chunk = _check_n(chunk_size, "chunk_size")
     dtype = _check_dtype(dtype)
-    if coef is None:
-        coef = _logistic_default_coef(d)
-    else:
-        coef = _check_coef(coef, d)
-        if not np.isfinite(coef).all():
-            raise ValueError("coef must be finite")
-    if intercept is None:
-        intercept = _balance_intercept(float(np.sqrt(_ar1_quadratic_form(coef))))
-    intercept = float(intercept)
-    if not np.isfinite(intercept):
-        raise ValueError("intercept must be finite")
+    coef, intercept = _logistic_coef_intercept(n_features, coef, intercept)
+    d = coef.shape[0]
     root = seed_sequence(random_state)
-    rho, df = _LOGISTIC_RHO, _LOGISTIC_DF
-    innov = np.sqrt(1.0 - rho * rho)
-
     X = np.empty((n, d), dtype=dtype)
     y = np.empty(n, dtype=np.float64)
-    gens, gens_block = None, -1
-    start = 0
-    while start < n:
-        # a segment never crosses a user chunk or a seeding block boundary
-        block = start // _SEED_BLOCK_ROWS
-        stop = min(n, start + chunk, (block + 1) * _SEED_BLOCK_ROWS)
-        if block != gens_block:
-            gens, gens_block = _block_generators(root, block, 3), block
-        m = stop - start
-        z = gens[0].standard_normal((m, d))
-        radius = np.sqrt((df - 2.0) / gens[1].chisquare(df, size=m))
-        u = gens[2].random(m)
-        # AR(1) recursion column by column (element-wise, so bit-identical for any m)
-        for j in range(1, d):
-            z[:, j] = rho * z[:, j - 1] + innov * z[:, j]
-        z *= radius[:, None]
-        Xs = X[start:stop]
-        Xs[...] = z
-        eta = np.full(m, intercept)
-        for j in range(d):
-            eta += Xs[:, j].astype(np.float64) * coef[j]
-        y[start:stop] = u < expit(eta)
-        start = stop
+    _fill_logistic_rows(X, y, 0, coef, intercept, root, chunk)
     if return_coef:
         return X, y, coef, intercept
     return X, y

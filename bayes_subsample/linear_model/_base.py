@@ -13,7 +13,13 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._driver import sample, seed_sequence
 from .._params import store_params
+from ..models import GaussianRegressionModel, LogisticRegressionModel, PoissonRegressionModel
+from ..models._dask import DaskGLM, is_dask_array
 from ..samplers import SAMPLERS, BaseSampler
+
+#: the family of each estimator model class a Dask array can be fitted with
+_DASK_FAMILIES = {LogisticRegressionModel: "logistic", PoissonRegressionModel: "poisson",
+                  GaussianRegressionModel: "gaussian"}
 
 #: draws used by predict_proba / predict (evenly spaced over the pooled draws)
 MAX_PREDICT_DRAWS = 1000
@@ -74,12 +80,43 @@ class BayesianGLMBase(BaseEstimator):
             raise ValueError("n_jobs == 0 has no meaning; use None, -1 or a positive integer")
 
     # ---- fitting -------------------------------------------------------------------
+    def _check_fit_data(self, X, y, **kwargs):
+        """scikit-learn's ``validate_data`` for in-memory data; a Dask array ``X``
+        is checked without computing it (shape, dtype, known row chunks) and ``y``
+        brought into this process (8 bytes per row)."""
+        if not is_dask_array(X):
+            return validate_data(self, X, y, **kwargs)
+        if X.ndim != 2:
+            raise ValueError(f"Expected a 2-D dask array X, got shape {X.shape}")
+        if is_dask_array(y):
+            y = y.compute()
+        y = np.asarray(y)
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y.ravel()
+        if y.ndim != 1 or y.shape[0] != X.shape[0]:
+            raise ValueError(f"y must have shape ({X.shape[0]},) to match X, got {y.shape}")
+        if kwargs.get("y_numeric") and y.dtype.kind not in "iubf":
+            raise ValueError(f"y must be numeric, got dtype {y.dtype}")
+        self.n_features_in_ = int(X.shape[1])
+        self.__dict__.pop("feature_names_in_", None)
+        return X, y
+
     def _fit_model(self, model_class, X, y, **params):
         """Sample the posterior of ``model_class(X, y, **params)`` with the
-        estimator's intercept and priors; returns ``self``."""
-        self._run(model_class(X, y, fit_intercept=self.fit_intercept,
-                              prior_scale=self.prior_scale,
-                              intercept_prior_scale=self.intercept_prior_scale, **params))
+        estimator's intercept and priors; returns ``self``. A Dask array ``X``
+        gets the model of the same family whose passes run where the chunks
+        live (:class:`~bayes_subsample.models.DaskGLM`)."""
+        kw = dict(fit_intercept=self.fit_intercept, prior_scale=self.prior_scale,
+                  intercept_prior_scale=self.intercept_prior_scale, **params)
+        if is_dask_array(X):
+            family = _DASK_FAMILIES.get(model_class)
+            if family is None:
+                raise ValueError(
+                    f"{model_class.__name__} does not take a Dask array X (multiclass "
+                    "fits need X in memory or memory-mapped)")
+            self._run(DaskGLM(X, y, family, **kw))
+        else:
+            self._run(model_class(X, y, **kw))
         return self
 
     def _previous_run(self):
@@ -235,6 +272,12 @@ class BayesianGLMBase(BaseEstimator):
 
     def _check_X(self, X):
         check_is_fitted(self)
+        if is_dask_array(X):
+            raise TypeError(
+                "predict on a Dask array one chunk at a time, where the chunks live: "
+                "X.map_blocks(est.predict, drop_axis=1, dtype=...) with the dtype of the "
+                "predictions (predict_proba: X.map_blocks(est.predict_proba, "
+                "chunks=(X.chunks[0], (n_classes,)), dtype=float))")
         return validate_data(self, X, reset=False, dtype=[np.float64, np.float32],
                              accept_sparse="csr")
 

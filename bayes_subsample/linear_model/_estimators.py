@@ -10,12 +10,12 @@ from scipy.special import expit, log_expit, log_softmax, logsumexp, softmax
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import validate_data
 
 from .._driver import seed_sequence
 from .._params import store_params
 from ..models import (GaussianRegressionModel, LogisticRegressionModel,
                       MultinomialLogisticModel, PoissonRegressionModel)
+from ..models._dask import is_dask_array
 from ._base import BayesianGLMBase, all_or_nothing, times_coef
 
 __all__ = ["BayesianLogisticRegression", "BayesianLinearRegression", "BayesianPoissonRegression"]
@@ -172,8 +172,8 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
         self
         """
         self._validate()
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], order="C",
-                             accept_sparse="csr")
+        X, y = self._check_fit_data(X, y, dtype=[np.float64, np.float32], order="C",
+                                   accept_sparse="csr")
         previous = getattr(self, "classes_", None) if self.warm_start else None
         self.classes_, y01 = _encode_labels(y)
         if self.classes_.shape[0] < 2:
@@ -274,12 +274,27 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
         return self.classes_[(proba[:, 1] > 0.5).astype(int)]
 
 
+def _floored_noise(sigma, y):
+    """The least-squares noise estimate ``sigma``, at least 1e-3 x the scale of
+    ``y`` (with a warning: an exact fit leaves no noise to estimate)."""
+    sd = float(np.std(y))
+    floor = 1e-3 * (sd if sd > 0 else max(1.0, float(np.max(np.abs(y)))))
+    if sigma < floor:
+        warnings.warn(
+            f"noise_scale=None: y is fitted (almost) exactly by a linear function of X "
+            f"(residual sd {sigma:.3g}), so the noise cannot be estimated; using "
+            f"noise_scale_={floor:.3g} (1e-3 x the scale of y). Pass noise_scale to "
+            "choose it.", UserWarning, stacklevel=4)
+        return floor
+    return sigma
+
+
 class _BayesianRegressorBase(RegressorMixin, BayesianGLMBase):
     def _validate_fit_data(self, X, y):
         """Validate the hyperparameters and the training data (``y`` as float64)."""
         self._validate()
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], order="C",
-                             accept_sparse="csr", y_numeric=True)
+        X, y = self._check_fit_data(X, y, dtype=[np.float64, np.float32], order="C",
+                                   accept_sparse="csr", y_numeric=True)
         return X, np.asarray(y, dtype=np.float64)
 
     def _predictive_moments(self, X):
@@ -370,6 +385,8 @@ class BayesianLinearRegression(_BayesianRegressorBase):
             return s if s > 0 else 1.0
         # normal equations in chunks (X is not copied)
         step = max(1, 2**20 // max(1, X.shape[1]))
+        if is_dask_array(X):
+            return self._estimate_noise_dask(X, y, p)
         if sparse.issparse(X):
             A, b = _sparse_normal_equations(X, y, self.fit_intercept)
         else:
@@ -393,16 +410,25 @@ class BayesianLinearRegression(_BayesianRegressorBase):
         sigma = float(np.sqrt(rss / (n - p)))
         if not np.isfinite(sigma):
             raise self._overflow(X, y)
-        sd = float(np.std(y))
-        floor = 1e-3 * (sd if sd > 0 else max(1.0, float(np.max(np.abs(y)))))
-        if sigma < floor:
-            warnings.warn(
-                f"noise_scale=None: y is fitted (almost) exactly by a linear function of X "
-                f"(residual sd {sigma:.3g}), so the noise cannot be estimated; using "
-                f"noise_scale_={floor:.3g} (1e-3 x the scale of y). Pass noise_scale to "
-                "choose it.", UserWarning, stacklevel=3)
-            return floor
-        return sigma
+        return _floored_noise(sigma, y)
+
+    def _estimate_noise_dask(self, X, y, p):
+        """The least-squares residual sd from one Dask pass: ``X^T X``, ``X^T y``
+        (intercept column included) reduced where the chunks live, and
+        ``RSS = y^T y - 2 beta^T X^T y + beta^T X^T X beta``."""
+        import dask.array as da
+        Xf = X.astype(np.float64)
+        if self.fit_intercept:
+            Xf = da.concatenate([Xf, da.ones((X.shape[0], 1), chunks=(X.chunks[0], 1))],
+                                axis=1)
+        yd = da.from_array(y, chunks=(Xf.chunks[0],))
+        A, b = da.compute(Xf.T @ Xf, Xf.T @ yd)
+        if not (np.isfinite(A).all() and np.isfinite(b).all()):
+            raise ValueError("noise_scale=None: the least-squares fit overflows float64. "
+                             "Standardise X and y, or pass noise_scale.")
+        beta = np.linalg.lstsq(A, b, rcond=None)[0]
+        rss = max(0.0, float(y @ y - 2.0 * beta @ b + beta @ A @ beta))
+        return _floored_noise(float(np.sqrt(rss / (X.shape[0] - p))), y)
 
     @staticmethod
     def _overflow(X, y):

@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import numbers
 
+import threading
+
 import numpy as np
 
 __all__ = ["Model", "GaussianPrior", "FunctionModel"]
@@ -79,6 +81,9 @@ def _digest(*arrays):
     return h.hexdigest()
 
 
+_PASS_LOCK = threading.Lock()
+
+
 class Model:
     """Base class / protocol of a posterior over per-datum terms.
 
@@ -107,6 +112,19 @@ class Model:
     family = None
     #: ``full_pass(hessian=True)`` is analytic and cheap (else numerical)
     analytic_hessian = False
+
+    # ---- full passes made (diagnostics_["data_passes"]) -------------------------
+    @property
+    def n_full_passes(self):
+        """Full-data passes over this model's data made so far: the compiled
+        models' fused passes (:meth:`full_pass`, full-data HMC's gradients), or for
+        other models each generic :meth:`full_pass` and each pass of its numerical
+        Hessian."""
+        return self.__dict__.get("_n_full_passes", 0)
+
+    def _count_passes(self, k=1):
+        with _PASS_LOCK:     # chains running in threads share the model
+            self.__dict__["_n_full_passes"] = self.__dict__.get("_n_full_passes", 0) + k
 
     # ---- to implement -------------------------------------------------------
     def loglik_terms(self, theta, idx):
@@ -219,6 +237,7 @@ class Model:
         (central differences); compiled models do all in one read of the data.
         """
         theta = np.asarray(theta, dtype=np.float64)
+        self._count_passes(1 + (2 * self.n_params if hessian else 0))
         ll = 0.0
         grad = np.zeros(self.n_params) if gradient else None
         chunk = 65536
@@ -306,6 +325,10 @@ class CompiledModel(Model):
     ``self._cy`` (a :class:`CyModel` subclass set by ``__init__``): the NumPy-level
     API (validation, then one call) shared by the GLMs and the multinomial
     model."""
+
+    @property
+    def n_full_passes(self):
+        return self._cy.n_full_passes
 
     @property
     def compiled(self):

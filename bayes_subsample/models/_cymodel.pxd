@@ -21,7 +21,15 @@
 # ``FunctionModel``) through the same interface, calling back into NumPy with
 # the GIL, so user models go through the very same kernels.
 from libc.stdint cimport int64_t
-from bayes_subsample.models._rows cimport Rows
+
+cdef extern from *:
+    """
+    static inline void _bs_atomic_add(int64_t* x, int64_t k) {
+        __atomic_fetch_add(x, k, __ATOMIC_RELAXED);
+    }
+    """
+    void _atomic_add "_bs_atomic_add"(int64_t* x, int64_t k) noexcept nogil
+from bayes_subsample.models._rows cimport Rows, DenseRows
 from bayes_subsample.models._glm_terms cimport GLMFamily
 
 cdef enum:
@@ -57,6 +65,9 @@ cdef class CyModel:
     # methods as ``eta_star``): 1 for the GLMs (eta*), 2K + 1 for the multinomial
     cdef readonly Py_ssize_t cache_width
     cdef object _errors           # thread id -> exception from a callback
+    # full-data passes made (``full_sums`` calls of the compiled models; atomic:
+    # chains in threads share the object); read as ``n_full_passes``
+    cdef int64_t _n_passes
 
     # out[i] = l_{idx[i]}(theta)
     cdef int loglik(self, const double* theta, const int64_t* idx, Py_ssize_t m,
@@ -104,10 +115,14 @@ cdef class CyModel:
                        int n_threads) noexcept nogil
 
     cdef int _fail(self) noexcept    # store the current exception (GIL held)
+    cdef inline void _count_pass(self) noexcept nogil:
+        _atomic_add(&self._n_passes, 1)
 
 
 cdef class CyGLM(CyModel):
     cdef readonly Rows rows
+    cdef readonly bint dense            # rows is a DenseRows (BLAS full passes)
+    cdef DenseRows drows                # rows, typed, when dense (else None)
     cdef const double[::1] y
     cdef readonly double phi            # dispersion (Gaussian: noise variance)
     cdef readonly Py_ssize_t n_features
@@ -136,6 +151,12 @@ cdef class CyGLM(CyModel):
     # gradient sum, lower triangle of the sum of -Hessians)
     cdef double pass_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta,
                            bint want_ll, double* grad, double* neg_hess) noexcept nogil
+    cdef double _dense_pass_range(self, Py_ssize_t start, Py_ssize_t stop,
+                                  const double* theta, bint want_ll, double* grad,
+                                  double* neg_hess) noexcept nogil
+    cdef double _rows_pass_range(self, Py_ssize_t start, Py_ssize_t stop,
+                                 const double* theta, bint want_ll, double* grad,
+                                 double* neg_hess) noexcept nogil
     # term_values with dt = the derivatives of the terms in eta (or NULL)
     cdef int _values(self, int order, const double* theta_star, const double* eta_star,
                      const double* theta, const int64_t* idx, Py_ssize_t m, double* t,

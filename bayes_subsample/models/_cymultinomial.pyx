@@ -430,6 +430,7 @@ cdef class CyMultinomial(CyModel):
         cdef double* G = <double*> calloc(P * P if want_h else 1, sizeof(double))
         cdef double total = 0.0, v
         cdef int failed = 0
+        self._count_pass()
         if ll_s == NULL or rc == NULL or g_s == NULL or G == NULL:
             free(ll_s)
             free(rc)

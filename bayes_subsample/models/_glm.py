@@ -194,6 +194,54 @@ def logistic_residual_range_bound(theta, theta_new, theta_star, row_norm_max, ge
     return C
 
 
+def check_targets(y, n, family):
+    """Validate the targets of a GLM with ``n`` rows; returns them as C-contiguous
+    float64."""
+    y = np.asarray(y)
+    if y.ndim != 1 or y.shape[0] != n:
+        raise ValueError(f"y must have shape ({n},) to match X, got {y.shape}")
+    if y.dtype.kind not in "iubf":
+        raise TypeError(f"y must be numeric, got dtype {y.dtype}")
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    if not np.isfinite(y).all():
+        raise ValueError("y contains NaN or infinity")
+    if family == "logistic" and not np.isin(y, (0.0, 1.0)).all():
+        raise ValueError("logistic regression needs y in {0, 1}")
+    if family == "poisson" and (np.any(y < 0) or np.any(y != np.round(y))):
+        raise ValueError("Poisson regression needs non-negative integer counts y")
+    return y
+
+
+def check_noise(noise_scale, y):
+    """The Gaussian family's ``(noise_scale, phi = noise_scale**2)``, checked
+    against overflow of the squared residuals of ``y``."""
+    if not (np.isfinite(noise_scale) and noise_scale > 0):
+        raise ValueError(f"noise_scale must be a finite float > 0, got {noise_scale!r}")
+    noise_scale = float(noise_scale)
+    with np.errstate(over="ignore", under="ignore"):
+        phi = float(np.float64(noise_scale) ** 2)
+    if not (np.isfinite(phi) and phi > 0 and np.isfinite(1.0 / phi)):
+        raise ValueError(
+            f"noise_scale must lie in [1e-150, 1e150] (its square, the noise variance, "
+            f"must be a finite float64 > 0 with a finite inverse), got "
+            f"{noise_scale:.3g}. Rescale y, or pass a noise_scale in that range.")
+    z = float(np.max(np.abs(y))) / noise_scale if y.size else 0.0
+    if z * z * max(1, y.size) > 1e300:
+        raise ValueError(
+            f"y has values up to {z * noise_scale:.3g} for a noise scale of "
+            f"{noise_scale:.3g}: the Gaussian log-likelihood's squared residuals "
+            "overflow float64. Rescale y (e.g. divide by its standard deviation).")
+    return noise_scale, phi
+
+
+def glm_prior(n_params, fit_intercept, prior_scale, intercept_prior_scale):
+    """The independent Gaussian prior of a GLM's coefficients (intercept last)."""
+    scales = np.full(n_params, float(prior_scale))
+    if fit_intercept:
+        scales[-1] = float(intercept_prior_scale)
+    return GaussianPrior(scales, n_params)
+
+
 class GLM(CompiledModel):
     """Canonical GLM posterior with an independent Gaussian prior.
 
@@ -225,48 +273,17 @@ class GLM(CompiledModel):
             raise ValueError(f"family must be one of {sorted(_FAMILIES)}, got {family!r}")
         self.family = family
         self.X = check_design(X, accept_sparse=True)
-        y = np.asarray(y)
-        if y.ndim != 1 or y.shape[0] != self.X.shape[0]:
-            raise ValueError(
-                f"y must have shape ({self.X.shape[0]},) to match X, got {y.shape}"
-            )
-        if y.dtype.kind not in "iubf":
-            raise TypeError(f"y must be numeric, got dtype {y.dtype}")
-        y = np.ascontiguousarray(y, dtype=np.float64)
-        if not np.isfinite(y).all():
-            raise ValueError("y contains NaN or infinity")
-        if family == "logistic" and not np.isin(y, (0.0, 1.0)).all():
-            raise ValueError("logistic regression needs y in {0, 1}")
-        if family == "poisson" and (np.any(y < 0) or np.any(y != np.round(y))):
-            raise ValueError("Poisson regression needs non-negative integer counts y")
-        self.y = y
+        self.y = check_targets(y, self.X.shape[0], family)
         self.fit_intercept = bool(fit_intercept)
         self.n_data, self.n_features = self.X.shape
         self.n_params = self.n_features + int(self.fit_intercept)
         if family == "gaussian":
-            if not (np.isfinite(noise_scale) and noise_scale > 0):
-                raise ValueError(f"noise_scale must be a finite float > 0, got {noise_scale!r}")
-            self.noise_scale = float(noise_scale)
-            with np.errstate(over="ignore", under="ignore"):
-                self.phi = float(np.float64(self.noise_scale) ** 2)
-            if not (np.isfinite(self.phi) and self.phi > 0 and np.isfinite(1.0 / self.phi)):
-                raise ValueError(
-                    f"noise_scale must lie in [1e-150, 1e150] (its square, the noise variance, "
-                    f"must be a finite float64 > 0 with a finite inverse), got "
-                    f"{self.noise_scale:.3g}. Rescale y, or pass a noise_scale in that range.")
-            z = float(np.max(np.abs(y))) / self.noise_scale if y.size else 0.0
-            if not (np.isfinite(self.phi) and self.phi > 0) or z * z * max(1, y.size) > 1e300:
-                raise ValueError(
-                    f"y has values up to {z * self.noise_scale:.3g} for a noise scale of "
-                    f"{self.noise_scale:.3g}: the Gaussian log-likelihood's squared residuals "
-                    "overflow float64. Rescale y (e.g. divide by its standard deviation).")
+            self.noise_scale, self.phi = check_noise(noise_scale, self.y)
         else:
             self.noise_scale = None
             self.phi = 1.0
-        scales = np.full(self.n_params, float(prior_scale))
-        if self.fit_intercept:
-            scales[-1] = float(intercept_prior_scale)
-        self.prior = GaussianPrior(scales, self.n_params)
+        self.prior = glm_prior(self.n_params, self.fit_intercept, prior_scale,
+                               intercept_prior_scale)
         self.n_threads = available_cores() if n_threads is None else max(1, int(n_threads))
         self._cy = _FAMILIES[family](make_rows(self.X, self.fit_intercept), self.y, self.phi)
         self._row_norm_max = None

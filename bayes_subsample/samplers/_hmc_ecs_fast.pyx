@@ -94,6 +94,10 @@ cdef class ECSCore(Potential):
     cdef double keep_loglik, keep_sigma2, keep_sign, keep_upart
     # scratch
     cdef double[::1] delta, gq
+    # rows from a stream of indices drawn ahead (set_index_stream) instead of the RNG
+    cdef int64_t[::1] stream
+    cdef Py_ssize_t stream_pos
+    cdef bint has_stream
     # proposal block (perturbed u-update)
     cdef int64_t[::1] pidx
     cdef double[:, ::1] pXu, pMC
@@ -150,6 +154,50 @@ cdef class ECSCore(Potential):
             with nogil:
                 self._cache_rows(self.Xu, self.es, self.c0, self.c1, self.c2, self.MC, self.m)
 
+    cdef Py_ssize_t _rows_available(self):
+        return self.mult.n_data if self.multi else self.glm.n_data
+
+    def set_population(self, double n):
+        """The number of data ``n`` the estimator scales to, when the model this
+        core reads rows from holds only some of them (rows fetched from a Dask
+        array); default: all of the model's rows."""
+        if not n >= self._rows_available():
+            raise ValueError(f"the population ({n}) cannot be smaller than the rows held "
+                             f"({self._rows_available()})")
+        self.n_data = n
+
+    def set_index_stream(self, idx):
+        """Take the rows of later block updates, in order, from ``idx`` (rows of
+        the model, drawn ahead independently of the chain) instead of drawing them
+        uniformly from ``[0, n)``."""
+        idx = np.ascontiguousarray(idx, dtype=np.int64)
+        if idx.ndim != 1 or (idx.shape[0] and (idx.min() < 0
+                                               or idx.max() >= self._rows_available())):
+            raise IndexError("index stream out of range of the model's rows")
+        self.stream = idx.copy()
+        self.stream_pos = 0
+        self.has_stream = True
+
+    def set_source(self, CyModel model, idx):
+        """Read later rows from ``model`` (the same kind and width as before; the
+        buffered subsample is kept) through the index stream ``idx``."""
+        if self.multi:
+            if not (isinstance(model, CyMultinomial) and model.n_params == self.dim
+                    and model.n_classes == self.K):
+                raise TypeError("set_source needs a model of the same kind and width")
+            self.mult = model
+        else:
+            if not (isinstance(model, CyGLM) and model.n_params == self.dim
+                    and type(model) is type(self.glm)):
+                raise TypeError("set_source needs a model of the same kind and width")
+            self.glm = model
+        self.set_index_stream(idx)
+
+    @property
+    def stream_left(self):
+        """Indices left in the stream (-1 without a stream)."""
+        return self.stream.shape[0] - self.stream_pos if self.has_stream else -1
+
     def set_signed(self, double a_const, double n_products):
         self.a_const = a_const
         self.n_products = n_products
@@ -159,7 +207,7 @@ cdef class ECSCore(Potential):
         idx = np.ascontiguousarray(idx, dtype=np.int64)
         if block_size < 1 or idx.shape[0] % block_size:
             raise ValueError("the number of rows must be a multiple of block_size")
-        if idx.shape[0] and (idx.min() < 0 or idx.max() >= self.n_data):
+        if idx.shape[0] and (idx.min() < 0 or idx.max() >= self._rows_available()):
             raise IndexError("subsample index out of range")
         cdef Py_ssize_t m = idx.shape[0], p = self.p1, K = self.K
         cdef Py_ssize_t mc = max(m, 1), w = self.W if self.multi else 1
@@ -404,10 +452,18 @@ cdef class ECSCore(Potential):
         cdef double s_new, stot = 0.0, dbar_new, ssd = 0.0, r, n = self.n_data
         cdef double sigma2_new, est_new, log_ratio, log_u, alpha
         cdef bint accepted = False
+        cdef bint from_stream = self.has_stream
+        if from_stream and self.stream.shape[0] - self.stream_pos < bs:
+            raise RuntimeError("the index stream is exhausted: set_source with more rows")
         with generator.bit_generator.lock, nogil:
             g = rng_index(bg, self.n_blocks)
-            for i in range(bs):
-                self.pidx[i] = rng_index(bg, <int64_t> n)
+            if from_stream:
+                for i in range(bs):
+                    self.pidx[i] = self.stream[self.stream_pos + i]
+                self.stream_pos += bs
+            else:
+                for i in range(bs):
+                    self.pidx[i] = rng_index(bg, <int64_t> n)
             log_u = log(rng_uniform_open(bg))
             self._copy_rows(&self.pidx[0], self.pXu, self.pyu, bs)
             self._cache_rows(self.pXu, self.pes, self.pc0, self.pc1, self.pc2, self.pMC, bs)

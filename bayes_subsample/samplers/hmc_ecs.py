@@ -51,7 +51,9 @@ class ECSPrepared(Prepared):
     block_size: int = 0
     n_products: int = 1              # signed: lambda
     auto_m: bool = False             # m chosen here (recalibrated when theta* moves)
-    auto_theta_star: bool = False    # theta* found here (recentred during warmup)
+    auto_theta_star: bool = False    # theta* found here
+    #: the Newton refinement of theta* converged (no recentring during warmup)
+    theta_star_converged: bool = False
     full_data: bool = False          # subsampling does not pay: full-data HMC/NUTS
 
 
@@ -155,7 +157,11 @@ class HMCECSKernel(Kernel):
         extra = ECS_FIELDS + ((("sign", int),) if signed else ())
         self.info = info_type("SignedECSInfo" if signed else "ECSInfo", type(self.inner),
                               extra)
-        self.recentre = sampler.recentre_every is not None and prepared.auto_theta_star
+        # recentring costs a full pass and restarts the step-size adaptation: only
+        # while theta* is not known to be near the mode (the Newton refinement
+        # did not converge); the mode is a better centre than a mean of early draws
+        self.recentre = (sampler.recentre_every is not None and prepared.auto_theta_star
+                         and not prepared.theta_star_converged)
         self._window = []
         self.n_recentre_declined = 0
         self.metric, self.factors = metric_from_precision(self._mass(self.hessian),
@@ -267,6 +273,68 @@ class HMCECSKernel(Kernel):
 # ----------------------------------------------------------------------------------------
 # the sampler object
 # ----------------------------------------------------------------------------------------
+class FetchingHMCECSKernel(HMCECSKernel):
+    """HMC-ECS (perturbed) on a model whose rows live elsewhere (``DaskGLM``).
+
+    The subsample's rows are drawn uniformly and independently of the chain, so
+    a chain draws them ahead -- its first ``m`` rows and the ``m / G`` rows of
+    each of the next ``fetch_iterations`` block updates -- from its own
+    generator, fetches the distinct ones in one gather into an in-memory GLM,
+    and feeds the block updates from that stream (``ECSCore.set_index_stream``);
+    when the stream runs out (a long or resumed run) the next batch is fetched.
+    The draws have the law of the in-memory sampler's; they are not the same
+    draws (the rows come from another stream). theta* is not recentred: each
+    recentring would be a pass over the cluster's data, and the preparation's
+    Newton refinement already puts theta* near the mode.
+    """
+
+    #: block updates served by one fetch
+    fetch_iterations = 1000
+
+    def __init__(self, model, sampler, prepared, n_warmup):
+        super().__init__(model, sampler, prepared, n_warmup)
+        self.recentre = False
+        self._rows_rng = None
+        #: rows this chain brought into this process
+        self.rows_fetched = 0
+
+    def _fetch(self, n_initial):
+        """Draw ``n_initial`` rows and those of ``fetch_iterations`` block updates,
+        fetch them; returns the local GLM and the local positions in draw order."""
+        k = n_initial + self.fetch_iterations * self.block_size
+        idx = self._rows_rng.integers(0, self.n, size=k)
+        local, pos = self.model.fetch_rows(idx)
+        self.rows_fetched += local.n_data
+        return local, pos
+
+    def init(self, rng, theta0):
+        self._rows_rng = np.random.Generator(np.random.PCG64(rng.integers(2**63)))
+        local, pos = self._fetch(self.m)
+        pot = ECSCore(local.compiled, self.order, self.model.prior.precision, "perturbed")
+        pot.set_population(float(self.n))
+        cv = self.cv
+        pot.set_reference(cv.theta_star, cv.L_star, cv.A, cv.B)
+        pot.set_rows(pos[:self.m], self.block_size)
+        pot.set_index_stream(pos[self.m:])
+        U = pot.set_position(theta0)
+        self.n_evals_setup += pot.m
+        if not np.isfinite(U):
+            raise self.model.overflow_error(
+                f"on the subsample at a chain's initial point (max |theta| = "
+                f"{np.max(np.abs(theta0)):.3g})")
+        return ECSState(pot.position, U, pot, None)
+
+    def step(self, rng, state):
+        pot = state.potential
+        if pot.stream_left < self.block_size:
+            local, pos = self._fetch(0)
+            pot.set_source(local.compiled, pos)
+        return super().step(rng, state)
+
+    def tuning(self):
+        return {**super().tuning(), "rows_fetched": self.rows_fetched}
+
+
 class HMCECS(BaseSampler):
     """HMC with energy-conserving subsampling (perturbed or signed).
 
@@ -293,11 +361,15 @@ class HMCECS(BaseSampler):
     data (exact), with the same tuning, and ``tuning["full_data"]`` is True.
 
     Tuning (automatic unless given): ``theta*`` is the posterior mode of
-    a random 1% subset (likelihood scaled by ``n / n_sub``), recentred every
+    a random 1% subset (likelihood scaled by ``n / n_sub``), refined by
+    full-data Newton steps, each reusing the pass the control variates need, until the
+    Newton decrement is below 0.01 (``theta*`` within about 0.1 posterior sd of
+    the mode): on tall data two full passes in all. Only when that refinement
+    does not converge (10 steps) is ``theta*`` recentred every
     ``recentre_every`` warmup iterations at the mean of the recent draws with
     the full-data sums, the mass matrix (the posterior precision ``-B + prior
     precision``) and, for the perturbed variant, the subsample size ``m``
-    recomputed; dual averaging of the step size to ``target_accept`` with
+    recomputed. ``diagnostics_["data_passes"]`` counts the full passes. Dual averaging of the step size to ``target_accept`` with
     ``n_leapfrog = round(trajectory_length / step_size)``. Every full-data pass
     is counted in the per-datum evaluations.
 
@@ -342,7 +414,8 @@ class HMCECS(BaseSampler):
     theta_star : array-like, optional
         Fix the expansion point (disables recentring).
     recentre_every : int or None, default=200
-        Recentre ``theta*`` every so many warmup iterations (None: never). At
+        Recentre ``theta*`` every so many warmup iterations when its Newton
+        refinement did not converge (None: never). At
         least 10: each recentring makes a full pass over the data and restarts
         the step-size adaptation, which needs several iterations to settle
         (restarted at every iteration, dual averaging only grows the step).
@@ -361,6 +434,9 @@ class HMCECS(BaseSampler):
 
     name = "hmc_ecs"
     exact = False
+    #: samples models whose rows live with Dask (perturbed variant): its subsample
+    #: rows do not depend on the chain, so they are fetched ahead in batches
+    serves_distributed = True
     _parameter_constraints = {
         **shared_constraints("step_size", "trajectory_length", "jitter", "n_leapfrog",
                              "max_leapfrog", "max_tree_depth", "target_accept"),
@@ -399,6 +475,11 @@ class HMCECS(BaseSampler):
             raise ValueError(f"cv_order={order} needs per-datum Hessians, which "
                              f"{type(model).__name__} does not provide; use "
                              f"cv_order={model.max_cv_order}")
+        distributed = getattr(model, "distributed", False)
+        if distributed and signed:
+            raise ValueError("the signed HMC-ECS variant does not sample models whose rows "
+                             "live with Dask (its batches are redrawn by the chain's "
+                             "sign-correcting MH steps); use variant='perturbed'")
         if signed and model.max_cv_order < 2:
             raise TypeError("the signed HMC-ECS variant is implemented for the compiled GLMs; "
                             "use variant='perturbed' for user models")
@@ -417,8 +498,8 @@ class HMCECS(BaseSampler):
             theta_star, ev = initial_theta_star(model, rng, self.subset_fraction)
             n_evals += ev
             auto_ts = True
-        theta_star, (ll, g, h), ev = refine_theta_star(model, theta_star,
-                                                       max_steps=10 if auto_ts else 0)
+        theta_star, (ll, g, h), ev, converged, mode = refine_theta_star(
+            model, theta_star, max_steps=10 if auto_ts else 0)
         n_evals += ev
         cv = TaylorControlVariate(model, theta_star, order, sums=(ll, g, h))
         _, factors = metric_from_precision(-h + np.diag(model.prior.precision),
@@ -433,7 +514,8 @@ class HMCECS(BaseSampler):
                 lam = int(self.n_products)
             elif m <= n:
                 pilot = rng.integers(0, n, size=min(n, 2000))
-                s2 = residual_variances(cv, typical_thetas(cv, chol_cov, rng), pilot)
+                s2 = residual_variances(cv, typical_thetas(cv, chol_cov, rng, centre=mode),
+                                        pilot)
                 n_evals += 50 * pilot.shape[0]
                 lam = choose_n_products(n * n * float(np.median(s2)) / m)
             else:
@@ -453,12 +535,21 @@ class HMCECS(BaseSampler):
             m = n
             if G <= n:
                 m, ev = choose_subsample_size(cv, chol_cov, rng, n_blocks=G,
-                                              target_variance=self.target_variance)
+                                              target_variance=self.target_variance,
+                                              centre=mode)
                 n_evals += ev
             layout = dict(m=m, block_size=m // G, n_products=1, auto_m=True,
                           full_data=G > n or m > n / 2)
-        return ECSPrepared(theta_init=theta_star, init_chol=chol_cov, n_evals=n_evals, cv=cv,
-                           hessian=h, auto_theta_star=auto_ts, **layout)
+        if distributed and layout.get("full_data", False):
+            raise ValueError(
+                f"HMC-ECS would need a subsample of more than half the data (m = {m} of "
+                f"n = {n}): subsampling does not pay on this model, and full-data HMC "
+                "on rows that live with Dask would make a cluster pass per leapfrog step. "
+                "Bring X into memory (X.compute()) and fit again.")
+        # chains start around the mode (theta* plus its Newton step: no extra pass)
+        return ECSPrepared(theta_init=mode, init_chol=chol_cov, n_evals=n_evals, cv=cv,
+                           hessian=h, auto_theta_star=auto_ts,
+                           theta_star_converged=converged, **layout)
 
     def build(self, model, prepared, n_warmup):
         if prepared.full_data:
@@ -468,4 +559,6 @@ class HMCECS(BaseSampler):
                              -prepared.hessian + np.diag(model.prior.precision), n_warmup,
                              extra_tuning={"full_data": True, "m": model.n_data,
                                            "cv_order": prepared.cv.order})
+        if getattr(model, "distributed", False):
+            return FetchingHMCECSKernel(model, self, prepared, n_warmup)
         return HMCECSKernel(model, self, prepared, n_warmup)

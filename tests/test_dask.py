@@ -1,0 +1,313 @@
+"""Design matrices that live with Dask (``models.DaskGLM``).
+
+* The model's full passes (Dask reductions of the compiled kernel over the
+  chunks) against the in-memory GLM of the same data: every family, float32
+  and float64, with and without intercept, uneven and column-split chunks;
+  NaN in a chunk is a ValueError.
+* Rows fetched by index, and HMC-ECS's core reading rows through a stream of
+  indices drawn ahead from a model that holds only those rows, scaled to the
+  whole population: the same potential and gradient as the core over all rows.
+* Sampling: HMC-ECS on the Dask model agrees with the in-memory fit (posterior
+  means within 0.1 sd + 4 MCSE, sds within 10%), also when the row stream is
+  refilled every few iterations; the other samplers refuse the model.
+* The estimators take Dask ``X`` and ``y``; on a real ``distributed``
+  ``LocalCluster`` (2 worker processes) with data drawn on the workers, the fit
+  agrees with the in-memory one and moves only a few percent of the rows to
+  this process.
+
+Tolerances: the chunk sums are added in chunk order, the in-memory pass in
+4096-row chunks, so sums agree to rounding (1e-12 relative). Posteriors are
+compared as in test_sparse: both runs are Monte Carlo, so the mean criterion
+adds 4 combined MCSEs to 0.1 sd.
+"""
+import warnings
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+
+from sklearn.exceptions import ConvergenceWarning  # noqa: E402
+
+from bayes_subsample import (BayesianLinearRegression, BayesianLogisticRegression,  # noqa: E402
+                             BayesianPoissonRegression, diagnostics, sample)
+from bayes_subsample.datasets import make_logistic_data, make_logistic_data_dask  # noqa: E402
+from bayes_subsample.models import GLM  # noqa: E402
+from bayes_subsample.models._dask import DaskGLM, is_dask_array  # noqa: E402
+from bayes_subsample.samplers import HMCECS  # noqa: E402
+from bayes_subsample.samplers._hmc_ecs_fast import ECSCore  # noqa: E402
+
+
+def _data(family, n=6000, d=4, dtype=np.float64, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)).astype(dtype)
+    eta = X.astype(np.float64) @ np.linspace(0.6, -0.4, d) + 0.2
+    if family == "logistic":
+        y = (rng.random(n) < 1 / (1 + np.exp(-eta))).astype(float)
+    elif family == "poisson":
+        y = rng.poisson(np.exp(0.3 * eta)).astype(float)
+    else:
+        y = eta + rng.normal(size=n)
+    return X, y
+
+
+def _quiet(fn, *args, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return fn(*args, **kw)
+
+
+@pytest.mark.parametrize("family", ["logistic", "poisson", "gaussian"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("intercept", [True, False])
+def test_full_pass_matches_in_memory_glm(family, dtype, intercept):
+    X, y = _data(family, dtype=dtype)
+    # uneven row chunks, and columns split in two (merged by the model)
+    Xd = da.from_array(X, chunks=((1000, 2500, 7, 2493), (2, 2)))
+    dm = DaskGLM(Xd, da.from_array(y, chunks=1700), family, fit_intercept=intercept,
+                 noise_scale=1.3)
+    m = GLM(X, y, family, fit_intercept=intercept, noise_scale=1.3)
+    theta = np.random.default_rng(1).normal(size=m.n_params) * 0.2
+    for hessian in (False, True):
+        a = dm.full_pass(theta, hessian=hessian)
+        b = m.full_pass(theta, hessian=hessian)
+        assert a[0] == pytest.approx(b[0], rel=1e-12)
+        np.testing.assert_allclose(a[1], b[1], rtol=1e-11, atol=1e-9)
+        if hessian:
+            np.testing.assert_allclose(a[2], b[2], rtol=1e-11, atol=1e-9)
+    assert dm.n_full_passes == 2
+    assert dm.n_data == m.n_data and dm.n_params == m.n_params
+    np.testing.assert_array_equal(dm.prior.scale, m.prior.scale)
+
+
+def test_bad_input():
+    X, y = _data("logistic")
+    Xn = X.copy()
+    Xn[4321, 2] = np.nan
+    dm = DaskGLM(da.from_array(Xn, chunks=1000), y, "logistic")
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        dm.full_pass(np.zeros(dm.n_params))
+    with pytest.raises(ValueError, match="y in"):
+        DaskGLM(da.from_array(X, chunks=1000), y + 2, "logistic")
+    with pytest.raises(ValueError, match="shape"):
+        DaskGLM(da.from_array(X, chunks=1000), y[:-1], "logistic")
+    with pytest.raises(TypeError, match="dask.array"):
+        DaskGLM(X, y, "logistic")
+    with pytest.raises(TypeError, match="float32 or float64"):
+        DaskGLM(da.from_array(X.astype("U8"), chunks=1000), y, "logistic")
+    unknown = da.from_array(X, chunks=1000)[da.from_array(y, chunks=1000) > 0]
+    with pytest.raises(ValueError, match="compute_chunk_sizes"):
+        DaskGLM(unknown, y[y > 0], "logistic")
+    dm = DaskGLM(da.from_array(X, chunks=1000), y, "logistic")
+    with pytest.raises(TypeError, match="no compiled object"):
+        dm.compiled
+    assert is_dask_array(dm.X) and not is_dask_array(X)
+
+
+def test_fetch_rows_and_per_datum_terms():
+    X, y = _data("logistic", dtype=np.float32)
+    dm = DaskGLM(da.from_array(X, chunks=1000), y, "logistic")
+    m = GLM(X, y, "logistic")
+    idx = np.array([5, 3999, 5, 0, 5999, 3999])
+    local, pos = dm.fetch_rows(idx)
+    assert dm.rows_fetched == 4 and local.n_data == 4
+    np.testing.assert_array_equal(local.X[pos], X[idx])
+    np.testing.assert_array_equal(local.y[pos], y[idx])
+    theta = np.full(m.n_params, 0.1)
+    ts = np.full(m.n_params, 0.05)
+    np.testing.assert_allclose(dm.loglik_terms(theta, idx), m.loglik_terms(theta, idx))
+    np.testing.assert_allclose(dm.grad_terms(theta, idx), m.grad_terms(theta, idx))
+    np.testing.assert_allclose(dm.cv_residual_terms(theta, ts, idx, 2),
+                               m.cv_residual_terms(theta, ts, idx, 2), rtol=1e-12, atol=1e-15)
+    # the same rows again: served from the last fetch
+    dm.cv_residual_terms(theta, ts, idx, 1)
+    assert dm.rows_fetched == 8       # loglik_terms fetched once, the rest reused it
+    sub = dm.subset(idx)
+    assert sub.n_data == 4 and sub.prior is dm.prior
+
+
+def _core(compiled, model, theta_star, order=2):
+    core = ECSCore(compiled, order, model.prior.precision, "perturbed")
+    ll, g, h = model.full_pass(theta_star, hessian=True)
+    core.set_reference(theta_star, ll, g, h)
+    return core
+
+
+def test_core_on_fetched_rows_equals_core_on_all_rows():
+    """The potential of HMC-ECS's core reading a subsample from a model that
+    holds only those rows (scaled to the population with set_population) is the
+    potential of the core over all rows with the same subsample."""
+    X, y = _data("logistic", n=5000)
+    m = GLM(X, y, "logistic")
+    theta_star = np.full(m.n_params, 0.05)
+    rng = np.random.default_rng(3)
+    idx = rng.integers(0, 5000, size=200)
+    local_rows, pos = np.unique(idx, return_inverse=True)
+    local = GLM(X[local_rows], y[local_rows], "logistic")
+    full_core = _core(m.compiled, m, theta_star)
+    full_core.set_rows(idx, 20)
+    loc_core = _core(local.compiled, m, theta_star)
+    loc_core.set_population(5000.0)
+    loc_core.set_rows(pos, 20)
+    for theta in (theta_star, theta_star + 0.03, theta_star - 0.07):
+        U_loc, g_loc = loc_core.value_and_grad(theta)
+        U_full, g_full = full_core.value_and_grad(theta)
+        assert U_loc == pytest.approx(U_full, rel=1e-13)
+        np.testing.assert_allclose(g_loc, g_full, rtol=1e-12)
+    with pytest.raises(ValueError, match="population"):
+        loc_core.set_population(10.0)
+
+
+def test_core_takes_block_rows_from_the_stream():
+    X, y = _data("logistic", n=3000)
+    m = GLM(X, y, "logistic")
+    theta_star = np.zeros(m.n_params)
+    core = _core(m.compiled, m, theta_star)
+    core.set_rows(np.arange(100), 10)
+    stream = np.arange(2000, 2000 + 10 * 30)
+    core.set_index_stream(stream)
+    core.set_position(theta_star)
+    gen = np.random.default_rng(0)
+    seen = set(range(100))
+    for k in range(30):
+        core.u_step(gen)
+        assert core.stream_left == stream.shape[0] - 10 * (k + 1)
+        seen |= set(stream[10 * k:10 * (k + 1)].tolist())
+        assert set(core.indices.tolist()) <= seen
+    assert (np.asarray(core.indices) >= 2000).any()     # some block was replaced
+    with pytest.raises(RuntimeError, match="exhausted"):
+        core.u_step(gen)
+    other = GLM(X[:50], y[:50], "logistic")
+    core.set_source(other.compiled, np.arange(50))
+    assert core.stream_left == 50
+    core.u_step(gen)
+    with pytest.raises(IndexError, match="stream"):
+        core.set_index_stream([3000])
+    poisson = GLM(X, np.ones(3000), "poisson")
+    with pytest.raises(TypeError, match="same kind"):
+        core.set_source(poisson.compiled, np.arange(10))
+
+
+def _agree(tr, ref, mean_tol=0.1, sd_rtol=0.05):
+    """Means within ``mean_tol`` sd + 4 combined MCSE; sds within ``sd_rtol`` + 4
+    combined relative standard errors of an sd, ``1 / sqrt(2 ESS)`` per run."""
+    a, b = tr.pooled_draws(), ref.pooled_draws()
+    sd = b.std(axis=0)
+    mcse = np.hypot(diagnostics.mcse_mean(tr.draws), diagnostics.mcse_mean(ref.draws))
+    err = np.abs(a.mean(axis=0) - b.mean(axis=0))
+    assert np.all(err <= mean_tol * sd + 4 * mcse), (err / sd, mcse / sd)
+    rel_se = np.sqrt(0.5 / diagnostics.ess_bulk(tr.draws) + 0.5 / diagnostics.ess_bulk(ref.draws))
+    ratio = a.std(axis=0) / sd
+    assert np.all(np.abs(ratio - 1) <= sd_rtol + 4 * rel_se), (ratio, rel_se)
+
+
+@pytest.mark.parametrize("family", ["logistic", "poisson", "gaussian"])
+def test_hmc_ecs_on_dask_agrees_with_in_memory(family):
+    X, y = _data(family, n=40_000, d=3)
+    dm = DaskGLM(da.from_array(X, chunks=7000), y, family)
+    m = GLM(X, y, family)
+    args = dict(n_samples=600, n_warmup=300, n_chains=2, random_state=0)
+    tr = _quiet(sample, dm, "hmc_ecs", **args)
+    ref = _quiet(sample, m, "hmc_ecs", **args)
+    assert not tr.tuning[0].get("full_data", False)
+    _agree(tr, ref)
+    # the chains' rows: m initial + m / G per iteration, fetched once per chain
+    fetched = sum(t["rows_fetched"] for t in tr.tuning)
+    assert 0 < fetched <= 2 * (tr.tuning[0]["m"] + 1000 * tr.tuning[0]["block_size"])
+    assert tr.data_passes["chains"] == 0 and tr.data_passes["prepare"] >= 1
+
+
+def test_row_stream_refills(monkeypatch):
+    """Fetching the rows of only 7 block updates at a time (a fetch every 7
+    iterations) gives the same law."""
+    from bayes_subsample.samplers.hmc_ecs import FetchingHMCECSKernel
+    monkeypatch.setattr(FetchingHMCECSKernel, "fetch_iterations", 7)
+    X, y = _data("logistic", n=30_000, d=3)
+    dm = DaskGLM(da.from_array(X, chunks=5000), y, "logistic")
+    args = dict(n_samples=400, n_warmup=200, n_chains=2, random_state=1)
+    tr = _quiet(sample, dm, "hmc_ecs", **args)
+    ref = _quiet(sample, GLM(X, y, "logistic"), "hmc_ecs", **args)
+    _agree(tr, ref)
+    bs = tr.tuning[0]["block_size"]
+    assert tr.tuning[0]["rows_fetched"] > 600 // 7 * 7 * bs * 0.5
+    # resumed: the stream is refilled as needed
+    more = _quiet(sample, dm, resume=tr, n_samples=50)
+    assert more.draws.shape[1] == 450
+
+
+@pytest.mark.parametrize("sampler", ["mh", "hmc", "austerity", "confidence", "sgld",
+                                     "hmc_ecs_signed"])
+def test_other_samplers_refuse_a_dask_model(sampler):
+    X, y = _data("logistic", n=3000)
+    dm = DaskGLM(da.from_array(X, chunks=1000), y, "logistic")
+    with pytest.raises(ValueError, match="Dask"):
+        sample(dm, sampler, n_samples=5, n_warmup=5, n_chains=1)
+
+
+def test_hmc_ecs_refuses_full_data_fallback_on_dask():
+    X, y = _data("logistic", n=150)
+    dm = DaskGLM(da.from_array(X, chunks=50), y, "logistic")
+    with pytest.raises(ValueError, match="into memory"):
+        sample(dm, HMCECS(), n_samples=5, n_warmup=5, n_chains=1)
+
+
+def test_estimators_take_dask_arrays():
+    X, y = _data("logistic", n=30_000, d=3)
+    Xd, yd = da.from_array(X, chunks=6000), da.from_array(y, chunks=6000)
+    kw = dict(n_samples=300, n_warmup=300, n_chains=2, random_state=0)
+    est = _quiet(BayesianLogisticRegression(**kw).fit, Xd, yd)
+    ref = _quiet(BayesianLogisticRegression(**kw).fit, X, y)
+    assert est.n_features_in_ == 3
+    np.testing.assert_array_equal(est.classes_, ref.classes_)
+    _agree(est.trace_, ref.trace_)
+    with pytest.raises(TypeError, match="map_blocks"):
+        est.predict(Xd)
+    pred = Xd.map_blocks(est.predict, drop_axis=1, dtype=float).compute()
+    np.testing.assert_array_equal(pred, est.predict(X))
+    # linear regression: the noise scale from one Dask pass, as in memory
+    Xg, yg = _data("gaussian", n=30_000, d=3)
+    lin = _quiet(BayesianLinearRegression(**kw).fit, da.from_array(Xg, chunks=6000), yg)
+    lin_ref = _quiet(BayesianLinearRegression(**kw).fit, Xg, yg)
+    assert lin.noise_scale_ == pytest.approx(lin_ref.noise_scale_, rel=1e-9)
+    Xp, yp = _data("poisson", n=30_000, d=3)
+    pois = _quiet(BayesianPoissonRegression(**kw).fit, da.from_array(Xp, chunks=6000), yp)
+    assert np.all(np.isfinite(pois.coef_))
+    # multiclass needs X in memory
+    y3 = np.arange(30_000) % 3
+    with pytest.raises(ValueError, match="memory"):
+        BayesianLogisticRegression(**kw).fit(Xd, y3)
+
+
+def test_make_logistic_data_dask_draws_the_same_rows():
+    X, y = make_logistic_data(150_000, dtype=np.float32, random_state=7)
+    Xd, yd = make_logistic_data_dask(150_000, chunk_rows=65536, dtype=np.float32,
+                                     random_state=7)
+    assert Xd.chunks[0] == (65536, 65536, 18928)
+    np.testing.assert_array_equal(Xd.compute(), X)
+    np.testing.assert_array_equal(yd.compute(), y)
+    with pytest.raises(ValueError, match="multiple of 65536"):
+        make_logistic_data_dask(1000, chunk_rows=1000, random_state=0)
+    with pytest.raises(ValueError, match="random_state"):
+        make_logistic_data_dask(1000, random_state=None)
+
+
+def test_local_cluster_fit_agrees_and_moves_few_rows():
+    """A real ``distributed.LocalCluster`` with two worker processes: the data
+    are drawn on the workers, the passes run there, and this process receives
+    y and the rows HMC-ECS asks for (a few percent of them)."""
+    distributed = pytest.importorskip("distributed")
+    n = 400_000
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster):
+        Xd, yd = make_logistic_data_dask(n, 6, chunk_rows=2 * 65536, random_state=3)
+        Xd, yd = Xd.persist(), yd.persist()
+        kw = dict(n_samples=1500, n_warmup=300, n_chains=2, random_state=0)
+        est = _quiet(BayesianLogisticRegression(**kw).fit, Xd, yd)
+        model = est.trace_.run_state     # dropped after the fit: count rows from tuning
+        assert model is None
+        fetched = sum(t["rows_fetched"] for t in est.trace_.tuning)
+        assert fetched < 0.05 * n
+    X, y = make_logistic_data(n, 6, random_state=3)
+    ref = _quiet(BayesianLogisticRegression(**kw).fit, X, y)
+    _agree(est.trace_, ref.trace_)
