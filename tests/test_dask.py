@@ -311,3 +311,20 @@ def test_local_cluster_fit_agrees_and_moves_few_rows():
     X, y = make_logistic_data(n, 6, random_state=3)
     ref = _quiet(BayesianLogisticRegression(**kw).fit, X, y)
     _agree(est.trace_, ref.trace_)
+
+
+def test_open_npy_dask_reads_the_file_lazily(tmp_path):
+    from bayes_subsample.datasets import open_npy_dask
+    X, y = _data("logistic", n=5000, dtype=np.float32)
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "y.npy", y)
+    Xd, yd = open_npy_dask(tmp_path / "X.npy", 1234), open_npy_dask(tmp_path / "y.npy", 1234)
+    assert Xd.chunks == ((1234,) * 4 + (64,), (4,)) and Xd.dtype == np.float32
+    np.testing.assert_array_equal(Xd.compute(), X)
+    np.testing.assert_array_equal(yd.compute(), y)
+    a = DaskGLM(Xd, yd, "logistic").full_pass(np.zeros(5), hessian=True)
+    b = GLM(X, y, "logistic").full_pass(np.zeros(5), hessian=True)
+    np.testing.assert_allclose(a[2], b[2], rtol=1e-12)
+    np.save(tmp_path / "F.npy", np.asfortranarray(X))
+    with pytest.raises(ValueError, match="C-ordered"):
+        open_npy_dask(tmp_path / "F.npy")

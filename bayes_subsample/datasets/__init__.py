@@ -108,6 +108,7 @@ from ._kddcup99 import load_kddcup99
 from ._mnist import load_mnist_7vs9
 from ._samples_generator import (make_gaussian_regression, make_logistic_data,
                                  make_logistic_data_dask)
+from ._npy import open_npy_dask
 
 # public constants: importable from here, as always, though not in __all__
 from ._base import CACHE_DIR_ENV, DATA_HOME_ENV, DEFAULT_DATA_HOME  # noqa: F401
@@ -130,4 +131,5 @@ __all__ = [
     "make_gaussian_regression",
     "make_logistic_data",
     "make_logistic_data_dask",
+    "open_npy_dask",
 ]

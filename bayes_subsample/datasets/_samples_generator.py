@@ -1,4 +1,5 @@
-"""Synthetic data: :func:`make_logistic_data` and :func:`make_gaussian_regression`."""
+"""Synthetic data: :func:`make_logistic_data` (and :func:`make_logistic_data_dask`,
+the same rows as Dask arrays) and :func:`make_gaussian_regression`."""
 
 import functools
 

@@ -11,6 +11,7 @@ from ._callback import CyCallbackModel
 from ._cymodel import CyGLM, CyModel
 from ._cymultinomial import CyMultinomial
 from ._multinomial import MultinomialLogisticModel
+from ._dask import DaskGLM
 from ._glm import (GLM, GaussianRegressionModel, LogisticRegressionModel,
                    PoissonRegressionModel, RowGeometry,
                    logistic_residual_range_bound)
@@ -18,4 +19,4 @@ from ._glm import (GLM, GaussianRegressionModel, LogisticRegressionModel,
 __all__ = ["Model", "FunctionModel", "GaussianPrior", "SubsetModel", "WeightedModel", "GLM",
            "LogisticRegressionModel", "MultinomialLogisticModel", "PoissonRegressionModel", "GaussianRegressionModel",
            "CyModel", "CyGLM", "CyMultinomial", "CyCallbackModel",
-           "RowGeometry", "logistic_residual_range_bound"]
+           "RowGeometry", "logistic_residual_range_bound", "DaskGLM"]
