@@ -328,3 +328,24 @@ def test_open_npy_dask_reads_the_file_lazily(tmp_path):
     np.save(tmp_path / "F.npy", np.asfortranarray(X))
     with pytest.raises(ValueError, match="C-ordered"):
         open_npy_dask(tmp_path / "F.npy")
+
+
+def test_same_draws_for_any_n_jobs_and_warm_start():
+    """Each chain draws its subsample rows from its own stream: the draws do not
+    depend on n_jobs; a warm_start fit on the same Dask data continues the run
+    (its fingerprint fetches 4096 rows to compare)."""
+    X, y = _data("logistic", n=30_000, d=3)
+    Xd = da.from_array(X, chunks=6000)
+    dm = DaskGLM(Xd, y, "logistic")
+    a = _quiet(sample, dm, "hmc_ecs", n_samples=50, n_warmup=50, n_chains=2, n_jobs=1,
+               random_state=5)
+    b = _quiet(sample, dm, "hmc_ecs", n_samples=50, n_warmup=50, n_chains=2, n_jobs=2,
+               random_state=5)
+    np.testing.assert_array_equal(a.draws, b.draws)
+    est = BayesianLogisticRegression(n_samples=40, n_warmup=40, n_chains=2, warm_start=True,
+                                     random_state=0)
+    _quiet(est.fit, Xd, y)
+    _quiet(est.fit, Xd, y)
+    assert est.posterior_draws_.shape == (2, 80, 4)
+    with pytest.raises(ValueError, match="differs"):
+        _quiet(est.fit, da.from_array(X * 2, chunks=6000), y)

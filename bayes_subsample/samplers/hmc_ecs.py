@@ -270,9 +270,6 @@ class HMCECSKernel(Kernel):
                 "recentre_declined": self.n_recentre_declined}
 
 
-# ----------------------------------------------------------------------------------------
-# the sampler object
-# ----------------------------------------------------------------------------------------
 class FetchingHMCECSKernel(HMCECSKernel):
     """HMC-ECS (perturbed) on a model whose rows live elsewhere (``DaskGLM``).
 
@@ -335,6 +332,9 @@ class FetchingHMCECSKernel(HMCECSKernel):
         return {**super().tuning(), "rows_fetched": self.rows_fetched}
 
 
+# ----------------------------------------------------------------------------------------
+# the sampler object
+# ----------------------------------------------------------------------------------------
 class HMCECS(BaseSampler):
     """HMC with energy-conserving subsampling (perturbed or signed).
 
@@ -362,14 +362,15 @@ class HMCECS(BaseSampler):
 
     Tuning (automatic unless given): ``theta*`` is the posterior mode of
     a random 1% subset (likelihood scaled by ``n / n_sub``), refined by
-    full-data Newton steps, each reusing the pass the control variates need, until the
-    Newton decrement is below 0.01 (``theta*`` within about 0.1 posterior sd of
-    the mode): on tall data two full passes in all. Only when that refinement
-    does not converge (10 steps) is ``theta*`` recentred every
-    ``recentre_every`` warmup iterations at the mean of the recent draws with
-    the full-data sums, the mass matrix (the posterior precision ``-B + prior
-    precision``) and, for the perturbed variant, the subsample size ``m``
-    recomputed. ``diagnostics_["data_passes"]`` counts the full passes. Dual averaging of the step size to ``target_accept`` with
+    full-data Newton steps (the last pass gives the control variates' sums)
+    until the Newton decrement, the squared distance to the mode in the
+    posterior metric, is below ``max(0.01, 0.05 p)``: on tall data two full
+    passes in all. Only when that refinement does not converge (10 steps) is
+    ``theta*`` recentred every ``recentre_every`` warmup iterations at the mean
+    of the recent draws with the full-data sums, the mass matrix (the posterior
+    precision ``-B + prior precision``) and, for the perturbed variant, the
+    subsample size ``m`` recomputed. ``diagnostics_["data_passes"]`` counts the
+    full passes. Dual averaging of the step size to ``target_accept`` with
     ``n_leapfrog = round(trajectory_length / step_size)``. Every full-data pass
     is counted in the per-datum evaluations.
 
