@@ -26,24 +26,13 @@ Writes ``benchmarks/results/dask.json`` (or ``--out``). Linux only (reads /proc)
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import sys
 import time
 import warnings
 
 import numpy as np
 
-
-def _status():
-    out = {}
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            key, value = line.split(":", 1)
-            if key in ("VmRSS", "VmHWM"):
-                out[key] = int(value.split()[0]) * 1024
-    return out
+from _procmem import proc_status, reset_peak_rss, run_info, write_result
 
 
 def main(argv=None):
@@ -67,13 +56,12 @@ def main(argv=None):
         Xd, yd = client.persist([Xd, yd])
         distributed.wait([Xd, yd])
         x_bytes = int(Xd.nbytes)
-        before = _status()["VmRSS"]
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")               # reset the peak RSS (VmHWM) to the current RSS
+        before = proc_status()["VmRSS"]
+        reset_peak_rss()
         t0 = time.perf_counter()
         est = BayesianLogisticRegression(**kw).fit(Xd, yd)
         t_dask = time.perf_counter() - t0
-        peak = _status()["VmHWM"]
+        peak = proc_status()["VmHWM"]
         passes = est.diagnostics_["data_passes"]
         X, y = Xd.compute(), yd.compute()
     t0 = time.perf_counter()
@@ -84,9 +72,7 @@ def main(argv=None):
     mean_err = np.abs(a.posterior_mean() - b.posterior_mean()) / sd
     mcse = np.hypot(diagnostics.mcse_mean(a.draws), diagnostics.mcse_mean(b.draws)) / sd
     result = {
-        "command": "python benchmarks/bench_dask.py " + " ".join(argv or sys.argv[1:]),
-        "platform": platform.platform(), "cpu_count": os.cpu_count(),
-        "load_average": os.getloadavg(), "n": n, "n_params": d + 1, "X_bytes": x_bytes,
+        **run_info("bench_dask.py", argv), "n": n, "n_params": d + 1, "X_bytes": x_bytes,
         "cluster": "LocalCluster(n_workers=2, threads_per_worker=1, processes=True)",
         "dask_fit_seconds": t_dask, "in_memory_fit_seconds": t_mem,
         "time_ratio_dask_over_memory": t_dask / t_mem,
@@ -110,10 +96,7 @@ def main(argv=None):
           f"client peak RSS growth / X = {result['client_peak_rss_growth_over_X']:.3f}")
     print(f"posterior means, Dask vs in memory: max {result['max_mean_diff_in_sd']:.3f} sd "
           f"(combined MCSE up to {result['max_combined_mcse_in_sd']:.3f} sd)")
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out, "w") as fh:
-        json.dump(result, fh, indent=2)
-    print(f"\nwrote {args.out}")
+    write_result(result, args.out)
 
 
 if __name__ == "__main__":

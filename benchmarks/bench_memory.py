@@ -25,34 +25,24 @@ table. Linux only (reads /proc).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import subprocess
-import sys
+
+from _procmem import run_child, run_info, write_result
 
 _CHILD = r"""
 import json, sys, time, warnings
+from _procmem import proc_status as status, reset_peak_rss
 import numpy as np
 from bayes_subsample import BayesianLogisticRegression
 from bayes_subsample.datasets import make_logistic_data
 
-def status():
-    out = {}
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            key, value = line.split(":", 1)
-            if key in ("VmRSS", "VmHWM"):
-                out[key] = int(value.split()[0]) * 1024
-    return out
 
 n, labels = int(float(sys.argv[1])), sys.argv[2]
 X, y = make_logistic_data(n, dtype=np.float32, random_state=0)
 if labels == "int64":
     y = y.astype(np.int64)
 before = status()["VmRSS"]
-with open("/proc/self/clear_refs", "w") as fh:
-    fh.write("5")                      # reset the peak RSS (VmHWM) to the current RSS
+reset_peak_rss()
 t0 = time.perf_counter()
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -66,9 +56,7 @@ print(json.dumps({"n": n, "labels": labels, "X_bytes": X.nbytes, "y_bytes": y.nb
 
 
 def run(n, labels):
-    res = subprocess.run([sys.executable, "-c", _CHILD, str(n), labels], capture_output=True,
-                         text=True, check=True)
-    r = json.loads(res.stdout.strip().splitlines()[-1])
+    r = run_child(_CHILD, n, labels)
     r["peak_over_X"] = r["peak_rss"] / r["X_bytes"]
     r["before_over_X"] = r["rss_before"] / r["X_bytes"]
     r["added_over_X"] = (r["peak_rss"] - r["rss_before"]) / r["X_bytes"]
@@ -91,13 +79,8 @@ def main(argv=None):
             print(f"| {int(n):,} | {labels} | {r['X_bytes'] / 1e9:.2f} | "
                   f"{r['before_over_X']:.3f} | {r['peak_over_X']:.3f} | "
                   f"{r['added_over_X']:.3f} | {r['fit_seconds']:.1f} |", flush=True)
-    result = {"command": "python benchmarks/bench_memory.py " + " ".join(argv or sys.argv[1:]),
-              "platform": platform.platform(), "cpu_count": os.cpu_count(),
-              "load_average": os.getloadavg(), "runs": rows}
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out, "w") as fh:
-        json.dump(result, fh, indent=2)
-    print(f"\nwrote {args.out}")
+    result = {**run_info("bench_memory.py", argv), "runs": rows}
+    write_result(result, args.out)
 
 
 if __name__ == "__main__":

@@ -29,28 +29,19 @@ Writes ``benchmarks/results/out_of_core.json`` (or ``--out``). Linux only.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import subprocess
-import sys
 import time
 
 import numpy as np
 
+from _procmem import run_child, run_info, write_result
+
 _CHILD = r"""
 import json, sys, time, warnings
 import numpy as np
+from _procmem import proc_status as status, reset_peak_rss
 from bayes_subsample import BayesianLogisticRegression
 
-def status():
-    out = {}
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            key, value = line.split(":", 1)
-            if key in ("VmRSS", "VmHWM", "RssAnon"):
-                out[key] = int(value.split()[0]) * 1024
-    return out
 
 folder, route = sys.argv[1], sys.argv[2]
 X = np.load(folder + "/X.npy", mmap_mode="r")
@@ -59,8 +50,7 @@ if route == "dask":
     from bayes_subsample.datasets import open_npy_dask
     X = open_npy_dask(folder + "/X.npy", chunk_rows=4 * 1048576)
 base_anon = status()["RssAnon"]
-with open("/proc/self/clear_refs", "w") as fh:
-    fh.write("5")
+reset_peak_rss()
 peak_anon = [base_anon]
 import threading
 stop = threading.Event()
@@ -129,9 +119,7 @@ def main(argv=None):
           "| peak anonymous / files |")
     print("|---|---|---|---|---|---|---|---|---|")
     for route in args.routes:
-        res = subprocess.run([sys.executable, "-c", _CHILD, args.dir, route],
-                             capture_output=True, text=True, check=True)
-        r = json.loads(res.stdout.strip().splitlines()[-1])
+        r = run_child(_CHILD, args.dir, route)
         r["peak_rss_over_files"] = r["peak_rss"] / file_bytes
         r["peak_anon_over_files"] = r["peak_anon"] / file_bytes
         rows.append(r)
@@ -140,15 +128,9 @@ def main(argv=None):
               f"{p['prepare']} + {p['chains']} | {r['min_ess_bulk']:.0f} | "
               f"{r['ess_per_second']:.0f} | {r['m']} | {r['peak_rss_over_files']:.2f} | "
               f"{r['peak_anon_over_files']:.3f} |", flush=True)
-    result = {"command": "python benchmarks/bench_out_of_core.py "
-              + " ".join(argv or sys.argv[1:]),
-              "platform": platform.platform(), "cpu_count": os.cpu_count(),
-              "load_average": os.getloadavg(), "n": n, "d": d, "file_bytes": file_bytes,
+    result = {**run_info("bench_out_of_core.py", argv), "n": n, "d": d, "file_bytes": file_bytes,
               "write_seconds": t_write, "runs": rows}
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out, "w") as fh:
-        json.dump(result, fh, indent=2)
-    print(f"\nwrote {args.out}")
+    write_result(result, args.out)
 
 
 if __name__ == "__main__":

@@ -31,32 +31,22 @@ table. Linux only (reads /proc).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import subprocess
-import sys
+
+from _procmem import run_child, run_info, write_result
 
 _CHILD = r"""
 import json, sys, time, warnings
+from _procmem import proc_status as status, reset_peak_rss
 import numpy as np
 from bayes_subsample import BayesianLogisticRegression
 from bayes_subsample.datasets import make_logistic_data
 
-def status():
-    out = {}
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            key, value = line.split(":", 1)
-            if key in ("VmRSS", "VmHWM"):
-                out[key] = int(value.split()[0]) * 1024
-    return out
 
 n = int(float(sys.argv[1]))
 X, y = make_logistic_data(n, dtype=np.float32, random_state=0)
 before = status()["VmRSS"]
-with open("/proc/self/clear_refs", "w") as fh:
-    fh.write("5")                      # reset the peak RSS (VmHWM) to the current RSS
+reset_peak_rss()
 t0 = time.perf_counter()
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -78,9 +68,7 @@ print(json.dumps({"n": n, "X_bytes": X.nbytes, "y_bytes": y.nbytes, "rss_before"
 
 
 def run(n):
-    res = subprocess.run([sys.executable, "-c", _CHILD, str(n)], capture_output=True,
-                         text=True, check=True)
-    r = json.loads(res.stdout.strip().splitlines()[-1])
+    r = run_child(_CHILD, n)
     r["peak_over_X"] = r["peak_rss"] / r["X_bytes"]
     r["before_over_X"] = r["rss_before"] / r["X_bytes"]
     r["added_over_X"] = (r["peak_rss"] - r["rss_before"]) / r["X_bytes"]
@@ -106,19 +94,14 @@ def main(argv=None):
               f"{r['peak_over_X']:.3f} | {r['added_over_X']:.3f} | {r['min_ess_bulk']:.0f} | "
               f"{r['min_ess_per_second']:.0f} | {r['m']}{' (full data)' if r['full_data'] else ''} |",
               flush=True)
-    result = {"command": "python benchmarks/bench_passes.py " + " ".join(argv or sys.argv[1:]),
-              "platform": platform.platform(), "cpu_count": os.cpu_count(),
-              "load_average": os.getloadavg(), "runs": rows}
+    result = {**run_info("bench_passes.py", argv), "runs": rows}
     if len(rows) > 1:
         lo, hi = rows[0], rows[-1]
         result["time_ratio"] = hi["fit_seconds"] / lo["fit_seconds"]
         result["size_ratio"] = hi["n"] / lo["n"]
         print(f"\nfit time at n = {hi['n']:,} / at n = {lo['n']:,}: "
               f"{result['time_ratio']:.2f} (sizes {result['size_ratio']:.1f}x)")
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out, "w") as fh:
-        json.dump(result, fh, indent=2)
-    print(f"\nwrote {args.out}")
+    write_result(result, args.out)
 
 
 if __name__ == "__main__":

@@ -37,30 +37,22 @@ table. Linux only (reads /proc).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
-import platform
 import subprocess
-import sys
+
+from _procmem import run_child, run_info, write_result
 
 #: rows per chunk of the compiled full pass (``PASS_CHUNK`` in models/_cymodel.pyx)
 PASS_CHUNK = 4096
 
 _CHILD = r"""
 import json, sys, time, warnings
+from _procmem import proc_status as status, reset_peak_rss
 import numpy as np
 from scipy import sparse
 from bayes_subsample import BayesianLogisticRegression, diagnostics
 
-def status():
-    out = {}
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            key, value = line.split(":", 1)
-            if key in ("VmRSS", "VmHWM"):
-                out[key] = int(value.split()[0]) * 1024
-    return out
 
 n, p, nnz = (int(float(a)) for a in sys.argv[1:4])
 n_samples, n_warmup = int(sys.argv[4]), int(sys.argv[5])
@@ -79,8 +71,7 @@ eta = X @ coef - 0.5
 y = (rng.random(n) < 1.0 / (1.0 + np.exp(-eta))).astype(np.float64)
 csr_bytes = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
 before = status()["VmRSS"]
-with open("/proc/self/clear_refs", "w") as fh:
-    fh.write("5")                      # reset the peak RSS (VmHWM) to the current RSS
+reset_peak_rss()
 t0 = time.perf_counter()
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -122,11 +113,10 @@ def dense_estimate(n, p, n_chains=2):
 
 
 def run(n, p, nnz, n_samples, n_warmup):
-    res = subprocess.run([sys.executable, "-c", _CHILD, str(n), str(p), str(nnz),
-                          str(n_samples), str(n_warmup)], capture_output=True, text=True)
-    if res.returncode != 0:
-        raise RuntimeError(f"n={n}, p={p}: the fit failed:\n{res.stderr[-3000:]}")
-    r = json.loads(res.stdout.strip().splitlines()[-1])
+    try:
+        r = run_child(_CHILD, n, p, nnz, n_samples, n_warmup)
+    except subprocess.CalledProcessError as e:
+        raise RuntimeError(f"n={n}, p={p}: the fit failed:\n{e.stderr[-3000:]}") from e
     r["peak_over_csr"] = r["peak_rss"] / r["csr_bytes"]
     r["added_over_csr"] = (r["peak_rss"] - r["rss_before"]) / r["csr_bytes"]
     return r
@@ -174,13 +164,8 @@ def main(argv=None):
                   "(where allocated; the first is the peak):")
             for k, v in r["dense_pxp_bytes"].items():
                 print(f"  {v / 1e9:8.2f} GB  {k}")
-    result = {"command": "python benchmarks/bench_sparse.py " + " ".join(argv or sys.argv[1:]),
-              "platform": platform.platform(), "cpu_count": os.cpu_count(),
-              "load_average": os.getloadavg(), "runs": rows}
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out, "w") as fh:
-        json.dump(result, fh, indent=2)
-    print(f"\nwrote {args.out}")
+    result = {**run_info("bench_sparse.py", argv), "runs": rows}
+    write_result(result, args.out)
 
 
 if __name__ == "__main__":

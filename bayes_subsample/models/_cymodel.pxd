@@ -151,12 +151,8 @@ cdef class CyGLM(CyModel):
     # gradient sum, lower triangle of the sum of -Hessians)
     cdef double pass_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta,
                            bint want_ll, double* grad, double* neg_hess) noexcept nogil
-    cdef double _dense_pass_range(self, Py_ssize_t start, Py_ssize_t stop,
-                                  const double* theta, bint want_ll, double* grad,
-                                  double* neg_hess) noexcept nogil
-    cdef double _rows_pass_range(self, Py_ssize_t start, Py_ssize_t stop,
-                                 const double* theta, bint want_ll, double* grad,
-                                 double* neg_hess) noexcept nogil
+    cdef bint _add_xwx_blas(self, Py_ssize_t s, Py_ssize_t c, const double* w, double* sw,
+                            double* z, double* neg_hess) noexcept nogil
     # term_values with dt = the derivatives of the terms in eta (or NULL)
     cdef int _values(self, int order, const double* theta_star, const double* eta_star,
                      const double* theta, const int64_t* idx, Py_ssize_t m, double* t,

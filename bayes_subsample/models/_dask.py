@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._base import Model, _digest
-from ._glm import GLM, check_noise, check_targets, glm_prior
+from ._glm import GLM, set_glm_fields
 
 __all__ = ["DaskGLM", "is_dask_array"]
 
@@ -119,21 +119,11 @@ class DaskGLM(Model):
             X = X.astype(np.float64)
         if len(X.chunks[1]) > 1:
             X = X.rechunk({1: -1})          # the compiled kernels read whole rows
-        self.family = family
         self.X = X
         if is_dask_array(y):
             y = y.compute()
-        self.y = check_targets(y, X.shape[0], family)
-        self.fit_intercept = bool(fit_intercept)
-        self.n_data, self.n_features = int(X.shape[0]), int(X.shape[1])
-        self.n_params = self.n_features + int(self.fit_intercept)
-        if family == "gaussian":
-            self.noise_scale, self.phi = check_noise(noise_scale, self.y)
-        else:
-            self.noise_scale = None
-            self.phi = 1.0
-        self.prior = glm_prior(self.n_params, self.fit_intercept, prior_scale,
-                               intercept_prior_scale)
+        set_glm_fields(self, X.shape, y, family, fit_intercept, prior_scale,
+                       intercept_prior_scale, noise_scale)
         self._y_chunks = da.from_array(self.y, chunks=(X.chunks[0],))
         #: rows brought into this process so far (by fetch_rows)
         self.rows_fetched = 0

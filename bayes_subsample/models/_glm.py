@@ -234,12 +234,25 @@ def check_noise(noise_scale, y):
     return noise_scale, phi
 
 
-def glm_prior(n_params, fit_intercept, prior_scale, intercept_prior_scale):
-    """The independent Gaussian prior of a GLM's coefficients (intercept last)."""
-    scales = np.full(n_params, float(prior_scale))
-    if fit_intercept:
+def set_glm_fields(model, shape, y, family, fit_intercept, prior_scale,
+                   intercept_prior_scale, noise_scale):
+    """Set what a GLM posterior of a design of ``shape`` holds besides its rows:
+    ``family``, the checked targets ``y``, the sizes, the noise (Gaussian
+    family) and the independent Gaussian prior (intercept last)."""
+    model.family = family
+    model.y = check_targets(y, shape[0], family)
+    model.fit_intercept = bool(fit_intercept)
+    model.n_data, model.n_features = int(shape[0]), int(shape[1])
+    model.n_params = model.n_features + int(model.fit_intercept)
+    if family == "gaussian":
+        model.noise_scale, model.phi = check_noise(noise_scale, model.y)
+    else:
+        model.noise_scale = None
+        model.phi = 1.0
+    scales = np.full(model.n_params, float(prior_scale))
+    if model.fit_intercept:
         scales[-1] = float(intercept_prior_scale)
-    return GaussianPrior(scales, n_params)
+    model.prior = GaussianPrior(scales, model.n_params)
 
 
 class GLM(CompiledModel):
@@ -271,19 +284,9 @@ class GLM(CompiledModel):
                  intercept_prior_scale=10.0, noise_scale=1.0, n_threads=None):
         if family not in _FAMILIES:
             raise ValueError(f"family must be one of {sorted(_FAMILIES)}, got {family!r}")
-        self.family = family
         self.X = check_design(X, accept_sparse=True)
-        self.y = check_targets(y, self.X.shape[0], family)
-        self.fit_intercept = bool(fit_intercept)
-        self.n_data, self.n_features = self.X.shape
-        self.n_params = self.n_features + int(self.fit_intercept)
-        if family == "gaussian":
-            self.noise_scale, self.phi = check_noise(noise_scale, self.y)
-        else:
-            self.noise_scale = None
-            self.phi = 1.0
-        self.prior = glm_prior(self.n_params, self.fit_intercept, prior_scale,
-                               intercept_prior_scale)
+        set_glm_fields(self, self.X.shape, y, family, fit_intercept, prior_scale,
+                       intercept_prior_scale, noise_scale)
         self.n_threads = available_cores() if n_threads is None else max(1, int(n_threads))
         self._cy = _FAMILIES[family](make_rows(self.X, self.fit_intercept), self.y, self.phi)
         self._row_norm_max = None
