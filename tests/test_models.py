@@ -252,6 +252,27 @@ def test_full_pass_bit_identical_across_threads(family, dtype):
         np.testing.assert_array_equal(h, results[0][2])
 
 
+def test_full_pass_slots_of_several_chunks_bit_identical_and_exact():
+    """More chunks than slots (75 chunks of 4096 rows in 64 slots, some slots
+    two chunks): the same sums for any number of threads, equal to NumPy's."""
+    X, y, theta = make_data("logistic", np.float32, True, n=4096 * 74 + 99, d=3, seed=5,
+                            extreme=False)
+    model = make_model("logistic", X, y)
+    results = [model.compiled.full_pass(theta, True, True, True, t) for t in (1, 2, 3)]
+    for ll, g, h in results[1:]:
+        assert ll == results[0][0]
+        np.testing.assert_array_equal(g, results[0][1])
+        np.testing.assert_array_equal(h, results[0][2])
+    Xd = np.column_stack([X.astype(np.float64), np.ones(X.shape[0])])
+    eta = Xd @ theta
+    prob = expit(eta)
+    np.testing.assert_allclose(results[0][0], np.sum(y * eta - np.logaddexp(0, eta)),
+                               rtol=1e-12)
+    np.testing.assert_allclose(results[0][1], Xd.T @ (y - prob), rtol=1e-10, atol=1e-8)
+    np.testing.assert_allclose(results[0][2], -(Xd * (prob * (1 - prob))[:, None]).T @ Xd,
+                               rtol=1e-12)
+
+
 def test_model_full_pass_threads_bit_identical():
     # large enough (n * d >= 1e6) that GLM.full_pass really uses its threads
     X, y, theta = make_data("logistic", np.float64, True, n=20000, d=50, seed=11, extreme=False)

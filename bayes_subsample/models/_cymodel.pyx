@@ -590,57 +590,63 @@ cdef class CyGLM(CyModel):
 
     cdef int full_sums(self, const double* theta, double* ll, double* grad, double* hess,
                        int n_threads) noexcept nogil:
-        """The fused pass over fixed chunks of rows, reduced in a fixed order (so the
-        result is bit-identical for any n_threads)."""
+        """The fused pass over a fixed partition of the rows into slots (contiguous
+        runs of PASS_CHUNK-row chunks, their number a function of n and p alone),
+        each summed in row order, the slots' sums added in slot order: the result
+        is bit-identical for any n_threads. At most 64 slots, fewer when their
+        p x p Hessian sums would exceed 256 MB (p > 724), one at p > 2048."""
         cdef Py_ssize_t n = self.n_data, p = self.n_params
         self._count_pass()
-        cdef Py_ssize_t n_chunks = (n + PASS_CHUNK - 1) // PASS_CHUNK, c, j, l
+        cdef Py_ssize_t n_chunks = (n + PASS_CHUNK - 1) // PASS_CHUNK, k, j, l
+        cdef Py_ssize_t S = max(1, _imin(_imin(64, n_chunks), (1 << 25) // (p * p)))
         cdef bint want_ll = ll != NULL, want_g = grad != NULL, want_h = hess != NULL
         cdef Py_ssize_t gp = p if want_g else 0, hp = p * p if want_h else 0
-        cdef double* ll_c = <double*> calloc(n_chunks, sizeof(double))
-        cdef double* g_c = <double*> calloc(n_chunks * gp + 1, sizeof(double))
-        cdef double* h_c = <double*> calloc(n_chunks * hp + 1, sizeof(double))
+        cdef double* ll_s = <double*> calloc(S, sizeof(double))
+        cdef double* g_s = <double*> calloc(S * gp + 1, sizeof(double))
+        cdef double* h_s = <double*> calloc(S * hp + 1, sizeof(double))
         cdef double total = 0.0
-        if ll_c == NULL or g_c == NULL or h_c == NULL:
-            free(ll_c)
-            free(g_c)
-            free(h_c)
+        if ll_s == NULL or g_s == NULL or h_s == NULL:
+            free(ll_s)
+            free(g_s)
+            free(h_s)
             with gil:
                 try:
-                    raise MemoryError("full pass: cannot allocate the per-chunk sums")
+                    raise MemoryError("full pass: cannot allocate the per-slot sums")
                 except MemoryError:
                     return self._fail()
-        if n_threads > 1 and n_chunks > 1:
-            for c in prange(n_chunks, schedule="static", num_threads=n_threads):
-                ll_c[c] = self.pass_range(c * PASS_CHUNK, _imin((c + 1) * PASS_CHUNK, n),
-                                          theta, want_ll, g_c + c * gp if want_g else NULL,
-                                          h_c + c * hp if want_h else NULL)
+        if n_threads > 1 and S > 1:
+            for k in prange(S, schedule="static", num_threads=n_threads):
+                ll_s[k] = self.pass_range(
+                    (k * n_chunks // S) * PASS_CHUNK,
+                    _imin(((k + 1) * n_chunks // S) * PASS_CHUNK, n), theta, want_ll,
+                    g_s + k * gp if want_g else NULL, h_s + k * hp if want_h else NULL)
         else:
-            for c in range(n_chunks):
-                ll_c[c] = self.pass_range(c * PASS_CHUNK, _imin((c + 1) * PASS_CHUNK, n),
-                                          theta, want_ll, g_c + c * gp if want_g else NULL,
-                                          h_c + c * hp if want_h else NULL)
+            for k in range(S):
+                ll_s[k] = self.pass_range(
+                    (k * n_chunks // S) * PASS_CHUNK,
+                    _imin(((k + 1) * n_chunks // S) * PASS_CHUNK, n), theta, want_ll,
+                    g_s + k * gp if want_g else NULL, h_s + k * hp if want_h else NULL)
         if want_ll:
-            for c in range(n_chunks):
-                total += ll_c[c]
+            for k in range(S):
+                total += ll_s[k]
             ll[0] = total
         if want_g:
             memset(grad, 0, p * sizeof(double))
-            for c in range(n_chunks):
+            for k in range(S):
                 for j in range(p):
-                    grad[j] += g_c[c * gp + j]
+                    grad[j] += g_s[k * gp + j]
         if want_h:
             memset(hess, 0, p * p * sizeof(double))
-            for c in range(n_chunks):
+            for k in range(S):
                 for j in range(p):
                     for l in range(j + 1):
-                        hess[j * p + l] -= h_c[c * hp + j * p + l]
+                        hess[j * p + l] -= h_s[k * hp + j * p + l]
             for j in range(p):
                 for l in range(j):
                     hess[l * p + j] = hess[j * p + l]
-        free(ll_c)
-        free(g_c)
-        free(h_c)
+        free(ll_s)
+        free(g_s)
+        free(h_s)
         return 0
 
 
