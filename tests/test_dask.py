@@ -260,15 +260,25 @@ def test_estimators_take_dask_arrays():
     assert est.n_features_in_ == 3
     np.testing.assert_array_equal(est.classes_, ref.classes_)
     _agree(est.trace_, ref.trace_)
-    with pytest.raises(TypeError, match="map_blocks"):
-        est.predict(Xd)
-    pred = Xd.map_blocks(est.predict, drop_axis=1, dtype=float).compute()
-    np.testing.assert_array_equal(pred, est.predict(X))
+    # predictions on Dask arrays: Dask arrays, chunk by chunk, equal to in memory
+    for method in ("predict", "predict_proba", "predict_log_proba", "decision_function"):
+        lazy = getattr(est, method)(Xd)
+        assert is_dask_array(lazy)
+        np.testing.assert_array_equal(lazy.compute(), getattr(est, method)(X))
+    assert est.score(Xd, y) == est.score(X, y)
+    with pytest.raises(ValueError, match="features"):
+        est.predict(Xd[:, :2])
     # linear regression: the noise scale from one Dask pass, as in memory
     Xg, yg = _data("gaussian", n=30_000, d=3)
     lin = _quiet(BayesianLinearRegression(**kw).fit, da.from_array(Xg, chunks=6000), yg)
     lin_ref = _quiet(BayesianLinearRegression(**kw).fit, Xg, yg)
     assert lin.noise_scale_ == pytest.approx(lin_ref.noise_scale_, rel=1e-9)
+    mean, std = lin.predict(da.from_array(Xg, chunks=7000), return_std=True)
+    ref_mean, ref_std = lin.predict(Xg, return_std=True)
+    np.testing.assert_array_equal(mean.compute(), ref_mean)
+    np.testing.assert_array_equal(std.compute(), ref_std)
+    with pytest.raises(TypeError, match="in memory"):
+        lin.sample_y(da.from_array(Xg, chunks=7000))
     Xp, yp = _data("poisson", n=30_000, d=3)
     pois = _quiet(BayesianPoissonRegression(**kw).fit, da.from_array(Xp, chunks=6000), yp)
     assert np.all(np.isfinite(pois.coef_))
@@ -308,7 +318,10 @@ def test_local_cluster_fit_agrees_and_moves_few_rows():
         assert model is None
         fetched = sum(t["rows_fetched"] for t in est.trace_.tuning)
         assert fetched < 0.05 * n
+        # predictions run on the workers (the estimator travels to them)
+        proba = est.predict_proba(Xd[:5000]).compute()
     X, y = make_logistic_data(n, 6, random_state=3)
+    np.testing.assert_array_equal(proba, est.predict_proba(X[:5000]))
     ref = _quiet(BayesianLogisticRegression(**kw).fit, X, y)
     _agree(est.trace_, ref.trace_)
 

@@ -274,12 +274,26 @@ class BayesianGLMBase(BaseEstimator):
         check_is_fitted(self)
         if is_dask_array(X):
             raise TypeError(
-                "predict on a Dask array one chunk at a time, where the chunks live: "
-                "X.map_blocks(est.predict, drop_axis=1, dtype=...) with the dtype of the "
-                "predictions (predict_proba: X.map_blocks(est.predict_proba, "
-                "chunks=(X.chunks[0], (n_classes,)), dtype=float))")
+                "this method needs X in memory (predict, predict_proba, predict_log_proba "
+                "and decision_function take a Dask array and return one, computed chunk "
+                "by chunk where the chunks live)")
         return validate_data(self, X, reset=False, dtype=[np.float64, np.float32],
                              accept_sparse="csr")
+
+    def _blockwise(self, method, X, width=None, dtype=np.float64):
+        """``method`` (a prediction method taking in-memory rows) on each row chunk
+        of the Dask array ``X``, where the chunk lives: a Dask array of shape
+        (n,) (``width`` None) or (n, width)."""
+        check_is_fitted(self)
+        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[-1]} features, but {type(self).__name__} is "
+                             f"expecting {self.n_features_in_} features as input.")
+        if len(X.chunks[1]) > 1:
+            X = X.rechunk({1: -1})
+        if width is None:
+            return X.map_blocks(method, drop_axis=1, dtype=dtype, meta=np.empty(0, dtype))
+        return X.map_blocks(method, chunks=(X.chunks[0], (width,)), dtype=dtype,
+                            meta=np.empty((0, 0), dtype))
 
     def _linear_predictor_draws(self, X, max_draws=MAX_PREDICT_DRAWS):
         """``eta`` for every (thinned) draw: shape (n, S), and the weights."""

@@ -205,6 +205,9 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
         This is not ``X @ coef_ + intercept_`` (the linear predictor at the
         posterior mean), which averages before the sigmoid.
         """
+        if is_dask_array(X):
+            return self._blockwise(self.decision_function, X,
+                                   self.classes_.shape[0] if self._multiclass else None)
         logp = self.predict_log_proba(X)
         if self._multiclass:
             return logp
@@ -213,7 +216,12 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
     def predict_proba(self, X):
         """Posterior predictive class probabilities ``E[sigmoid(x^T theta)]``
         averaged over (at most 1000 evenly spaced) posterior draws, shape (n, 2);
-        with more than two classes ``E[softmax(eta)]``, shape (n, n_classes)."""
+        with more than two classes ``E[softmax(eta)]``, shape (n, n_classes).
+        A Dask array ``X`` gives a Dask array, computed chunk by chunk where the
+        chunks live (so do :meth:`predict`, :meth:`predict_log_proba` and
+        :meth:`decision_function`)."""
+        if is_dask_array(X):
+            return self._blockwise(self.predict_proba, X, self.classes_.shape[0])
         X = self._check_X(X)
         if self._multiclass:
             out = np.empty((X.shape[0], self.classes_.shape[0]))
@@ -233,6 +241,8 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
         """Logarithm of :meth:`predict_proba`, computed stably from the
         per-draw log-probabilities (log-sum-exp over the draws), shape (n, 2) or
         (n, n_classes)."""
+        if is_dask_array(X):
+            return self._blockwise(self.predict_log_proba, X, self.classes_.shape[0])
         X = self._check_X(X)
         if self._multiclass:
             out = np.empty((X.shape[0], self.classes_.shape[0]))
@@ -268,6 +278,8 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
 
     def predict(self, X):
         """The class of largest posterior predictive probability (binary: above 1/2)."""
+        if is_dask_array(X):
+            return self._blockwise(self.predict, X, dtype=self.classes_.dtype)
         proba = self.predict_proba(X)
         if self._multiclass:
             return self.classes_[np.argmax(proba, axis=1)]
@@ -302,7 +314,12 @@ class _BayesianRegressorBase(RegressorMixin, BayesianGLMBase):
         raise NotImplementedError
 
     def predict(self, X, return_std=False):
-        """Posterior predictive mean (and standard deviation with ``return_std``)."""
+        """Posterior predictive mean (and standard deviation with ``return_std``).
+        A Dask array ``X`` gives Dask arrays, computed chunk by chunk where the
+        chunks live."""
+        if is_dask_array(X):
+            mean = self._blockwise(self.predict, X)
+            return (mean, self._blockwise(self._predict_std, X)) if return_std else mean
         X = self._check_X(X)
         mean = np.empty(X.shape[0])
         std = np.empty(X.shape[0])
@@ -310,6 +327,9 @@ class _BayesianRegressorBase(RegressorMixin, BayesianGLMBase):
         for s in range(0, X.shape[0], step):
             mean[s:s + step], std[s:s + step] = self._predictive_moments(X[s:s + step])
         return (mean, std) if return_std else mean
+
+    def _predict_std(self, X):
+        return self.predict(X, return_std=True)[1]
 
     def sample_y(self, X, n_samples=1, random_state=None):
         """Draws from the posterior predictive of y, shape (n, n_samples)."""
