@@ -43,6 +43,16 @@ def run_child(code, *args):
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
+def rss_ratios(r, nbytes, name):
+    """Add ``peak_over_<name>``, ``before_over_<name>`` and ``added_over_<name>``
+    (the child's peak RSS, its RSS before the fit, and what the fit added, over
+    ``nbytes``) to the child's result ``r``; returns ``r``."""
+    r[f"peak_over_{name}"] = r["peak_rss"] / nbytes
+    r[f"before_over_{name}"] = r["rss_before"] / nbytes
+    r[f"added_over_{name}"] = (r["peak_rss"] - r["rss_before"]) / nbytes
+    return r
+
+
 def run_info(script, argv):
     """The header of a result file: the command, the platform, the load."""
     return {"command": f"python benchmarks/{script} " + " ".join(argv or sys.argv[1:]),

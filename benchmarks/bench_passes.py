@@ -33,7 +33,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from _procmem import run_child, run_info, write_result
+from _procmem import rss_ratios, run_child, run_info, write_result
 
 _CHILD = r"""
 import json, sys, time, warnings
@@ -69,10 +69,7 @@ print(json.dumps({"n": n, "X_bytes": X.nbytes, "y_bytes": y.nbytes, "rss_before"
 
 def run(n):
     r = run_child(_CHILD, n)
-    r["peak_over_X"] = r["peak_rss"] / r["X_bytes"]
-    r["before_over_X"] = r["rss_before"] / r["X_bytes"]
-    r["added_over_X"] = (r["peak_rss"] - r["rss_before"]) / r["X_bytes"]
-    return r
+    return rss_ratios(r, r["X_bytes"], "X")
 
 
 def main(argv=None):

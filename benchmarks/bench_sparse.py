@@ -41,7 +41,7 @@ import math
 import os
 import subprocess
 
-from _procmem import run_child, run_info, write_result
+from _procmem import rss_ratios, run_child, run_info, write_result
 
 #: rows per chunk of the compiled full pass (``PASS_CHUNK`` in models/_cymodel.pyx)
 PASS_CHUNK = 4096
@@ -118,9 +118,7 @@ def run(n, p, nnz, n_samples, n_warmup):
         r = run_child(_CHILD, n, p, nnz, n_samples, n_warmup)
     except subprocess.CalledProcessError as e:
         raise RuntimeError(f"n={n}, p={p}: the fit failed:\n{e.stderr[-3000:]}") from e
-    r["peak_over_csr"] = r["peak_rss"] / r["csr_bytes"]
-    r["added_over_csr"] = (r["peak_rss"] - r["rss_before"]) / r["csr_bytes"]
-    return r
+    return rss_ratios(r, r["csr_bytes"], "csr")
 
 
 def main(argv=None):
