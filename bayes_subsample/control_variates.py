@@ -153,18 +153,31 @@ class TaylorControlVariate:
                                  m.check_indices(idx), self.cache)
 
     # ---- estimators ------------------------------------------------------------------
-    def estimate(self, theta, idx):
+    def estimate(self, theta, idx, exact=None):
         """Difference estimator ``ell_hat = Q + n mean(d)`` and its variance
-        estimate ``sigma2_hat = n^2/m^2 sum (d_i - mean d)^2``."""
-        nd, sigma2, _ = difference_estimate(self.n_data, self.residual_terms(theta, idx))
-        return self.Q(theta) + nd, sigma2
+        estimate ``sigma2_hat = n^2/m^2 sum (d_i - mean d)^2``.
 
-    def perturbed_loglik_and_grad(self, theta, idx):
+        ``exact`` (row indices, optional): a stratum summed exactly; ``idx``
+        then samples the other ``n_s = n - len(exact)`` rows: ``ell_hat = Q +
+        sum_{exact} d_k + n_s mean(d)``, ``sigma2_hat = n_s^2/m^2 sum (d_i -
+        mean d)^2``."""
+        theta = self.model.check_theta(theta)
+        Q, n_s = self.Q(theta), self.n_data
+        if exact is not None and len(exact):
+            Q += float(np.sum(self.residual_terms(theta, exact)))
+            n_s -= len(exact)
+        nd, sigma2, _ = difference_estimate(n_s, self.residual_terms(theta, idx))
+        return Q + nd, sigma2
+
+    def perturbed_loglik_and_grad(self, theta, idx, exact=None):
         """``lambda_hat = ell_hat - sigma2_hat / 2`` and its gradient (see
-        :func:`perturbed_estimate`)."""
+        :func:`perturbed_estimate`; ``exact`` as in :meth:`estimate`)."""
         d, grad_d = self.residuals(theta, idx)
-        lam, grad, _, _ = perturbed_estimate(self.Q(theta), self.grad_Q(theta), self.n_data,
-                                             d, grad_d)
+        Q, gQ, n_s = self.Q(theta), self.grad_Q(theta), self.n_data
+        if exact is not None and len(exact):
+            de, gde = self.residuals(theta, exact)
+            Q, gQ, n_s = Q + float(de.sum()), gQ + gde.sum(axis=0), n_s - len(exact)
+        lam, grad, _, _ = perturbed_estimate(Q, gQ, n_s, d, grad_d)
         return lam, grad
 
     def grad_estimate(self, theta, idx):

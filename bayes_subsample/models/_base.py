@@ -329,6 +329,9 @@ class CompiledModel(Model):
     def n_full_passes(self):
         return self._cy.n_full_passes
 
+    def _count_passes(self, k=1):
+        self._cy.note_passes(k)
+
     @property
     def compiled(self):
         """The compiled model object sampler kernels take."""

@@ -175,6 +175,11 @@ cdef class CyModel:
         """Full-data passes (``full_sums`` calls) this object has made."""
         return self._n_passes
 
+    def note_passes(self, int64_t k):
+        """Count ``k`` full passes made outside ``full_sums`` (e.g. residuals of
+        every row at a few points)."""
+        _atomic_add(&self._n_passes, k)
+
     # ---- Python-callable forms ---------------------------------------------------------
     def full_pass(self, theta, bint want_ll=True, bint gradient=True, bint hessian=False,
                   int n_threads=1):

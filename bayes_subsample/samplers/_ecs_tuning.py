@@ -11,7 +11,8 @@ from scipy import linalg, stats
 from ..models._base import WeightedModel
 
 __all__ = ["choose_subsample_size", "signed_tau", "choose_n_products", "refine_theta_star",
-           "initial_theta_star", "residual_variances", "typical_thetas"]
+           "initial_theta_star", "residual_variances", "typical_thetas", "residual_scan",
+           "choose_strata"]
 
 
 def residual_variances(cv, thetas, pilot_idx):
@@ -139,3 +140,58 @@ def initial_theta_star(model, rng, subset_fraction):
     sub = WeightedModel(model.subset(idx), n / n_sub)
     theta, info = find_map(sub, method="newton")
     return theta, info["n_evals"]
+
+
+def residual_scan(cv, thetas, chunk=1 << 16):
+    """Residuals ``d_k(theta)`` of every datum at each of ``thetas``: an array of
+    shape (len(thetas), n), one full pass per theta (counted as such)."""
+    model = cv.model
+    n = model.n_data
+    out = np.empty((len(thetas), n))
+    for j, th in enumerate(thetas):
+        for s in range(0, n, chunk):
+            out[j, s:s + chunk] = cv.residual_terms(th, np.arange(s, min(n, s + chunk)))
+    model._count_passes(len(thetas))
+    return out
+
+
+def choose_strata(R, exact, *, n_blocks=100, target_variance=1.0, max_fraction=0.5):
+    """The exact stratum and subsample size that minimise the rows read per
+    evaluation, ``|exact| + m``, given residuals ``R`` (J, n) of every datum at
+    J points where the chain went (:ref:`algo-hmc-ecs-strata`).
+
+    ``exact`` (bool mask (n,)) is the current stratum; rows join it in
+    decreasing order of their mean squared centred residual over the J points,
+    never leave it (a row that formed a wall stays exact, or the chain would
+    walk into the wall again). For a stratum E, the rest (``n_s`` rows) needs
+    ``m(E) = n_s^2 Var_rest(d) / target_variance`` (averaged over the points) for
+    ``Var[ell_hat] ~= target_variance``; ``m`` is rounded up to a multiple of
+    ``n_blocks``. At most ``max_fraction`` of the data join.
+
+    Returns ``(exact_mask, m, cost)`` with ``cost = |E| + m`` (rows per
+    evaluation; above ``n / 2`` subsampling does not pay).
+    """
+    R = np.asarray(R, dtype=np.float64)
+    J, n = R.shape
+    exact = np.asarray(exact, dtype=bool)
+    cand = np.flatnonzero(~exact)
+    Rc = R[:, cand]
+    Rc = Rc - Rc.mean(axis=1, keepdims=True)
+    score = np.mean(Rc * Rc, axis=0)
+    order = np.argsort(-score, kind="stable")
+    Rs = Rc[:, order]
+    c = cand.shape[0]
+    kmax = int(min(c - 1, max(0, max_fraction * n - exact.sum())))
+    # statistics of the rest after the top k joined, k = 0..kmax: suffix sums
+    s1 = np.cumsum(Rs[:, ::-1], axis=1)[:, ::-1]         # s1[:, k] = sum over rows k..c-1
+    s2 = np.cumsum((Rs * Rs)[:, ::-1], axis=1)[:, ::-1]
+    k = np.arange(kmax + 1)
+    left = (c - k).astype(np.float64)
+    var = s2[:, k] / left - (s1[:, k] / left) ** 2
+    m = left * left * np.maximum(var, 0.0).mean(axis=0) / target_variance
+    m = np.maximum(np.ceil(m / n_blocks), 1.0) * n_blocks
+    cost = exact.sum() + k + m
+    best = int(np.argmin(cost))
+    new = exact.copy()
+    new[cand[order[:best]]] = True
+    return new, int(m[best]), int(cost[best])

@@ -98,6 +98,15 @@ cdef class ECSCore(Potential):
     cdef int64_t[::1] stream
     cdef Py_ssize_t stream_pos
     cdef bint has_stream
+    # the exact stratum: rows summed exactly at every evaluation (weight 1), the
+    # subsample drawn from the other rows (``smap``) and scaled to their number
+    cdef readonly Py_ssize_t n_exact
+    cdef int64_t[::1] eidx, smap
+    cdef bint has_map
+    cdef double[:, ::1] eXu, eMC
+    cdef double[::1] eyu, ees, ec0, ec1, ec2, eD, eDP, eeta
+    cdef double esum[2]
+    cdef double[:, ::1] egrad      # (2, p): the exact rows' gradient per bank
     # proposal block (perturbed u-update)
     cdef int64_t[::1] pidx
     cdef double[:, ::1] pXu, pMC
@@ -140,6 +149,10 @@ cdef class ECSCore(Potential):
         self.sign = 1.0
         self.sb = 0
         self.m = 0
+        self.n_exact = 0
+        self.esum[0] = 0.0
+        self.esum[1] = 0.0
+        self.egrad = np.zeros((2, p))
 
     # ---- configuration (with the GIL) -----------------------------------------------
     def set_reference(self, theta_star, double L_star, A, B):
@@ -150,9 +163,12 @@ cdef class ECSCore(Potential):
         self.has_reference = True
         self.A = np.ascontiguousarray(A, dtype=np.float64).copy()
         self.B = np.ascontiguousarray(B, dtype=np.float64).copy()
-        if self.m > 0:
-            with nogil:
+        with nogil:
+            if self.m > 0:
                 self._cache_rows(self.Xu, self.es, self.c0, self.c1, self.c2, self.MC, self.m)
+            if self.n_exact > 0:
+                self._cache_rows(self.eXu, self.ees, self.ec0, self.ec1, self.ec2, self.eMC,
+                                 self.n_exact)
 
     cdef Py_ssize_t _rows_available(self):
         return self.mult.n_data if self.multi else self.glm.n_data
@@ -166,10 +182,72 @@ cdef class ECSCore(Potential):
                              f"({self._rows_available()})")
         self.n_data = n
 
+    def set_strata(self, exact, sampled):
+        """Sum the rows ``exact`` exactly at every evaluation and draw the
+        subsample from the rows ``sampled`` (the two disjoint, covering the data):
+        ``ell_hat = Q + sum_{exact} d_k + (n_s / m) sum_{u} d_k`` with ``n_s =
+        len(sampled)``, ``sigma2_hat`` from the sampled rows only. Later
+        subsample rows (``set_rows``, the block updates) must come from
+        ``sampled``; ``PerturbedUpdate`` / ``SignedUpdate`` draw them so."""
+        if self.has_stream:
+            raise ValueError("an exact stratum and an index stream do not combine")
+        exact = np.ascontiguousarray(exact, dtype=np.int64)
+        sampled = np.ascontiguousarray(sampled, dtype=np.int64)
+        n = self._rows_available()
+        if exact.ndim != 1 or sampled.ndim != 1:
+            raise ValueError("exact and sampled must be 1-d arrays of row indices")
+        if sampled.shape[0] == 0:
+            raise ValueError("the sampled stratum is empty: nothing to subsample")
+        if exact.shape[0] + sampled.shape[0] != n:
+            raise ValueError(f"exact ({exact.shape[0]}) and sampled ({sampled.shape[0]}) "
+                             f"rows must cover the {n} rows of the model once")
+        seen = np.zeros(n, dtype=np.int8)
+        for part in (exact, sampled):
+            if part.shape[0] and (part.min() < 0 or part.max() >= n):
+                raise IndexError("stratum index out of range of the model's rows")
+            np.add.at(seen, part, 1)
+        if not np.all(seen == 1):
+            raise ValueError("exact and sampled must be disjoint and cover every row once")
+        cdef Py_ssize_t e = exact.shape[0], ec = max(e, 1), K = self.K
+        self.n_exact = e
+        self.eidx = exact.copy() if e else np.zeros(1, dtype=np.int64)
+        self.smap = sampled.copy()
+        self.has_map = True
+        self.n_data = sampled.shape[0]
+        self.eXu = np.empty((ec, self.p1))
+        self.eyu = np.empty(ec)
+        g = 1 if self.multi else ec
+        self.ees = np.empty(g)
+        self.ec0 = np.empty(g)
+        self.ec1 = np.empty(g)
+        self.ec2 = np.empty(g)
+        self.eMC = np.empty((ec if self.multi else 1, self.W if self.multi else 1))
+        self.eD = np.empty(ec)
+        self.eDP = np.empty(ec * K)
+        self.eeta = np.empty(ec * K)
+        self.cost = self.m + e
+        self.esum[0] = 0.0
+        self.esum[1] = 0.0
+        self.egrad = np.zeros((2, self.dim))
+        if e:
+            with nogil:
+                self._copy_rows(&self.eidx[0], self.eXu, self.eyu, e)
+                if self.has_reference:
+                    self._cache_rows(self.eXu, self.ees, self.ec0, self.ec1, self.ec2,
+                                     self.eMC, e)
+
+    @property
+    def exact_rows(self):
+        """The rows summed exactly (a copy; empty without strata)."""
+        return np.asarray(self.eidx)[:self.n_exact].copy() if self.n_exact else \
+            np.zeros(0, dtype=np.int64)
+
     def set_index_stream(self, idx):
         """Take the rows of later block updates, in order, from ``idx`` (rows of
         the model, drawn ahead independently of the chain) instead of drawing them
         uniformly from ``[0, n)``."""
+        if self.has_map:
+            raise ValueError("an index stream and an exact stratum do not combine")
         idx = np.ascontiguousarray(idx, dtype=np.int64)
         if idx.ndim != 1 or (idx.shape[0] and (idx.min() < 0
                                                or idx.max() >= self._rows_available())):
@@ -213,7 +291,7 @@ cdef class ECSCore(Potential):
         cdef Py_ssize_t mc = max(m, 1), w = self.W if self.multi else 1
         cdef Py_ssize_t g = 1 if self.multi else mc   # GLM-only buffers: dummies for multinomial
         self.m = m
-        self.cost = m
+        self.cost = m + self.n_exact
         self.block_size = block_size
         self.n_blocks = m // block_size
         self.idx = idx.copy()
@@ -314,6 +392,8 @@ cdef class ECSCore(Potential):
         cdef double alpha = 1.0, beta = 0.0
         cdef char trans = b'T', notrans = b'N'
         cdef Py_ssize_t i, K = self.K
+        if self.n_exact > 0:
+            self._evaluate_exact(th, bank)
         if self.m == 0:
             return self._combine(th, bank, gradU)
         if self.multi:
@@ -337,6 +417,43 @@ cdef class ECSCore(Potential):
                           &self.c0[0], &self.c1[0], &self.c2[0], &self.D[bank, 0],
                           &self.DP[bank, 0])
         return self._combine(th, bank, gradU)
+
+    cdef void _evaluate_exact(self, const double* th, int bank) noexcept nogil:
+        """The exact stratum at th: the sum of its residuals to ``esum[bank]``,
+        their gradient (weight 1 per row) to ``egrad[bank]``."""
+        cdef int pp = <int> self.p1, dd = <int> self.n_features, ee = <int> self.n_exact
+        cdef int kk = <int> self.K, one = 1
+        cdef double alpha = 1.0, beta = 0.0, s = 0.0, csum = 0.0
+        cdef char trans = b'T', notrans = b'N'
+        cdef Py_ssize_t i, e = self.n_exact
+        if self.multi:
+            dgemm(&trans, &notrans, &kk, &ee, &pp, &alpha, <double*> th, &pp,
+                  &self.eXu[0, 0], &pp, &beta, &self.eeta[0], &kk)
+            for i in range(e):
+                self.eD[i] = softmax_residual(self.order, self.K, <int> self.eyu[i],
+                                              &self.eeta[i * self.K], &self.eMC[i, 0],
+                                              &self.eDP[i * self.K])
+            # gradient: the K x p1 matrix eDP^T eXu
+            dgemm(&notrans, &trans, &pp, &kk, &ee, &alpha, &self.eXu[0, 0], &pp,
+                  &self.eDP[0], &kk, &beta, &self.egrad[bank, 0], &pp)
+        else:
+            dgemv(&trans, &dd, &ee, &alpha, &self.eXu[0, 0], &pp, <double*> th, &one, &beta,
+                  &self.eeta[0], &one)
+            if self.intercept:
+                for i in range(e):
+                    self.eeta[i] += th[dd]
+            self.glm.cv_terms(self.order, e, &self.eyu[0], &self.eeta[0], &self.ees[0],
+                              &self.ec0[0], &self.ec1[0], &self.ec2[0], &self.eD[0],
+                              &self.eDP[0])
+            dgemv(&notrans, &dd, &ee, &alpha, &self.eXu[0, 0], &pp, &self.eDP[0], &one,
+                  &beta, &self.egrad[bank, 0], &one)
+            if self.intercept:
+                for i in range(e):
+                    csum += self.eDP[i]
+                self.egrad[bank, dd] = csum
+        for i in range(e):
+            s += self.eD[i]
+        self.esum[bank] = s
 
     cdef double _combine(self, const double* th, int bank, double* gradU) noexcept nogil:
         """Log-likelihood estimate and gradient from a bank's residuals; returns
@@ -395,6 +512,8 @@ cdef class ECSCore(Potential):
             # variance of dhat (Gaussian approximation) over lambda: V[log|L|] ~ s2 / lambda
             self.sigma2 = (n * n / bs if bs > 0 else 0.0) * \
                 (ssd / (m - 1.0) if m > 1 else 0.0) / self.n_products
+        if self.n_exact > 0:
+            est += self.esum[bank]
         self.loglik_hat = est
         # grad = gq + Xu^T c (features by BLAS, the intercept's entry is sum c;
         # multinomial: the K x p1 matrix C^T Xu, in BLAS's terms Xu^T (p1 x m) C (m x K))
@@ -410,6 +529,9 @@ cdef class ECSCore(Potential):
                 for i in range(m):
                     csum += self.cw[i]
                 gradU[dd] = csum
+        if self.n_exact > 0:
+            for j in range(p):
+                gradU[j] += self.egrad[bank, j]
         for j in range(p):
             lp -= 0.5 * self.prior_prec[j] * th[j] * th[j]
             gradU[j] = -(self.gq[j] + gradU[j]) + self.prior_prec[j] * th[j]
@@ -461,6 +583,9 @@ cdef class ECSCore(Potential):
                 for i in range(bs):
                     self.pidx[i] = self.stream[self.stream_pos + i]
                 self.stream_pos += bs
+            elif self.has_map:
+                for i in range(bs):
+                    self.pidx[i] = self.smap[rng_index(bg, <int64_t> self.smap.shape[0])]
             else:
                 for i in range(bs):
                     self.pidx[i] = rng_index(bg, <int64_t> n)

@@ -31,7 +31,8 @@ from ..models import CyGLM
 from ..models._cymultinomial import CyMultinomial
 from ._base import BaseSampler, Kernel, Prepared, shared_constraints
 from ._ecs_numpy import NumpyECSPotential
-from ._ecs_tuning import (choose_n_products, choose_subsample_size, initial_theta_star,
+from ._ecs_tuning import (choose_n_products, choose_strata, choose_subsample_size,
+                          initial_theta_star, residual_scan,
                           refine_theta_star, residual_variances, typical_thetas)
 from ._hmc_ecs_fast import ECSCore
 from ._inner import info_type, make_inner
@@ -43,6 +44,14 @@ __all__ = ["HMCECS"]
 @dataclass
 class ECSPrepared(Prepared):
     """Shared preparation of HMC-ECS: the proxy at theta* and the subsample layout."""
+
+    #: the control variates around the mode would need more than half the data:
+    #: warmup adapts an exact stratum and theta* to the chain's draws instead of
+    #: falling back to full-data HMC (``full_data`` is then True until ``build``
+    #: knows the warmup is long enough)
+    stratify: bool = False
+    #: stratified warmup: the subsample size of its first stage
+    m_stage: int = 0
 
     cv: TaylorControlVariate = None
     #: full-data Hessian sum at theta* (the mass matrix is ``-hessian + prior precision``)
@@ -83,10 +92,19 @@ class PerturbedUpdate:
 
     def __init__(self, n_data, m, n_blocks):
         self.n_data, self.m, self.n_blocks = n_data, m, n_blocks
+        self.sampled = None          # the rows subsampled (None: all)
+
+    def set_sampled(self, sampled):
+        """Draw rows from ``sampled`` only (the rest are summed exactly)."""
+        self.sampled = sampled
+        self.n_data = sampled.shape[0]
 
     def fresh(self, rng):
         """``(rows, block_size, batch_products)`` of a new subsample."""
-        return rng.integers(0, self.n_data, size=self.m), self.m // self.n_blocks, None
+        rows = rng.integers(0, self.n_data, size=self.m)
+        if self.sampled is not None:
+            rows = self.sampled[rows]
+        return rows, self.m // self.n_blocks, None
 
     def __call__(self, rng, state):
         acc, alpha, n_evals = state.potential.u_step(rng)
@@ -137,8 +155,14 @@ class SignedUpdate:
 # ----------------------------------------------------------------------------------------
 # the kernel
 # ----------------------------------------------------------------------------------------
+#: the least warmup a stratified HMC-ECS run adapts with (shorter: full-data HMC)
+MIN_STRATIFIED_WARMUP = 200
+#: points of each stage whose residuals (a full pass each) choose the stratum
+STRATA_POINTS = 3
+
+
 class HMCECSKernel(Kernel):
-    def __init__(self, model, sampler, prepared, n_warmup):
+    def __init__(self, model, sampler, prepared, n_warmup, stratify=False):
         self.model = model
         self.sampler = sampler
         self.n = model.n_data
@@ -146,6 +170,17 @@ class HMCECSKernel(Kernel):
         self.hessian = prepared.hessian
         self.order = prepared.cv.order
         self.m, self.block_size = prepared.m, prepared.block_size
+        # stratified warmup (:ref:`algo-hmc-ecs-strata`): stages of the chain, after
+        # each theta* moves to the mean of its draws and rows whose residuals there
+        # are large join the exact stratum
+        self.stratify = stratify
+        self.exact_mask = None
+        self.stages = []
+        if stratify:
+            self.m = prepared.m_stage
+            self.block_size = self.m // sampler.n_blocks
+            self.stage_len = max(25, min(100, n_warmup // 6))
+            self.last_stage = n_warmup - max(100, n_warmup // 4)
         self.n_products = prepared.n_products
         self.auto_m = prepared.auto_m
         self.n_warmup = n_warmup
@@ -161,7 +196,7 @@ class HMCECSKernel(Kernel):
         # while theta* is not known to be near the mode (the Newton refinement
         # did not converge); the mode is a better centre than a mean of early draws
         self.recentre = (sampler.recentre_every is not None and prepared.auto_theta_star
-                         and not prepared.theta_star_converged)
+                         and not prepared.theta_star_converged and not stratify)
         self._window = []
         self.n_recentre_declined = 0
         self.metric, self.factors = metric_from_precision(self._mass(self.hessian),
@@ -180,6 +215,8 @@ class HMCECSKernel(Kernel):
                 pot.set_signed(-float(self.n_products), float(self.n_products))
         else:
             pot = NumpyECSPotential(self.model, self.order, prec)
+        if self.exact_mask is not None:
+            pot.set_strata(np.flatnonzero(self.exact_mask), self.update.sampled)
         cv = self.cv
         pot.set_reference(cv.theta_star, cv.L_star, cv.A, cv.B)
         return pot
@@ -212,7 +249,12 @@ class HMCECSKernel(Kernel):
     def warmup_step(self, rng, state, iteration):
         state, info = self.step(rng, state)
         self.tuner.update(info.accept_prob)
-        if self.recentre:
+        if self.stratify:
+            self._window.append(state.theta)
+            if (iteration + 1) % self.stage_len == 0 and iteration + 1 <= self.last_stage:
+                state = self._restratify(rng, state)
+                self._window = []
+        elif self.recentre:
             self._window.append(state.theta)
             every = int(self.sampler.recentre_every)
             last_ok = self.n_warmup - min(100, self.n_warmup // 4)
@@ -258,6 +300,41 @@ class HMCECSKernel(Kernel):
         self.tuner.restart()
         return state._replace(potential_energy=U)
 
+    def _restratify(self, rng, state):
+        """End of a stage of stratified warmup: theta* to the mean of the stage's
+        second half (one full pass for the sums), residuals of every row at
+        ``STRATA_POINTS`` of its draws (a pass each), then the exact stratum and
+        the subsample size from them (``choose_strata``), the mass matrix from the
+        new Hessian, a fresh subsample; the step-size adaptation restarts."""
+        model = self.model
+        half = np.asarray(self._window[len(self._window) // 2:])
+        centre = half.mean(axis=0)
+        ll, g, h = model.full_pass(centre, gradient=True, hessian=True)
+        self.n_evals_setup += self.n
+        if not (np.isfinite(ll) and np.all(np.isfinite(g)) and np.all(np.isfinite(h))):
+            return state
+        cv = TaylorControlVariate(model, centre, self.order, sums=(ll, g, h))
+        points = half[np.linspace(0, len(half) - 1, STRATA_POINTS).astype(int)]
+        R = residual_scan(cv, points)
+        self.n_evals_setup += len(points) * self.n
+        old = np.zeros(self.n, dtype=bool) if self.exact_mask is None else self.exact_mask
+        exact, m, cost = choose_strata(R, old, n_blocks=self.sampler.n_blocks,
+                                       target_variance=self.sampler.target_variance)
+        del R
+        self.exact_mask = exact
+        self.cv = cv
+        self.metric, self.factors = metric_from_precision(self._mass(h), model.prior.precision)
+        self.m = self.update.m = m
+        self.update.set_sampled(np.flatnonzero(~exact))
+        pot = self._new_potential()
+        rows, self.block_size, _ = self.update.fresh(rng)
+        pot.set_rows(rows, self.block_size)
+        U = pot.set_position(state.theta)
+        self.n_evals_setup += pot.m + int(exact.sum())
+        self.tuner.restart()
+        self.stages.append({"n_exact": int(exact.sum()), "m": int(m), "rows": int(cost)})
+        return state._replace(potential_energy=U, potential=pot)
+
     def end_warmup(self, state):
         self.tuner.finalize()
         return state
@@ -267,7 +344,9 @@ class HMCECSKernel(Kernel):
                 "n_products": self.n_products if self.update.signed else None,
                 "theta_star": self.cv.theta_star.copy(),
                 "mass_matrix": self.factors.precision.copy(), "cv_order": self.order,
-                "recentre_declined": self.n_recentre_declined}
+                "recentre_declined": self.n_recentre_declined,
+                "n_exact": 0 if self.exact_mask is None else int(self.exact_mask.sum()),
+                "strata_stages": list(self.stages)}
 
 
 class FetchingHMCECSKernel(HMCECSKernel):
@@ -539,8 +618,15 @@ class HMCECS(BaseSampler):
                                               target_variance=self.target_variance,
                                               centre=mode)
                 n_evals += ev
-            layout = dict(m=m, block_size=m // G, n_products=1, auto_m=True,
-                          full_data=G > n or m > n / 2)
+            full = G > n or m > n / 2
+            # the control variates at the mode are too poor (e.g. directions only
+            # the prior bounds, where a Laplace draw walks into a likelihood wall):
+            # a stratified warmup may still subsample (compiled models in memory)
+            stratify = (full and n >= 20 * G and not distributed
+                        and isinstance(model.compiled, (CyGLM, CyMultinomial)))
+            layout = dict(m=m, block_size=m // G, n_products=1, auto_m=True, full_data=full,
+                          stratify=stratify,
+                          m_stage=G * max(1, min(m, n // 20) // G) if stratify else 0)
         if distributed and layout.get("full_data", False):
             raise ValueError(
                 f"HMC-ECS would need a subsample of more than half the data (m = {m} of "
@@ -553,6 +639,8 @@ class HMCECS(BaseSampler):
                            theta_star_converged=converged, **layout)
 
     def build(self, model, prepared, n_warmup):
+        if prepared.full_data and prepared.stratify and n_warmup >= MIN_STRATIFIED_WARMUP:
+            return HMCECSKernel(model, self, prepared, n_warmup, stratify=True)
         if prepared.full_data:
             # the subsample would cost more than half the data per gradient: the
             # inner kernel on the full data (exact, and cheaper)
