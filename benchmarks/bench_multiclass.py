@@ -125,7 +125,17 @@ def main(argv=None):
                  "accuracy": float(np.mean(ecs.predict(Xte) == yte)),
                  "min_ess_bulk": float(ess_ecs.min()), "ess_per_s": float(ess_ecs.min() / t_ecs),
                  "data_fraction_per_iteration": float(np.mean(d["data_fraction_per_iteration"])),
-                 "m": int(d["tuning"][0].get("m", 0))})
+                 "m": int(d["tuning"][0].get("m", 0)),
+                 # stratified warmup (where the mode's control variates fail): the
+                 # rows summed exactly and the subsample size per chain
+                 "n_exact_per_chain": [int(t.get("n_exact", 0)) for t in d["tuning"]],
+                 "m_per_chain": [int(t.get("m", 0)) for t in d["tuning"]],
+                 "rows_per_evaluation_fraction": float(np.mean(
+                     [(t.get("n_exact", 0) + t.get("m", 0)) / Xtr.shape[0]
+                      for t in d["tuning"]])),
+                 "data_passes": d["data_passes"],
+                 "wall_time": {k: np.asarray(v, dtype=float).tolist()
+                               for k, v in ecs.trace_.wall_time.items()}})
 
     hmc, t_hmc, c_hmc, ess_hmc = fit_bayes("hmc", Xtr, ytr, args.hmc_warmup, args.hmc_draws,
                                            args.chains, args.seed + 1)
@@ -133,7 +143,8 @@ def main(argv=None):
                  "accuracy": float(np.mean(hmc.predict(Xte) == yte)),
                  "min_ess_bulk": float(ess_hmc.min()), "ess_per_s": float(ess_hmc.min() / t_hmc),
                  "data_fraction_per_iteration": float(np.mean(
-                     hmc.diagnostics_["data_fraction_per_iteration"]))})
+                     hmc.diagnostics_["data_fraction_per_iteration"])),
+                 "data_passes": hmc.diagnostics_["data_passes"]})
 
     fa, fb = c_ecs.reshape(-1, c_ecs.shape[-1]), c_hmc.reshape(-1, c_hmc.shape[-1])
     sd = fb.std(axis=0)
@@ -154,7 +165,10 @@ def main(argv=None):
         "hmc_ecs_full_data_fallback": bool(d["tuning"][0].get("full_data", False)),
         "command": "python benchmarks/bench_multiclass.py"
                    + (f" --n-rows {args.n_rows}" if args.n_rows else "")
-                   + (f" --attributes {args.attributes}" if args.attributes != "all" else ""),
+                   + (f" --attributes {args.attributes}" if args.attributes != "all" else "")
+                   + (f" --hmc-warmup {args.hmc_warmup}" if args.hmc_warmup != 150 else "")
+                   + (f" --hmc-draws {args.hmc_draws}" if args.hmc_draws != 150 else ""),
+        "load_average_after": list(os.getloadavg()),
     }
     print("| method | time s | held-out accuracy | min ESS (bulk) | ESS/s | data/iteration |")
     print("|---|---|---|---|---|---|")

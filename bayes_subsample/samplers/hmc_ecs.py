@@ -240,7 +240,7 @@ class HMCECSKernel(Kernel):
         pot = state.potential
         accepted, alpha, dE, n_eval, div, extra = self.inner.transition(rng, pot, self.metric)
         m = pot.m
-        n_evals = int(n_eval * m + ev_u)
+        n_evals = int(n_eval * (m + pot.n_exact) + ev_u)
         ecs = (alpha_u, pot.sigma2, m, n_evals / self.n)
         info = self.info(alpha, accepted, n_evals, div, dE, *extra, *ecs,
                          *((int(pot.sign),) if self.update.signed else ()))
@@ -503,6 +503,20 @@ class HMCECS(BaseSampler):
         Perturbed: target ``Var[ell_hat_m]`` for choosing ``m``.
     subset_fraction : float, default=0.01
         Fraction of the data (at least 1,000 rows) for the initial ``theta*``.
+    stratify : "auto" or bool, default="auto"
+        Perturbed variant, compiled models in memory: a stratified warmup
+        (:ref:`algo-hmc-ecs-strata`). Warmup runs in stages; after each,
+        ``theta*`` moves to the mean of the stage's draws and the rows whose
+        residuals are large at its draws (a full pass per point, three points)
+        join an exact stratum that every evaluation sums exactly; the subsample
+        is drawn from the other rows. ``"auto"``: only where the control
+        variates at the mode would need a subsample of more than half the data
+        (instead of falling back to full-data HMC), e.g. posteriors with
+        directions that only the prior bounds (rare categories, quasi-separation),
+        where the Laplace approximation reaches likelihood walls the posterior
+        does not. ``True``: always; ``False``: never. It needs at least 200
+        warmup iterations (with fewer, ``"auto"`` falls back to full-data HMC
+        and ``True`` raises).
 
     Examples
     --------
@@ -532,13 +546,15 @@ class HMCECS(BaseSampler):
         "recentre_every": [Interval(Integral, 10, None, closed="left"), None],
         "target_variance": [Interval(Real, 0, None, closed="neither")],
         "subset_fraction": [Interval(Real, 0, 1, closed="right")],
+        "stratify": [StrOptions({"auto"}), "boolean"],
     }
 
     def __init__(self, variant="perturbed", subsample_size=None, batch_size=None, n_blocks=100,
                  n_products=None, correlation=0.99, cv_order=None, inner="hmc",
                  step_size=None, trajectory_length=2.0, jitter=0.1, target_accept=0.8,
                  n_leapfrog=None, max_leapfrog=100, max_tree_depth=10, theta_star=None,
-                 recentre_every=200, target_variance=1.0, subset_fraction=0.01):
+                 recentre_every=200, target_variance=1.0, subset_fraction=0.01,
+                 stratify="auto"):
         store_params(self, locals())
 
     @property
@@ -555,6 +571,13 @@ class HMCECS(BaseSampler):
             raise ValueError(f"cv_order={order} needs per-datum Hessians, which "
                              f"{type(model).__name__} does not provide; use "
                              f"cv_order={model.max_cv_order}")
+        distributed = getattr(model, "distributed", False)
+        can_stratify = (not signed and not distributed
+                        and isinstance(model.compiled, (CyGLM, CyMultinomial)))
+        if self.stratify is True and not can_stratify:
+            raise ValueError(
+                "stratify=True needs the perturbed variant and a compiled model (the "
+                "GLMs, multinomial regression) with its rows in memory")
         distributed = getattr(model, "distributed", False)
         if distributed and signed:
             raise ValueError("the signed HMC-ECS variant does not sample models whose rows "
@@ -604,6 +627,9 @@ class HMCECS(BaseSampler):
             layout = dict(m=m, block_size=m, n_products=lam, auto_m=False,
                           full_data=batch_size is None and m * lam > n / 2)
         elif self.subsample_size is not None:
+            if self.stratify is True:
+                raise ValueError("stratify=True chooses the subsample size: leave "
+                                 "subsample_size=None")
             m = int(self.subsample_size)
             if m > n:
                 raise ValueError(f"subsample_size={m} is larger than the data (n={n})")
@@ -622,10 +648,9 @@ class HMCECS(BaseSampler):
             # the control variates at the mode are too poor (e.g. directions only
             # the prior bounds, where a Laplace draw walks into a likelihood wall):
             # a stratified warmup may still subsample (compiled models in memory)
-            stratify = (full and n >= 20 * G and not distributed
-                        and isinstance(model.compiled, (CyGLM, CyMultinomial)))
-            layout = dict(m=m, block_size=m // G, n_products=1, auto_m=True, full_data=full,
-                          stratify=stratify,
+            stratify = can_stratify and (self.stratify is True or (full and n >= 20 * G))
+            layout = dict(m=m, block_size=m // G, n_products=1, auto_m=True,
+                          full_data=full and not stratify, stratify=stratify,
                           m_stage=G * max(1, min(m, n // 20) // G) if stratify else 0)
         if distributed and layout.get("full_data", False):
             raise ValueError(
@@ -639,9 +664,13 @@ class HMCECS(BaseSampler):
                            theta_star_converged=converged, **layout)
 
     def build(self, model, prepared, n_warmup):
-        if prepared.full_data and prepared.stratify and n_warmup >= MIN_STRATIFIED_WARMUP:
-            return HMCECSKernel(model, self, prepared, n_warmup, stratify=True)
-        if prepared.full_data:
+        if prepared.stratify:
+            if n_warmup >= MIN_STRATIFIED_WARMUP:
+                return HMCECSKernel(model, self, prepared, n_warmup, stratify=True)
+            if self.stratify is True:
+                raise ValueError(f"stratify=True needs n_warmup >= {MIN_STRATIFIED_WARMUP} "
+                                 f"(its warmup stages), got {n_warmup}")
+        if prepared.full_data or (prepared.stratify and prepared.m > model.n_data / 2):
             # the subsample would cost more than half the data per gradient: the
             # inner kernel on the full data (exact, and cheaper)
             return HMCKernel(model, self, self.inner,
