@@ -324,3 +324,27 @@ def test_covtype_50000_rows_all_attributes_matches_nuts():
     ratio = fa.std(axis=0) / sd
     assert np.all((ratio > 0.85) & (ratio < 1.15)), (ratio.min(), ratio.max())
     assert abs(ecs.score(Xte, yte) - ref.score(Xte, yte)) < 0.01
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_stratified_run_resumes_and_is_reproducible_for_any_n_jobs(n_jobs):
+    """A stratified run continued with ``resume`` equals one longer run draw for
+    draw (the stratum, theta* and the subsample stay with the chain), and the
+    draws do not depend on ``n_jobs``."""
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(3000, 3))
+    X[:30] *= 8.0
+    y = (X @ np.array([1.0, -0.5, 0.3]) + rng.logistic(size=3000) > 0).astype(float)
+    sampler = HMCECS(stratify=True, n_blocks=20, cv_order=1)
+    args = {"n_warmup": 200, "n_chains": 2, "random_state": 5, "check_convergence": False}
+    full = sample(LogisticRegressionModel(X, y), sampler, n_samples=50, n_jobs=1, **args)
+    assert all(t["n_exact"] > 0 for t in full.tuning)
+    first = sample(LogisticRegressionModel(X, y), sampler, n_samples=20, n_jobs=n_jobs, **args)
+    more = sample(LogisticRegressionModel(X.copy(), y.copy()), resume=first, n_samples=30,
+                  n_jobs=n_jobs, check_convergence=False)
+    np.testing.assert_array_equal(more.draws, full.draws)
+    np.testing.assert_array_equal(more.warmup_draws, full.warmup_draws)
+    # stages of 33 iterations while 100 warmup iterations remain: 3 stages per
+    # chain, each one pass for the sums at the new theta* and 3 residual passes
+    assert all(len(t["strata_stages"]) == 3 for t in full.tuning)
+    assert more.data_passes["chains"] == full.data_passes["chains"] == 2 * 3 * (1 + 3)

@@ -433,11 +433,16 @@ class HMCECS(BaseSampler):
       sign-corrected (``E[f] = sum s_j f_j / sum s_j``; estimators do this
       automatically). ``tau_hat`` (fraction of positive signs) should be near 1.
 
-    On small data, or where the control variates are too poor for a subsample
-    of at most half the data (the automatic ``m`` above ``n / 2``, or
-    ``n_blocks > n``; signed: ``lambda`` batches of ``batch_size`` rows above
-    ``n / 2``), subsampling does not pay: the inner kernel then runs on the full
-    data (exact), with the same tuning, and ``tuning["full_data"]`` is True.
+    Where the control variates at the mode are too poor for a subsample of at
+    most half the data (the automatic ``m`` above ``n / 2``), the perturbed
+    variant runs a stratified warmup (``stratify``): theta* moves to the mean
+    of the chain's draws and the rows with large residuals are summed exactly
+    (an exact stratum), the subsample drawn from the rest. On small data
+    (``n < 20 n_blocks``, or fewer than 200 warmup iterations), for the signed
+    variant (``lambda`` batches of ``batch_size`` rows above ``n / 2``) and
+    with ``stratify=False``, subsampling does not pay: the inner kernel then
+    runs on the full data (exact), with the same tuning, and
+    ``tuning["full_data"]`` is True.
 
     Tuning (automatic unless given): ``theta*`` is the posterior mode of
     a random 1% subset (likelihood scaled by ``n / n_sub``), refined by
