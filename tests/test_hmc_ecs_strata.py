@@ -233,15 +233,26 @@ def test_stratified_warmup_runs_in_stages_and_matches_nuts():
     assert np.all(tr.stats["data_fraction"] * model.n_data > n_exact)
 
 
-def test_stratify_is_automatic_where_the_mode_control_variates_fail():
-    """covtype's shipped sample with its 44 indicators: the control variates at
-    the mode would need m ~ 1e9 (quasi-separated directions); the estimator
-    subsamples with a stratified warmup instead of full-data HMC."""
+def _covtype_sample_6000():
     from bayes_subsample import datasets
     X, y = datasets.load_covtype_sample(binary=False, return_X_y=True)
     X = np.asarray(X, dtype=np.float64)[:6000]
     y = np.asarray(y)[:6000]
     X[:, :10] = (X[:, :10] - X[:, :10].mean(axis=0)) / X[:, :10].std(axis=0)
+    return X, y
+
+
+def test_stratify_is_automatic_where_the_mode_control_variates_fail():
+    """covtype's shipped sample with its 44 indicators: the control variates at
+    the mode would need m ~ 1e9 (quasi-separated directions); the estimator
+    subsamples with a stratified warmup instead of full-data HMC, and
+    ``stratify=False`` keeps the full-data fallback."""
+    X, y = _covtype_sample_6000()
+    model = MultinomialLogisticModel(X, np.searchsorted(np.unique(y), y), n_classes=7)
+    off = HMCECS(stratify=False).prepare(model, np.random.default_rng(0))
+    assert off.full_data and not off.stratify and off.m > X.shape[0]
+    auto = HMCECS(stratify=np.bool_(False)).prepare(model, np.random.default_rng(0))
+    assert auto.full_data and not auto.stratify
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         est = BayesianLogisticRegression(n_warmup=200, n_samples=100, n_chains=1,

@@ -45,10 +45,10 @@ __all__ = ["HMCECS"]
 class ECSPrepared(Prepared):
     """Shared preparation of HMC-ECS: the proxy at theta* and the subsample layout."""
 
-    #: the control variates around the mode would need more than half the data:
-    #: warmup adapts an exact stratum and theta* to the chain's draws instead of
-    #: falling back to full-data HMC (``full_data`` is then True until ``build``
-    #: knows the warmup is long enough)
+    #: a stratified warmup adapts an exact stratum and theta* to the chain's draws
+    #: (where the control variates at the mode would need more than half the
+    #: data, instead of falling back to full-data HMC; ``build`` still falls back
+    #: when the warmup is too short for its stages)
     stratify: bool = False
     #: stratified warmup: the subsample size of its first stage
     m_stage: int = 0
@@ -563,6 +563,10 @@ class HMCECS(BaseSampler):
         store_params(self, locals())
 
     @property
+    def _force_strata(self):
+        return not isinstance(self.stratify, str) and bool(self.stratify)
+
+    @property
     def signed(self):
         """Draws carry a sign (the block-Poisson variant)."""
         return self.variant == "signed"
@@ -579,11 +583,11 @@ class HMCECS(BaseSampler):
         distributed = getattr(model, "distributed", False)
         can_stratify = (not signed and not distributed
                         and isinstance(model.compiled, (CyGLM, CyMultinomial)))
-        if self.stratify is True and not can_stratify:
+        force_strata = self._force_strata
+        if force_strata and not can_stratify:
             raise ValueError(
                 "stratify=True needs the perturbed variant and a compiled model (the "
                 "GLMs, multinomial regression) with its rows in memory")
-        distributed = getattr(model, "distributed", False)
         if distributed and signed:
             raise ValueError("the signed HMC-ECS variant does not sample models whose rows "
                              "live with Dask (its batches are redrawn by the chain's "
@@ -632,7 +636,7 @@ class HMCECS(BaseSampler):
             layout = dict(m=m, block_size=m, n_products=lam, auto_m=False,
                           full_data=batch_size is None and m * lam > n / 2)
         elif self.subsample_size is not None:
-            if self.stratify is True:
+            if force_strata:
                 raise ValueError("stratify=True chooses the subsample size: leave "
                                  "subsample_size=None")
             m = int(self.subsample_size)
@@ -653,7 +657,8 @@ class HMCECS(BaseSampler):
             # the control variates at the mode are too poor (e.g. directions only
             # the prior bounds, where a Laplace draw walks into a likelihood wall):
             # a stratified warmup may still subsample (compiled models in memory)
-            stratify = can_stratify and (self.stratify is True or (full and n >= 20 * G))
+            stratify = can_stratify and (force_strata or (
+                isinstance(self.stratify, str) and full and n >= 20 * G))
             layout = dict(m=m, block_size=m // G, n_products=1, auto_m=True,
                           full_data=full and not stratify, stratify=stratify,
                           m_stage=G * max(1, min(m, n // 20) // G) if stratify else 0)
@@ -672,7 +677,7 @@ class HMCECS(BaseSampler):
         if prepared.stratify:
             if n_warmup >= MIN_STRATIFIED_WARMUP:
                 return HMCECSKernel(model, self, prepared, n_warmup, stratify=True)
-            if self.stratify is True:
+            if self._force_strata:
                 raise ValueError(f"stratify=True needs n_warmup >= {MIN_STRATIFIED_WARMUP} "
                                  f"(its warmup stages), got {n_warmup}")
         if prepared.full_data or (prepared.stratify and prepared.m > model.n_data / 2):
