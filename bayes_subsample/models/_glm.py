@@ -353,9 +353,9 @@ class GLM(CompiledModel):
         rows sorted by a feature or the label), the sum scaled by ``n`` over
         the rows it covers. The Hessian is the compute-bound part of a pass,
         so this costs little more than a gradient pass. Returns ``(ll, grad,
-        hess, exact)``; ``exact`` (the data have at most about ``2 rows``
-        rows) when ``hess`` is the full-data sum. One full pass; the result
-        does not depend on the number of threads."""
+        hess, exact)``; ``exact`` is True when ``hess`` is the full-data sum
+        (every chunk used: data of fewer than about ``2 rows`` rows). One full
+        pass; the result does not depend on the number of threads."""
         n = self.n_data
         every = max(1, -(-n // 256) // max(1, -(-int(rows) // 256)))
         ll, g, h, covered = self._cy.sampled_hessian_pass(self.check_theta(theta), every,
