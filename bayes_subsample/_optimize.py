@@ -45,6 +45,9 @@ def find_map(model, theta0=None, *, method=None, tol=1e-8, max_iter=200):
     with_hessian = [method == "newton"]
 
     def fg(t):
+        if with_hessian[0] and "fg" in cache and np.array_equal(cache["t"], t):
+            f, g = cache["fg"]      # this point's pass was made for the Hessian
+            return f, g.copy()
         n_passes[0] += 1
         want_h = with_hessian[0]
         with np.errstate(over="ignore", invalid="ignore"):
@@ -57,18 +60,19 @@ def find_map(model, theta0=None, *, method=None, tol=1e-8, max_iter=200):
             # at the start (theta = 0 unless given): the data's or the prior's scale
             start_error.append(model.overflow_error("at the starting point of the MAP search"))
             raise start_error[0]
+        out = (-lp, -gp) if finite else (np.inf, np.zeros_like(t))
         if want_h:
             cache["t"] = t.copy()
             cache["h"] = -h + model.prior.neg_hessian()
-        if not finite:
-            return np.inf, np.zeros_like(t)
-        return -lp, -gp
+            cache["fg"] = out
+        return out
 
     def hess(t):
-        if "t" in cache and np.array_equal(cache["t"], t):
-            return cache["h"]
-        n_passes[0] += 1
-        return model.neg_hessian_log_posterior(t)
+        # scipy may ask for a new point's Hessian before its value and gradient:
+        # one pass gives all three (two passes per iteration otherwise)
+        if not ("t" in cache and np.array_equal(cache["t"], t)):
+            fg(t)
+        return cache["h"]
 
     # scale the tolerance with n: gradients of sums grow like n
     gtol = tol * max(1.0, float(model.n_data))

@@ -273,6 +273,60 @@ def test_full_pass_slots_of_several_chunks_bit_identical_and_exact():
                                rtol=1e-12)
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_sampled_hessian_pass_exact_on_its_rows_and_bit_identical(family, dtype):
+    """The pass behind refine_theta_star's first step: log-likelihood and
+    gradient over all rows, the Hessian over every k-th chunk of 256 rows
+    (several slots, a ragged last chunk): equal to NumPy's on those rows, the
+    same for any number of threads, the full pass itself at k = 1."""
+    X, y, theta = make_data(family, dtype, True, n=4096 * 5 + 300, d=4, seed=9)
+    model = make_model(family, X, y)
+    n = X.shape[0]
+    full = model.compiled.full_pass(theta, True, True, True, 1)
+    eta, ll, r, w, X1 = ref_terms(family, X, y, theta, True, model.phi)
+    for every in (1, 3, 7, 200):
+        out = [model.compiled.sampled_hessian_pass(theta, every, t) for t in (1, 2, 3)]
+        for o in out[1:]:
+            assert o[0] == out[0][0] and o[3] == out[0][3]
+            for a, b in zip(o[1:3], out[0][1:3]):
+                np.testing.assert_array_equal(a, b)
+        ll_s, g_s, h_s, rows = out[0]
+        assert ll_s == full[0]
+        np.testing.assert_array_equal(g_s, full[1])
+        chunk = np.arange(n) // 256
+        keep = chunk % every == 0
+        assert rows == keep.sum()
+        if every == 1:
+            np.testing.assert_array_equal(h_s, full[2])
+        Xk, wk = X1[keep], w[keep]
+        assert_close(h_s, -(Xk * wk[:, None]).T @ Xk,
+                     (np.abs(Xk) * wk[:, None]).T @ np.abs(Xk) + 1e-300)
+    with pytest.raises(ValueError, match="hess_every"):
+        model.compiled.sampled_hessian_pass(theta, 0)
+
+
+def test_hessian_estimate_scaled_and_exact_on_small_data():
+    X, y, theta = make_data("logistic", np.float32, True, n=4096 * 8, d=3, seed=2,
+                            extreme=False)
+    model = LogisticRegressionModel(X, y)
+    ll, g, h = model.full_pass(theta, hessian=True)
+    before = model.n_full_passes
+    ll1, g1, h1, exact = model.full_pass_hessian_estimate(theta)
+    assert exact and ll1 == ll
+    np.testing.assert_array_equal(g1, g)
+    np.testing.assert_array_equal(h1, h)
+    # 1024 rows asked: every 32nd chunk of 256 rows, the sum scaled by n / 1024
+    ll2, g2, h2, exact = model.full_pass_hessian_estimate(theta, rows=1024)
+    assert not exact and ll2 == ll
+    np.testing.assert_array_equal(g2, g)
+    _, _, h_s, rows = model.compiled.sampled_hessian_pass(theta, 32)
+    assert rows == 1024
+    np.testing.assert_allclose(h2, h_s * X.shape[0] / 1024, rtol=1e-15)
+    assert np.linalg.norm(h2 - h) < 0.1 * np.linalg.norm(h)
+    assert model.n_full_passes - before == 3   # each a full pass, counted
+
+
 def test_model_full_pass_threads_bit_identical():
     # large enough (n * d >= 1e6) that GLM.full_pass really uses its threads
     X, y, theta = make_data("logistic", np.float64, True, n=20000, d=50, seed=11, extreme=False)

@@ -118,3 +118,24 @@ def test_find_map_warns_when_not_converged(method):
         _, info = find_map(model, theta0=np.full(model.n_params, 5.0), method=method,
                            max_iter=1 if method == "newton" else 0)
     assert not info["success"]
+
+
+@pytest.mark.parametrize("family", ["logistic", "poisson"])
+def test_newton_makes_one_pass_per_point(family):
+    """scipy's trust-exact asks for a point's Hessian and its value/gradient
+    separately (in either order): each point costs one full pass, which gives
+    all three, and every pass is counted."""
+    model = glm_model(family)
+    seen = []
+    real = model.full_pass
+
+    def full_pass(theta, **kw):
+        seen.append(np.array(theta, copy=True))
+        return real(theta, **kw)
+
+    model.full_pass = full_pass
+    theta, info = find_map(model, method="newton")
+    assert info["success"] and len(seen) >= 2
+    assert info["n_evals"] == len(seen) * model.n_data
+    for a, b in zip(seen, seen[1:]):
+        assert not np.array_equal(a, b)

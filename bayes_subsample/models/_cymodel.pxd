@@ -147,10 +147,18 @@ cdef class CyGLM(CyModel):
     # a subsample copied into a caller's buffers (HMC-ECS)
     cdef void gather_rows(self, const int64_t* idx, Py_ssize_t m, double* X,
                           double* y) noexcept nogil
+    # full_sums with the Hessian summed over the rows of every hess_every-th
+    # MODEL_CHUNK-row chunk only (chunk k * hess_every, k = 0, 1, ...; all rows
+    # at 1): an estimate of it at the cost of the gradient pass and a fraction
+    # of the Hessian's (refine_theta_star's first step)
+    cdef int sampled_sums(self, const double* theta, double* ll, double* grad, double* hess,
+                          int n_threads, Py_ssize_t hess_every) noexcept nogil
     # one contiguous range of rows of the fused full pass (log-likelihood sum,
-    # gradient sum, lower triangle of the sum of -Hessians)
+    # gradient sum, lower triangle of the sum of -Hessians over the chunks of
+    # MODEL_CHUNK rows whose index (from row 0) is a multiple of hess_every)
     cdef double pass_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta,
-                           bint want_ll, double* grad, double* neg_hess) noexcept nogil
+                           bint want_ll, double* grad, double* neg_hess,
+                           Py_ssize_t hess_every) noexcept nogil
     cdef bint _add_xwx_blas(self, Py_ssize_t s, Py_ssize_t c, const double* w, double* sw,
                             double* z, double* neg_hess) noexcept nogil
     # term_values with dt = the derivatives of the terms in eta (or NULL)

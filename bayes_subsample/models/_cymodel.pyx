@@ -458,7 +458,8 @@ cdef class CyGLM(CyModel):
             y[i] = self.y[idx[i]]
 
     cdef double pass_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta,
-                           bint want_ll, double* grad, double* neg_hess) noexcept nogil:
+                           bint want_ll, double* grad, double* neg_hess,
+                           Py_ssize_t hess_every) noexcept nogil:
         cdef Chunk b
         cdef Py_ssize_t s, c, i
         cdef double llsum = 0.0
@@ -476,8 +477,9 @@ cdef class CyGLM(CyModel):
                     llsum += b.t[i]
             if grad != NULL:
                 self.rows.add_xt_range(s, s + c, b.dt, grad)
-            if neg_hess != NULL and (z == NULL
-                                     or not self._add_xwx_blas(s, c, b.w, b.y, z, neg_hess)):
+            # start is a multiple of PASS_CHUNK, so s one of MODEL_CHUNK
+            if neg_hess != NULL and (hess_every == 1 or (s // MODEL_CHUNK) % hess_every == 0) \
+                    and (z == NULL or not self._add_xwx_blas(s, c, b.w, b.y, z, neg_hess)):
                 self.rows.add_xwx_range(s, s + c, b.w, neg_hess)
             s += c
         free(z)
@@ -515,6 +517,30 @@ cdef class CyGLM(CyModel):
         return True
 
     # ---- Python-callable GLM extras -------------------------------------------------------
+    def sampled_hessian_pass(self, theta, Py_ssize_t hess_every, int n_threads=1):
+        """``full_pass(theta, True, True, True, n_threads)`` with the Hessian summed
+        over the chunks of MODEL_CHUNK rows ``0, hess_every, 2 hess_every, ...``
+        only; returns ``(ll, grad, hess, rows)``, ``rows`` the number of rows in
+        the Hessian's sum (``n`` at ``hess_every = 1``: the full pass). Counts as
+        a full pass; bit-identical for any ``n_threads``."""
+        if hess_every < 1:
+            raise ValueError(f"hess_every must be >= 1, got {hess_every}")
+        cdef double[::1] th = _theta(self, theta)
+        cdef Py_ssize_t p = self.n_params, n = self.n_data, j
+        cdef Py_ssize_t rows = 0
+        cdef double ll = 0.0
+        cdef double[::1] grad = np.zeros(p)
+        cdef double[:, ::1] hess = np.zeros((p, p))
+        cdef int rc
+        with nogil:
+            rc = self.sampled_sums(&th[0], &ll, &grad[0], &hess[0, 0], n_threads, hess_every)
+        if rc:
+            self.raise_error()
+        for j in range(0, (n + MODEL_CHUNK - 1) // MODEL_CHUNK, hess_every):
+            rows += _imin(MODEL_CHUNK, n - j * MODEL_CHUNK)
+        return ll, np.asarray(grad), np.asarray(hess), int(rows)
+
+
     def eta(self, theta, idx=None):
         """Linear predictors ``x_k . theta`` (intercept included) for ``k`` in ``idx``."""
         cdef double[::1] th = _theta(self, theta)
@@ -600,6 +626,13 @@ cdef class CyGLM(CyModel):
         each summed in row order, the slots' sums added in slot order: the result
         is bit-identical for any n_threads. At most 64 slots, fewer when their
         p x p Hessian sums would exceed 256 MB (p > 724), one at p > 2048."""
+        return self.sampled_sums(theta, ll, grad, hess, n_threads, 1)
+
+    cdef int sampled_sums(self, const double* theta, double* ll, double* grad, double* hess,
+                          int n_threads, Py_ssize_t hess_every) noexcept nogil:
+        """full_sums, the Hessian over every hess_every-th chunk of MODEL_CHUNK rows
+        (which chunks: a function of n alone, so still bit-identical for any
+        n_threads)."""
         cdef Py_ssize_t n = self.n_data, p = self.n_params
         self._count_pass()
         cdef Py_ssize_t n_chunks = (n + PASS_CHUNK - 1) // PASS_CHUNK, k, j, l
@@ -624,13 +657,15 @@ cdef class CyGLM(CyModel):
                 ll_s[k] = self.pass_range(
                     (k * n_chunks // S) * PASS_CHUNK,
                     _imin(((k + 1) * n_chunks // S) * PASS_CHUNK, n), theta, want_ll,
-                    g_s + k * gp if want_g else NULL, h_s + k * hp if want_h else NULL)
+                    g_s + k * gp if want_g else NULL, h_s + k * hp if want_h else NULL,
+                    hess_every)
         else:
             for k in range(S):
                 ll_s[k] = self.pass_range(
                     (k * n_chunks // S) * PASS_CHUNK,
                     _imin(((k + 1) * n_chunks // S) * PASS_CHUNK, n), theta, want_ll,
-                    g_s + k * gp if want_g else NULL, h_s + k * hp if want_h else NULL)
+                    g_s + k * gp if want_g else NULL, h_s + k * hp if want_h else NULL,
+                    hess_every)
         if want_ll:
             for k in range(S):
                 total += ll_s[k]

@@ -346,6 +346,24 @@ class GLM(CompiledModel):
         return self._cy.full_pass(self.check_theta(theta), loglik, gradient, hessian,
                                   self.pass_threads())
 
+    def full_pass_hessian_estimate(self, theta, *, rows=2**21):
+        """A full pass of the log-likelihood and gradient sums with the Hessian sum
+        estimated from about ``rows`` rows: those of every k-th chunk of 256
+        rows, evenly spread over the data (a systematic sample, so also on
+        rows sorted by a feature or the label), the sum scaled by ``n`` over
+        the rows it covers. The Hessian is the compute-bound part of a pass,
+        so this costs little more than a gradient pass. Returns ``(ll, grad,
+        hess, exact)``; ``exact`` is True when ``hess`` is the full-data sum
+        (every chunk used: data of fewer than about ``2 rows`` rows). One full
+        pass; the result does not depend on the number of threads."""
+        n = self.n_data
+        every = max(1, -(-n // 256) // max(1, -(-int(rows) // 256)))
+        ll, g, h, covered = self._cy.sampled_hessian_pass(self.check_theta(theta), every,
+                                                          self.pass_threads())
+        if covered < n:
+            h *= n / covered
+        return ll, g, h, covered == n
+
     def subset(self, idx):
         """A GLM of the rows ``idx`` (copied; CSR stays CSR), with the same prior and
         one thread."""
