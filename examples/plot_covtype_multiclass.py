@@ -14,9 +14,11 @@ cover types, the 10 quantitative attributes (standardised with the training
 rows' statistics) and an intercept: 7 x 11 = 77 parameters, sampled with HMC
 with energy-conserving subsampling (``sampler="hmc_ecs"``) on 80% of the rows.
 (With the 44 wilderness-area and soil-type indicators too, the coefficients of
-rare indicators are weakly identified, the Taylor control variates fit their
-rows poorly, and HMC-ECS falls back to full-data HMC: correct, but at
-full-data cost; see the user guide, "Multiclass classification".) It compares the
+rare indicators are weakly identified and the Taylor control variates at the
+posterior mode fit their rows poorly. HMC-ECS then runs a stratified warmup:
+theta* moves to the mean of its draws and the rows with large residuals are
+summed exactly. It still subsamples, but the fit takes minutes instead of
+seconds; see the user guide, "Multiclass classification".) It compares the
 held-out accuracy of the posterior-predictive classifier (``predict``, the
 argmax of ``E[softmax(eta)]``) with scikit-learn's ``LogisticRegression`` at
 the same Gaussian penalty (``C = prior_scale^2``: its fit is the posterior
