@@ -15,10 +15,11 @@ intercept per class: 7 x 55 = 385 parameters. A random 80/20 split
   ~465,000 rows); its ESS per second is the rate of that run.
 
 ``--attributes quantitative`` keeps the 10 quantitative attributes only (7 x 11
-= 77 parameters). With the 44 indicators, the Taylor control variates fit the
-rows of rare indicators poorly (their coefficients are weakly identified) and
-HMC-ECS falls back to full-data HMC (``hmc_ecs_full_data_fallback`` in the
-JSON); on the quantitative attributes it subsamples.
+= 77 parameters). With the 44 indicators, the Taylor control variates at the
+mode fit the rows of rare indicators poorly (their coefficients are weakly
+identified): HMC-ECS runs its stratified warmup (the exact stratum and subsample
+size per chain are in the JSON; ``hmc_ecs_full_data_fallback`` says whether it
+fell back to full-data HMC instead).
 
 ESS is the bulk ESS (min over parameters) of the centred coefficients (each
 coordinate minus its mean over classes: the part of the one-vector-per-class
@@ -31,8 +32,9 @@ Usage::
 
     python benchmarks/bench_multiclass.py --attributes quantitative   # all rows
     python benchmarks/bench_multiclass.py --n-rows 50000              # 54 attributes
-    python benchmarks/bench_multiclass.py          # 54 attributes, all rows: full-data
-                                                   # HMC twice over 465,000 rows (hours)
+    python benchmarks/bench_multiclass.py --hmc-warmup 100 --hmc-draws 100 \
+        --out benchmarks/results/multiclass_all.json   # 54 attributes, all rows: ~45 min
+                                                       # (full-data HMC over 465,000 rows)
 
 Writes ``benchmarks/results/multiclass.json`` (or ``--out``) and prints a table.
 """
