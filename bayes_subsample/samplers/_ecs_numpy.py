@@ -23,6 +23,10 @@ class NumpyECSPotential(PythonPotential):
     costs one log-likelihood and one gradient per subsample row.
     """
 
+    #: rows summed exactly at every evaluation: none (the exact stratum of the
+    #: stratified warmup is the compiled core's)
+    n_exact = 0
+
     def __init__(self, model, order, prior_precision):
         if order not in (0, 1):
             raise ValueError("the NumPy HMC-ECS potential supports control variates of "

@@ -263,6 +263,17 @@ class HMCECSKernel(Kernel):
                 self._window = []
         return state, info
 
+    def _reference_at(self, theta_star):
+        """The control variates and the metric at a new ``theta_star`` from one
+        full pass (counted); None when the sums there are not finite."""
+        model = self.model
+        ll, g, h = model.full_pass(theta_star, gradient=True, hessian=True)
+        self.n_evals_setup += self.n
+        if not (np.isfinite(ll) and np.all(np.isfinite(g)) and np.all(np.isfinite(h))):
+            return None
+        cv = TaylorControlVariate(model, theta_star, self.order, sums=(ll, g, h))
+        return (cv, *metric_from_precision(self._mass(h), model.prior.precision))
+
     def _recentre(self, rng, state, theta_star):
         """New theta*: full-data sums recomputed (one pass, counted), mass matrix
         from the Hessian, subsample size recalibrated, caches rebuilt.
@@ -271,13 +282,10 @@ class HMCECSKernel(Kernel):
         (the mean of early, skewed or unconverged draws can sit further from the
         mode than theta* already is) is declined: the current reference stays.
         """
-        model = self.model
-        ll, g, h = model.full_pass(theta_star, gradient=True, hessian=True)
-        self.n_evals_setup += self.n
-        if not (np.isfinite(ll) and np.all(np.isfinite(g)) and np.all(np.isfinite(h))):
+        ref = self._reference_at(theta_star)
+        if ref is None:
             return state
-        cv = TaylorControlVariate(model, theta_star, self.order, sums=(ll, g, h))
-        metric, factors = metric_from_precision(self._mass(h), model.prior.precision)
+        cv, metric, factors = ref
         m = self.m
         if self.auto_m and not self.update.signed:
             m, ev = choose_subsample_size(cv, factors.chol_cov, rng,
@@ -306,14 +314,11 @@ class HMCECSKernel(Kernel):
         ``STRATA_POINTS`` of its draws (a pass each), then the exact stratum and
         the subsample size from them (``choose_strata``), the mass matrix from the
         new Hessian, a fresh subsample; the step-size adaptation restarts."""
-        model = self.model
         half = np.asarray(self._window[len(self._window) // 2:])
-        centre = half.mean(axis=0)
-        ll, g, h = model.full_pass(centre, gradient=True, hessian=True)
-        self.n_evals_setup += self.n
-        if not (np.isfinite(ll) and np.all(np.isfinite(g)) and np.all(np.isfinite(h))):
+        ref = self._reference_at(half.mean(axis=0))
+        if ref is None:
             return state
-        cv = TaylorControlVariate(model, centre, self.order, sums=(ll, g, h))
+        cv, self.metric, self.factors = ref
         points = half[np.linspace(0, len(half) - 1, STRATA_POINTS).astype(int)]
         R = residual_scan(cv, points)
         self.n_evals_setup += len(points) * self.n
@@ -323,7 +328,6 @@ class HMCECSKernel(Kernel):
         del R
         self.exact_mask = exact
         self.cv = cv
-        self.metric, self.factors = metric_from_precision(self._mass(h), model.prior.precision)
         self.m = self.update.m = m
         self.update.set_sampled(np.flatnonzero(~exact))
         pot = self._new_potential()
