@@ -101,11 +101,27 @@ class TaylorControlVariate:
             self.n_evals = 0
         self.L_star = float(ll)
         self.A = np.asarray(grad, dtype=np.float64) if order >= 1 else np.zeros(p)
-        self.B = np.ascontiguousarray(hess, dtype=np.float64) if order == 2 else np.zeros((p, p))
+        # the p x p Hessian sum only at order 2 (wide models never hold one)
+        self._B = np.ascontiguousarray(hess, dtype=np.float64) if order == 2 else None
         if not (np.isfinite(self.L_star) and np.isfinite(self.A).all()
-                and np.isfinite(self.B).all()):
+                and (self._B is None or np.isfinite(self._B).all())):
             raise model.overflow_error("at the control variates' centre theta*")
         self.cache = None
+
+    @property
+    def B(self):
+        """The full-data Hessian sum at ``theta*`` (order 2; zeros below, made
+        on first use)."""
+        if self._B is None:
+            p = self.theta_star.shape[0]
+            self._B = np.zeros((p, p))
+        return self._B
+
+    def reference(self):
+        """``(theta_star, L_star, A, B)`` for a compiled potential's
+        ``set_reference`` (``B`` None below order 2: no ``p x p`` matrix)."""
+        return (self.theta_star, self.L_star, self.A,
+                self._B if self.order == 2 else None)
 
     def build_cache(self):
         """Compute :attr:`cache` (one pass for the GLMs; nothing for other models)."""
@@ -119,15 +135,21 @@ class TaylorControlVariate:
     def Q(self, theta):
         """``sum_k q_k(theta)`` in O(d^2)."""
         delta = np.asarray(theta, dtype=np.float64) - self.theta_star
+        if self.order < 2:
+            return self.L_star + self.A @ delta
         return self.L_star + self.A @ delta + 0.5 * delta @ (self.B @ delta)
 
     def grad_Q(self, theta):
         delta = np.asarray(theta, dtype=np.float64) - self.theta_star
+        if self.order < 2:
+            return self.A.copy()
         return self.A + self.B @ delta
 
     def delta_Q(self, theta, theta_new):
         """``Q(theta_new) - Q(theta)`` without cancellation."""
         h = np.asarray(theta_new, dtype=np.float64) - theta
+        if self.order < 2:
+            return float(self.A @ h)
         mid = np.asarray(theta_new, dtype=np.float64) + theta - 2.0 * self.theta_star
         return float(self.A @ h + 0.5 * h @ (self.B @ mid))
 

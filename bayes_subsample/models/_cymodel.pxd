@@ -152,13 +152,14 @@ cdef class CyGLM(CyModel):
     # at 1): an estimate of it at the cost of the gradient pass and a fraction
     # of the Hessian's (refine_theta_star's first step)
     cdef int sampled_sums(self, const double* theta, double* ll, double* grad, double* hess,
-                          int n_threads, Py_ssize_t hess_every) noexcept nogil
+                          int n_threads, Py_ssize_t hess_every, bint diag=*) noexcept nogil
     # one contiguous range of rows of the fused full pass (log-likelihood sum,
     # gradient sum, lower triangle of the sum of -Hessians over the chunks of
-    # MODEL_CHUNK rows whose index (from row 0) is a multiple of hess_every)
+    # MODEL_CHUNK rows whose index (from row 0) is a multiple of hess_every; with
+    # diag, the diagonal of the sum of -Hessians over all rows, p numbers)
     cdef double pass_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta,
                            bint want_ll, double* grad, double* neg_hess,
-                           Py_ssize_t hess_every) noexcept nogil
+                           Py_ssize_t hess_every, bint diag=*) noexcept nogil
     cdef bint _add_xwx_blas(self, Py_ssize_t s, Py_ssize_t c, const double* w, double* sw,
                             double* z, double* neg_hess) noexcept nogil
     # term_values with dt = the derivatives of the terms in eta (or NULL)

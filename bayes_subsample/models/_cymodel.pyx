@@ -459,13 +459,13 @@ cdef class CyGLM(CyModel):
 
     cdef double pass_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta,
                            bint want_ll, double* grad, double* neg_hess,
-                           Py_ssize_t hess_every) noexcept nogil:
+                           Py_ssize_t hess_every, bint diag=False) noexcept nogil:
         cdef Chunk b
         cdef Py_ssize_t s, c, i
         cdef double llsum = 0.0
         # scratch of the BLAS Hessian update on dense rows (none: the row loop)
         cdef double* z = NULL
-        if neg_hess != NULL and self.dense:
+        if neg_hess != NULL and self.dense and not diag:
             z = <double*> malloc(MODEL_CHUNK * self.n_features * sizeof(double))
         s = start
         while s < stop:
@@ -477,8 +477,10 @@ cdef class CyGLM(CyModel):
                     llsum += b.t[i]
             if grad != NULL:
                 self.rows.add_xt_range(s, s + c, b.dt, grad)
+            if neg_hess != NULL and diag:
+                self.rows.add_xwx_diag_range(s, s + c, b.w, neg_hess)
             # start is a multiple of PASS_CHUNK, so s one of MODEL_CHUNK
-            if neg_hess != NULL and (hess_every == 1 or (s // MODEL_CHUNK) % hess_every == 0) \
+            elif neg_hess != NULL and (hess_every == 1 or (s // MODEL_CHUNK) % hess_every == 0) \
                     and (z == NULL or not self._add_xwx_blas(s, c, b.w, b.y, z, neg_hess)):
                 self.rows.add_xwx_range(s, s + c, b.w, neg_hess)
             s += c
@@ -540,6 +542,21 @@ cdef class CyGLM(CyModel):
             rows += _imin(MODEL_CHUNK, n - j * MODEL_CHUNK)
         return ll, np.asarray(grad), np.asarray(hess), int(rows)
 
+
+    def diag_hessian_pass(self, theta, int n_threads=1):
+        """One full pass: ``(sum l_k, sum grad l_k, diag sum Hessian l_k)`` -- the
+        diagonal only (``p`` numbers where the Hessian is ``p x p``: wide data).
+        Counts as a full pass; bit-identical for any ``n_threads``."""
+        cdef double[::1] th = _theta(self, theta)
+        cdef Py_ssize_t p = self.n_params
+        cdef double ll = 0.0
+        cdef double[::1] grad = np.zeros(p), hd = np.zeros(p)
+        cdef int rc
+        with nogil:
+            rc = self.sampled_sums(&th[0], &ll, &grad[0], &hd[0], n_threads, 1, True)
+        if rc:
+            self.raise_error()
+        return ll, np.asarray(grad), np.asarray(hd)
 
     def eta(self, theta, idx=None):
         """Linear predictors ``x_k . theta`` (intercept included) for ``k`` in ``idx``."""
@@ -629,16 +646,19 @@ cdef class CyGLM(CyModel):
         return self.sampled_sums(theta, ll, grad, hess, n_threads, 1)
 
     cdef int sampled_sums(self, const double* theta, double* ll, double* grad, double* hess,
-                          int n_threads, Py_ssize_t hess_every) noexcept nogil:
+                          int n_threads, Py_ssize_t hess_every, bint diag=False) noexcept nogil:
         """full_sums, the Hessian over every hess_every-th chunk of MODEL_CHUNK rows
         (which chunks: a function of n alone, so still bit-identical for any
-        n_threads)."""
+        n_threads). With ``diag``, ``hess[:p]`` is the diagonal of the Hessian
+        sum over all rows (no p x p matrix anywhere: wide data)."""
         cdef Py_ssize_t n = self.n_data, p = self.n_params
         self._count_pass()
         cdef Py_ssize_t n_chunks = (n + PASS_CHUNK - 1) // PASS_CHUNK, k, j, l
-        cdef Py_ssize_t S = max(1, _imin(_imin(64, n_chunks), (1 << 25) // (p * p)))
+        cdef Py_ssize_t S = max(1, _imin(_imin(64, n_chunks),
+                                         (1 << 25) // (p if diag else p * p)))
         cdef bint want_ll = ll != NULL, want_g = grad != NULL, want_h = hess != NULL
-        cdef Py_ssize_t gp = p if want_g else 0, hp = p * p if want_h else 0
+        cdef Py_ssize_t gp = p if want_g else 0
+        cdef Py_ssize_t hp = (p if diag else p * p) if want_h else 0
         cdef double* ll_s = <double*> calloc(S, sizeof(double))
         cdef double* g_s = <double*> calloc(S * gp + 1, sizeof(double))
         cdef double* h_s = <double*> calloc(S * hp + 1, sizeof(double))
@@ -658,14 +678,14 @@ cdef class CyGLM(CyModel):
                     (k * n_chunks // S) * PASS_CHUNK,
                     _imin(((k + 1) * n_chunks // S) * PASS_CHUNK, n), theta, want_ll,
                     g_s + k * gp if want_g else NULL, h_s + k * hp if want_h else NULL,
-                    hess_every)
+                    hess_every, diag)
         else:
             for k in range(S):
                 ll_s[k] = self.pass_range(
                     (k * n_chunks // S) * PASS_CHUNK,
                     _imin(((k + 1) * n_chunks // S) * PASS_CHUNK, n), theta, want_ll,
                     g_s + k * gp if want_g else NULL, h_s + k * hp if want_h else NULL,
-                    hess_every)
+                    hess_every, diag)
         if want_ll:
             for k in range(S):
                 total += ll_s[k]
@@ -675,7 +695,12 @@ cdef class CyGLM(CyModel):
             for k in range(S):
                 for j in range(p):
                     grad[j] += g_s[k * gp + j]
-        if want_h:
+        if want_h and diag:
+            memset(hess, 0, p * sizeof(double))
+            for k in range(S):
+                for j in range(p):
+                    hess[j] -= h_s[k * hp + j]
+        elif want_h:
             memset(hess, 0, p * p * sizeof(double))
             for k in range(S):
                 for j in range(p):

@@ -62,6 +62,9 @@ cdef class Rows:
     # lower triangle of H (p x p, row-major) += sum_i w[i - start] x_i x_i^T
     cdef void add_xwx_range(self, Py_ssize_t start, Py_ssize_t stop, const double* w,
                             double* H) noexcept nogil
+    # h[:p] += sum_i w[i - start] x_i**2 (elementwise: the diagonal of add_xwx_range)
+    cdef void add_xwx_diag_range(self, Py_ssize_t start, Py_ssize_t stop, const double* w,
+                                 double* h) noexcept nogil
     # out[i, :p] = x_{idx[i]} (float64, the intercept column included)
     cdef void gather(self, const int64_t* idx, Py_ssize_t m, double* out) noexcept nogil
     # out[:p] = x_k (float64, the intercept column included)

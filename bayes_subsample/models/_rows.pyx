@@ -70,6 +70,10 @@ cdef class Rows:
                             double* H) noexcept nogil:
         pass
 
+    cdef void add_xwx_diag_range(self, Py_ssize_t start, Py_ssize_t stop, const double* w,
+                                 double* h) noexcept nogil:
+        pass
+
     cdef void gather(self, const int64_t* idx, Py_ssize_t m, double* out) noexcept nogil:
         pass
 
@@ -154,6 +158,17 @@ cdef class Rows:
         cdef double[::1] o = res
         if stop > start:
             self.add_xt_range(start, stop, &cc[0], &o[0])
+        return res
+
+    def py_add_xwx_diag_range(self, start, stop, w, out=None):
+        """``out += sum_{k in [start, stop)} w[k - start] x_k**2`` (elementwise: the
+        diagonal of ``add_xwx_range``; the ``add_xwx_diag_range`` method)."""
+        start, stop = self._range(start, stop)
+        cdef double[::1] ww = self._vec(w, stop - start, "w")
+        res = self._acc(out, (self.n_cols,))
+        cdef double[::1] o = res
+        if stop > start:
+            self.add_xwx_diag_range(start, stop, &ww[0], &o[0])
         return res
 
     def py_add_xwx_range(self, start, stop, w, out=None):
@@ -261,6 +276,21 @@ cdef inline void _add_xt_range(const floating* X, Py_ssize_t d, bint icpt, Py_ss
             out[j] += ci * x[j]
         if icpt:
             out[d] += ci
+
+
+cdef inline void _add_xwx_diag_range(const floating* X, Py_ssize_t d, bint icpt,
+                                     Py_ssize_t start, Py_ssize_t stop, const double* w,
+                                     double* h) noexcept nogil:
+    cdef Py_ssize_t i, j
+    cdef const floating* x
+    cdef double wi
+    for i in range(start, stop):
+        x = X + i * d
+        wi = w[i - start]
+        for j in range(d):
+            h[j] += wi * x[j] * x[j]
+        if icpt:
+            h[d] += wi
 
 
 cdef inline void _add_xwx_range(const floating* X, Py_ssize_t d, bint icpt, Py_ssize_t start,
@@ -373,6 +403,15 @@ cdef class DenseRows(Rows):
             _add_xwx_range(&self.X32[0, 0], self.n_features, self.intercept, start, stop, w, H)
         else:
             _add_xwx_range(&self.X64[0, 0], self.n_features, self.intercept, start, stop, w, H)
+
+    cdef void add_xwx_diag_range(self, Py_ssize_t start, Py_ssize_t stop, const double* w,
+                                 double* h) noexcept nogil:
+        if self.is32:
+            _add_xwx_diag_range(&self.X32[0, 0], self.n_features, self.intercept, start, stop,
+                                w, h)
+        else:
+            _add_xwx_diag_range(&self.X64[0, 0], self.n_features, self.intercept, start, stop,
+                                w, h)
 
     cdef void scaled_rows64(self, Py_ssize_t start, Py_ssize_t stop, const double* scale,
                             double* out) noexcept nogil:
@@ -521,6 +560,20 @@ cdef inline void _csr_add_xt_range(const floating* data, const index_t* ind,
         _csr_add_row(data, ind, ptr[i], ptr[i + 1], c[i - start], out)
         if icpt:
             out[d] += c[i - start]
+
+
+cdef inline void _csr_add_xwx_diag_range(const floating* data, const index_t* ind,
+                                         const index_t* ptr, Py_ssize_t d, bint icpt,
+                                         Py_ssize_t start, Py_ssize_t stop, const double* w,
+                                         double* h) noexcept nogil:
+    cdef Py_ssize_t i, k
+    cdef double wi
+    for i in range(start, stop):
+        wi = w[i - start]
+        for k in range(ptr[i], ptr[i + 1]):
+            h[ind[k]] += wi * data[k] * data[k]
+        if icpt:
+            h[d] += wi
 
 
 cdef inline void _csr_add_xwx_range(const floating* data, const index_t* ind,
@@ -795,6 +848,24 @@ cdef class CsrRows(Rows):
             else:
                 _csr_add_xwx_range(self.data64, self.indices32, self.indptr32, d,
                                    self.intercept, start, stop, w, H)
+
+    cdef void add_xwx_diag_range(self, Py_ssize_t start, Py_ssize_t stop, const double* w,
+                                 double* h) noexcept nogil:
+        cdef Py_ssize_t d = self.n_features
+        if self.is32:
+            if self.index64:
+                _csr_add_xwx_diag_range(self.data32, self.indices64, self.indptr64, d,
+                                        self.intercept, start, stop, w, h)
+            else:
+                _csr_add_xwx_diag_range(self.data32, self.indices32, self.indptr32, d,
+                                        self.intercept, start, stop, w, h)
+        else:
+            if self.index64:
+                _csr_add_xwx_diag_range(self.data64, self.indices64, self.indptr64, d,
+                                        self.intercept, start, stop, w, h)
+            else:
+                _csr_add_xwx_diag_range(self.data64, self.indices32, self.indptr32, d,
+                                        self.intercept, start, stop, w, h)
 
     cdef void gather(self, const int64_t* idx, Py_ssize_t m, double* out) noexcept nogil:
         cdef Py_ssize_t d = self.n_features

@@ -42,9 +42,11 @@ class NumpyECSPotential(PythonPotential):
         self._pos = self._last = None      # (d, grad_d, loglik_hat, sigma2)
 
     # ---- configuration --------------------------------------------------------------
-    def set_reference(self, theta_star, L_star, A, B):
+    def set_reference(self, theta_star, L_star, A, B=None):
+        """As ``ECSCore.set_reference``: ``B`` (the Hessian sum) only at order 2."""
         self.theta_star = np.asarray(theta_star, dtype=np.float64).copy()
-        self.L_star, self.A, self.B = float(L_star), np.asarray(A), np.asarray(B)
+        self.L_star, self.A = float(L_star), np.asarray(A)
+        self.B = None if B is None else np.asarray(B)
         if self.m:
             self._cache()
 
@@ -88,9 +90,11 @@ class NumpyECSPotential(PythonPotential):
 
     def _combine(self, theta, d, gd):
         delta = theta - self.theta_star
-        lam, grad, est, sigma2 = perturbed_estimate(
-            self.L_star + self.A @ delta + 0.5 * delta @ (self.B @ delta),
-            self.A + self.B @ delta, self.n_data, d, gd)
+        Q, grad_Q = self.L_star + self.A @ delta, self.A
+        if self.B is not None:
+            Bd = self.B @ delta
+            Q, grad_Q = Q + 0.5 * float(delta @ Bd), grad_Q + Bd
+        lam, grad, est, sigma2 = perturbed_estimate(Q, grad_Q, self.n_data, d, gd)
         U = -(lam - 0.5 * float(self.prec @ (theta * theta)))
         return U, -(grad - self.prec * theta), (d, gd, est, sigma2)
 

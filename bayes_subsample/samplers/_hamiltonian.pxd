@@ -37,11 +37,15 @@ cdef class Potential:
 
 
 cdef class Metric:
-    """Euclidean metric ``K(p) = p^T M^-1 p / 2`` with ``M = L L^T`` dense or the identity."""
+    """Euclidean metric ``K(p) = p^T M^-1 p / 2`` with ``M = L L^T`` dense, diagonal or
+    the identity (a diagonal of ones)."""
     cdef readonly Py_ssize_t dim
     cdef readonly bint identity
-    cdef double[:, ::1] chol       # L (lower)
-    cdef double[:, ::1] inv        # M^-1
+    cdef readonly bint diagonal    # M diagonal (the identity included): the vectors below
+    cdef double[:, ::1] chol       # dense: L (lower)
+    cdef double[:, ::1] inv        # dense: M^-1
+    cdef double[::1] dchol         # diagonal: sqrt(M_jj)
+    cdef double[::1] dinv          # diagonal: 1 / M_jj
 
     # p = L z with z ~ N(0, I) drawn from bg (z: scratch of dim)
     cdef void sample_momentum(self, bitgen_t* bg, double* z, double* p) noexcept nogil

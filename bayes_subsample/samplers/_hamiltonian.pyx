@@ -220,38 +220,59 @@ cdef class PythonPotential(Potential):
 
 
 cdef class Metric:
-    """The metric of a mass matrix ``M``.
+    """The metric of a mass matrix ``M``: dense, diagonal or the identity.
 
     Parameters
     ----------
     chol_mass : array-like of shape (p, p) or None
-        Lower Cholesky factor ``L`` of ``M`` (``None``: the identity).
+        Lower Cholesky factor ``L`` of a dense ``M``.
     inv_mass : array-like of shape (p, p) or None
-        ``M^-1``.
+        ``M^-1`` (with ``chol_mass``).
     dim : int, optional
         Dimension (needed for the identity).
+    diag_mass : array-like of shape (p,), optional
+        The diagonal of a diagonal ``M`` (positive): ``O(p)`` memory and work per
+        leapfrog step where a dense metric costs ``O(p^2)`` (wide models).
     """
 
-    def __init__(self, chol_mass=None, inv_mass=None, dim=None):
-        if chol_mass is None:
+    def __init__(self, chol_mass=None, inv_mass=None, dim=None, diag_mass=None):
+        self.identity = False
+        self.diagonal = False
+        if diag_mass is not None:
+            if chol_mass is not None:
+                raise ValueError("give a dense or a diagonal mass matrix, not both")
+            dm = np.ascontiguousarray(diag_mass, dtype=np.float64)
+            if dm.ndim != 1 or not np.all(np.isfinite(dm)) or not np.all(dm > 0):
+                raise ValueError("diag_mass must be a 1-d array of positive finite numbers")
+            self.diagonal = True
+            self.dim = dm.shape[0]
+            self.dchol = np.sqrt(dm)
+            self.dinv = 1.0 / dm
+        elif chol_mass is None:
             if dim is None:
                 raise ValueError("the identity metric needs dim")
             self.identity = True
+            self.diagonal = True
             self.dim = int(dim)
-            self.chol = np.eye(self.dim)
-            self.inv = np.eye(self.dim)
+            self.dchol = np.ones(self.dim)
+            self.dinv = np.ones(self.dim)
         else:
-            self.identity = False
             self.chol = np.ascontiguousarray(chol_mass, dtype=np.float64).copy()
             self.inv = np.ascontiguousarray(inv_mass, dtype=np.float64).copy()
             self.dim = self.chol.shape[0]
 
     @property
     def inv_mass(self):
+        """``M^-1``: a (p, p) matrix, or its diagonal (p,) for a diagonal metric."""
+        if self.diagonal:
+            return np.asarray(self.dinv).copy()
         return np.asarray(self.inv).copy()
 
     @property
     def mass(self):
+        """``M``: a (p, p) matrix, or its diagonal (p,) for a diagonal metric."""
+        if self.diagonal:
+            return 1.0 / np.asarray(self.dinv)
         L = np.asarray(self.chol)
         return L @ L.T
 
@@ -261,8 +282,8 @@ cdef class Metric:
         for j in range(self.dim):
             z[j] = rng_normal(bg)
         for j in range(self.dim):
-            if self.identity:
-                p[j] = z[j]
+            if self.diagonal:
+                p[j] = self.dchol[j] * z[j]
             else:
                 r = 0.0
                 for l in range(j + 1):
@@ -273,8 +294,8 @@ cdef class Metric:
         cdef Py_ssize_t j, l
         cdef double k = 0.0, r
         for j in range(self.dim):
-            if self.identity:
-                r = p[j]
+            if self.diagonal:
+                r = self.dinv[j] * p[j]
             else:
                 r = 0.0
                 for l in range(self.dim):

@@ -23,6 +23,12 @@ per-row weights ``c_i`` of the estimator. Residuals are kept in two banks
 (the position's and the trajectory's) so an accepted HMC move is a bank swap
 and a one-block subsample update re-evaluates only that block. The cost per
 iteration is ``m/G + L m`` per-datum evaluations whatever n is.
+
+Rows read in place (``direct``): the subsample is kept as row indices only and
+every evaluation reads the model's rows through its ``Rows`` (``dot``,
+``add_xt``). A sparse (CSR) row then costs its stored entries instead of the
+``p`` of a dense copy, and no ``m x p`` buffer exists: the layout for wide
+sparse data. Below order 2 the core keeps no ``p x p`` Hessian sum ``B``.
 """
 cimport cython
 import numpy as np
@@ -56,12 +62,17 @@ cdef class ECSCore(Potential):
         Taylor order of the control variates.
     prior_precision : array-like of shape (p,)
     mode : {"perturbed", "signed"}
+    direct : bool, default=False
+        Read the subsample's rows in place through the model's ``Rows`` (GLMs;
+        for sparse rows) instead of copying them into a dense buffer (BLAS).
     """
 
     # configuration
     cdef CyGLM glm                 # the model: one of these two
     cdef CyMultinomial mult
     cdef bint multi
+    cdef readonly bint direct      # rows read in place (no gathered copy)
+    cdef bint has_B                # the Hessian sum B is kept (order 2)
     cdef readonly int order, mode
     cdef readonly double n_data
     cdef Py_ssize_t n_features
@@ -112,7 +123,8 @@ cdef class ECSCore(Potential):
     cdef double[:, ::1] pXu, pMC
     cdef double[::1] pyu, pes, pc0, pc1, pc2, pD, pDP, peta
 
-    def __init__(self, CyModel model, int order, prior_precision, mode="perturbed"):
+    def __init__(self, CyModel model, int order, prior_precision, mode="perturbed",
+                 bint direct=False):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {sorted(MODES)}, got {mode!r}")
         if order not in (0, 1, 2):
@@ -132,6 +144,9 @@ cdef class ECSCore(Potential):
         else:
             raise TypeError("ECSCore serves the compiled GLMs and multinomial regression, got "
                             f"{type(model).__name__}")
+        if direct and self.multi:
+            raise ValueError("direct row access serves the GLMs (one linear predictor per row)")
+        self.direct = direct
         self.p1 = self.n_features + self.intercept
         self.W = 2 * self.K + 1
         self.order = order
@@ -155,20 +170,25 @@ cdef class ECSCore(Potential):
         self.egrad = np.zeros((2, p))
 
     # ---- configuration (with the GIL) -----------------------------------------------
-    def set_reference(self, theta_star, double L_star, A, B):
-        """New expansion point and its full-data sums; recomputes the cached
-        constants of every buffered row (call ``set_position`` afterwards)."""
+    def set_reference(self, theta_star, double L_star, A, B=None):
+        """New expansion point and its full-data sums (``B``, the Hessian sum, only
+        at order 2; None below); recomputes the cached constants of every buffered
+        row (call ``set_position`` afterwards)."""
+        if B is None and self.order == 2:
+            raise ValueError("order-2 control variates need the Hessian sum B")
         self.theta_star = np.ascontiguousarray(theta_star, dtype=np.float64).copy()
         self.L_star = L_star
         self.has_reference = True
         self.A = np.ascontiguousarray(A, dtype=np.float64).copy()
-        self.B = np.ascontiguousarray(B, dtype=np.float64).copy()
+        self.has_B = self.order == 2
+        self.B = np.ascontiguousarray(B, dtype=np.float64).copy() if self.has_B else None
         with nogil:
             if self.m > 0:
-                self._cache_rows(self.Xu, self.es, self.c0, self.c1, self.c2, self.MC, self.m)
+                self._cache_rows(&self.idx[0], self.Xu, self.es, self.c0, self.c1, self.c2,
+                                 self.MC, self.m)
             if self.n_exact > 0:
-                self._cache_rows(self.eXu, self.ees, self.ec0, self.ec1, self.ec2, self.eMC,
-                                 self.n_exact)
+                self._cache_rows(&self.eidx[0], self.eXu, self.ees, self.ec0, self.ec1,
+                                 self.ec2, self.eMC, self.n_exact)
 
     cdef Py_ssize_t _rows_available(self):
         return self.mult.n_data if self.multi else self.glm.n_data
@@ -214,7 +234,7 @@ cdef class ECSCore(Potential):
         self.smap = sampled.copy()
         self.has_map = True
         self.n_data = sampled.shape[0]
-        self.eXu = np.empty((ec, self.p1))
+        self.eXu = np.empty((1 if self.direct else ec, self.p1))
         self.eyu = np.empty(ec)
         g = 1 if self.multi else ec
         self.ees = np.empty(g)
@@ -233,8 +253,8 @@ cdef class ECSCore(Potential):
             with nogil:
                 self._copy_rows(&self.eidx[0], self.eXu, self.eyu, e)
                 if self.has_reference:
-                    self._cache_rows(self.eXu, self.ees, self.ec0, self.ec1, self.ec2,
-                                     self.eMC, e)
+                    self._cache_rows(&self.eidx[0], self.eXu, self.ees, self.ec0, self.ec1,
+                                     self.ec2, self.eMC, e)
 
     @property
     def exact_rows(self):
@@ -296,7 +316,7 @@ cdef class ECSCore(Potential):
         self.n_blocks = m // block_size
         self.idx = idx.copy()
         cdef Py_ssize_t bs = block_size, bg = 1 if self.multi else bs
-        self.Xu = np.empty((mc, p))
+        self.Xu = np.empty((1 if self.direct else mc, p))
         self.yu = np.empty(mc)
         self.es = np.empty(g)
         self.c0 = np.empty(g)
@@ -309,7 +329,7 @@ cdef class ECSCore(Potential):
         self.cw = np.zeros(mc * K)
         # proposal block buffers (one block)
         self.pidx = np.empty(bs, dtype=np.int64)
-        self.pXu = np.empty((bs, p))
+        self.pXu = np.empty((1 if self.direct else bs, p))
         self.pyu = np.empty(bs)
         self.pes = np.empty(bg)
         self.pc0 = np.empty(bg)
@@ -323,7 +343,8 @@ cdef class ECSCore(Potential):
             with nogil:
                 self._copy_rows(&self.idx[0], self.Xu, self.yu, m)
                 if self.has_reference:
-                    self._cache_rows(self.Xu, self.es, self.c0, self.c1, self.c2, self.MC, m)
+                    self._cache_rows(&self.idx[0], self.Xu, self.es, self.c0, self.c1, self.c2,
+                                     self.MC, m)
 
     # ---- accessors --------------------------------------------------------------------
     @property
@@ -338,16 +359,22 @@ cdef class ECSCore(Potential):
     # ---- nogil internals ----------------------------------------------------------------
     cdef void _copy_rows(self, const int64_t* idx, double[:, ::1] Xdst, double[::1] ydst,
                          Py_ssize_t count) noexcept nogil:
-        if self.multi:
+        """The rows' targets to ``ydst`` and (unless ``direct``) the rows to ``Xdst``."""
+        cdef Py_ssize_t i
+        if self.direct:
+            for i in range(count):
+                ydst[i] = self.glm.y[idx[i]]
+        elif self.multi:
             self.mult.gather_rows(idx, count, &Xdst[0, 0], &ydst[0])
         else:
             self.glm.gather_rows(idx, count, &Xdst[0, 0], &ydst[0])
 
-    cdef void _cache_rows(self, double[:, ::1] Xs, double[::1] es, double[::1] c0,
-                          double[::1] c1, double[::1] c2, double[:, ::1] MC,
+    cdef void _cache_rows(self, const int64_t* idx, double[:, ::1] Xs, double[::1] es,
+                          double[::1] c0, double[::1] c1, double[::1] c2, double[:, ::1] MC,
                           Py_ssize_t count) noexcept nogil:
         """The rows' constants at theta* (GLMs: eta*, c0, c1, c2; multinomial: the
-        cache eta*, p*, lse* of ``_softmax_terms``)."""
+        cache eta*, p*, lse* of ``_softmax_terms``); ``idx``: the rows (read in
+        place when ``direct``), ``Xs`` their copies otherwise."""
         cdef Py_ssize_t i, k, p1 = self.p1, K = self.K
         if self.multi:
             for i in range(count):
@@ -355,11 +382,15 @@ cdef class ECSCore(Potential):
                     MC[i, k] = row_dot(&Xs[i, 0], &self.theta_star[k * p1], p1, False)
                 softmax_cache(K, &MC[i, 0], &MC[i, 0])
             return
-        for i in range(count):
-            es[i] = row_dot(&Xs[i, 0], &self.theta_star[0], p1, False)
+        if self.direct:
+            self.glm.rows.dot(idx, count, &self.theta_star[0], &es[0])
+        else:
+            for i in range(count):
+                es[i] = row_dot(&Xs[i, 0], &self.theta_star[0], p1, False)
         self.glm.cv_consts(count, &es[0], &c0[0], &c1[0], &c2[0])
 
-    cdef double _block_residuals(self, double[:, ::1] Xs, double[::1] ys, double[::1] es,
+    cdef double _block_residuals(self, const int64_t* idx, double[:, ::1] Xs, double[::1] ys,
+                                 double[::1] es,
                                  double[::1] c0, double[::1] c1, double[::1] c2,
                                  double[:, ::1] MC, Py_ssize_t start, Py_ssize_t stop,
                                  const double* th, double* eta, double* Dout,
@@ -377,8 +408,11 @@ cdef class ECSCore(Potential):
                                                    &eta[(i - start) * K], &MC[i, 0],
                                                    &DPout[(i - start) * K])
         else:
-            for i in range(start, stop):
-                eta[i - start] = row_dot(&Xs[i, 0], th, p1, False)
+            if self.direct:
+                self.glm.rows.dot(idx + start, stop - start, th, eta)
+            else:
+                for i in range(start, stop):
+                    eta[i - start] = row_dot(&Xs[i, 0], th, p1, False)
             self.glm.cv_terms(self.order, stop - start, &ys[start], eta, &es[start],
                               &c0[start], &c1[start], &c2[start], Dout, DPout)
         for i in range(stop - start):
@@ -406,13 +440,16 @@ cdef class ECSCore(Potential):
                                                    &self.eta_buf[i * K], &self.MC[i, 0],
                                                    &self.DP[bank, i * K])
             return self._combine(th, bank, gradU)
-        # eta = Xu theta: Xu (m x p, row-major) is a column-major p x m matrix; BLAS
-        # reads its first d rows (the features) and the intercept is added here
-        dgemv(&trans, &dd, &mm, &alpha, &self.Xu[0, 0], &pp, <double*> th, &one, &beta,
-              &self.eta_buf[0], &one)
-        if self.intercept:
-            for i in range(self.m):
-                self.eta_buf[i] += th[dd]
+        if self.direct:
+            self.glm.rows.dot(&self.idx[0], self.m, th, &self.eta_buf[0])
+        else:
+            # eta = Xu theta: Xu (m x p, row-major) is a column-major p x m matrix; BLAS
+            # reads its first d rows (the features) and the intercept is added here
+            dgemv(&trans, &dd, &mm, &alpha, &self.Xu[0, 0], &pp, <double*> th, &one, &beta,
+                  &self.eta_buf[0], &one)
+            if self.intercept:
+                for i in range(self.m):
+                    self.eta_buf[i] += th[dd]
         self.glm.cv_terms(self.order, self.m, &self.yu[0], &self.eta_buf[0], &self.es[0],
                           &self.c0[0], &self.c1[0], &self.c2[0], &self.D[bank, 0],
                           &self.DP[bank, 0])
@@ -436,6 +473,14 @@ cdef class ECSCore(Potential):
             # gradient: the K x p1 matrix eDP^T eXu
             dgemm(&notrans, &trans, &pp, &kk, &ee, &alpha, &self.eXu[0, 0], &pp,
                   &self.eDP[0], &kk, &beta, &self.egrad[bank, 0], &pp)
+        elif self.direct:
+            self.glm.rows.dot(&self.eidx[0], e, th, &self.eeta[0])
+            self.glm.cv_terms(self.order, e, &self.eyu[0], &self.eeta[0], &self.ees[0],
+                              &self.ec0[0], &self.ec1[0], &self.ec2[0], &self.eD[0],
+                              &self.eDP[0])
+            for i in range(self.dim):
+                self.egrad[bank, i] = 0.0
+            self.glm.rows.add_xt(&self.eidx[0], e, &self.eDP[0], &self.egrad[bank, 0])
         else:
             dgemv(&trans, &dd, &ee, &alpha, &self.eXu[0, 0], &pp, <double*> th, &one, &beta,
                   &self.eeta[0], &one)
@@ -474,8 +519,9 @@ cdef class ECSCore(Potential):
         Q = self.L_star
         for j in range(p):
             r = self.A[j]
-            for l in range(p):
-                r += self.B[j, l] * self.delta[l]
+            if self.has_B:
+                for l in range(p):
+                    r += self.B[j, l] * self.delta[l]
             self.gq[j] = r
             Q += self.delta[j] * (self.A[j] + 0.5 * (r - self.A[j]))
         for i in range(m):
@@ -522,6 +568,8 @@ cdef class ECSCore(Potential):
         if m > 0 and self.multi:
             dgemm(&notrans, &trans, &pp, &kk, &mm, &alpha, &self.Xu[0, 0], &pp, &self.cw[0],
                   &kk, &beta, gradU, &pp)
+        elif m > 0 and self.direct:
+            self.glm.rows.add_xt(&self.idx[0], m, &self.cw[0], gradU)
         elif m > 0:
             dgemv(&notrans, &dd, &mm, &alpha, &self.Xu[0, 0], &pp, &self.cw[0], &one, &beta,
                   gradU, &one)
@@ -591,8 +639,9 @@ cdef class ECSCore(Potential):
                     self.pidx[i] = rng_index(bg, <int64_t> n)
             log_u = log(rng_uniform_open(bg))
             self._copy_rows(&self.pidx[0], self.pXu, self.pyu, bs)
-            self._cache_rows(self.pXu, self.pes, self.pc0, self.pc1, self.pc2, self.pMC, bs)
-            s_new = self._block_residuals(self.pXu, self.pyu, self.pes, self.pc0, self.pc1,
+            self._cache_rows(&self.pidx[0], self.pXu, self.pes, self.pc0, self.pc1, self.pc2,
+                             self.pMC, bs)
+            s_new = self._block_residuals(&self.pidx[0], self.pXu, self.pyu, self.pes, self.pc0, self.pc1,
                                           self.pc2, self.pMC, 0, bs, &self.theta[0],
                                           &self.peta[0], &self.pD[0], &self.pDP[0])
             start = g * bs
@@ -616,8 +665,9 @@ cdef class ECSCore(Potential):
                 accepted = True
                 for i in range(bs):
                     self.idx[start + i] = self.pidx[i]
-                    for j in range(p):
-                        self.Xu[start + i, j] = self.pXu[i, j]
+                    if not self.direct:
+                        for j in range(p):
+                            self.Xu[start + i, j] = self.pXu[i, j]
                     self.yu[start + i] = self.pyu[i]
                     if self.multi:
                         for j in range(self.W):
@@ -643,7 +693,7 @@ cdef class ECSCore(Potential):
         cdef Py_ssize_t count = idx.shape[0], nb = count // batch_size, b
         cdef int64_t[::1] iv = idx if count else np.zeros(1, dtype=np.int64)
         cdef Py_ssize_t k = max(count, 1), K = self.K
-        cdef double[:, ::1] Xs = np.empty((k, self.p1))
+        cdef double[:, ::1] Xs = np.empty((1 if self.direct else k, self.p1))
         cdef double[::1] ys = np.empty(k), es = np.empty(k), eta = np.empty(k * K)
         cdef double[::1] c0 = np.empty(k), c1 = np.empty(k), c2 = np.empty(k)
         cdef double[:, ::1] MC = np.empty((k if self.multi else 1, self.W))
@@ -652,9 +702,9 @@ cdef class ECSCore(Potential):
         with nogil:
             if count:
                 self._copy_rows(&iv[0], Xs, ys, count)
-                self._cache_rows(Xs, es, c0, c1, c2, MC, count)
+                self._cache_rows(&iv[0], Xs, es, c0, c1, c2, MC, count)
             for b in range(nb):
-                S[b] = self._block_residuals(Xs, ys, es, c0, c1, c2, MC, b * batch_size,
+                S[b] = self._block_residuals(&iv[0], Xs, ys, es, c0, c1, c2, MC, b * batch_size,
                                              (b + 1) * batch_size, &self.theta[0],
                                              &eta[b * batch_size * K], &Dtmp[b * batch_size],
                                              &DPtmp[b * batch_size * K])
