@@ -10,6 +10,7 @@ import warnings
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 
+from ._linalg import scale_draws
 from ._seeding import seed_sequence
 from ._threads import available_cores, limit_threads
 from ._trace import Trace
@@ -109,7 +110,8 @@ class _Chain:
         else:
             theta0 = np.asarray(prepared.theta_init, dtype=np.float64).copy()
             if prepared.init_chol is not None:
-                theta0 = theta0 + prepared.init_chol @ self.rng.standard_normal(len(theta0))
+                theta0 = theta0 + scale_draws(prepared.init_chol,
+                                              self.rng.standard_normal(len(theta0)))
         self.state = self.kernel.init(self.rng, theta0)
 
 

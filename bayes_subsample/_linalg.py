@@ -8,7 +8,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy import linalg
 
-__all__ = ["inv_lower", "PrecisionFactors", "factor_precision"]
+__all__ = ["inv_lower", "PrecisionFactors", "factor_precision", "factor_diagonal",
+           "scale_draws"]
 
 
 def inv_lower(L):
@@ -22,7 +23,9 @@ def inv_lower(L):
 
 
 class PrecisionFactors(NamedTuple):
-    """A positive-definite precision ``P`` and what samplers need of it."""
+    """A positive-definite precision ``P`` and what samplers need of it: (p, p)
+    matrices, or (p,) vectors of their diagonals for a diagonal ``P``
+    (:func:`factor_diagonal`; wide models)."""
 
     #: ``P`` (symmetrised; regularised if it was not positive definite)
     precision: np.ndarray
@@ -73,3 +76,33 @@ def factor_precision(precision, regulariser=None):
     inv_L = inv_lower(L)
     cov = inv_L.T @ inv_L
     return PrecisionFactors(P, L, cov, linalg.cholesky(cov, lower=True))
+
+
+def factor_diagonal(precision, regulariser=None):
+    """:func:`factor_precision` of the diagonal precision ``diag(precision)``:
+    every factor a (p,) vector (``O(p)`` memory where the dense factors take
+    ``p^2``). Entries that are not positive take the ``regulariser`` (e.g. the
+    prior precision) added, with ``1e-8``; without it they raise
+    ``numpy.linalg.LinAlgError``."""
+    P = np.array(precision, dtype=np.float64)
+    if P.ndim != 1:
+        raise ValueError(f"a diagonal precision is a 1-d array, got shape {P.shape}")
+    bad = ~(np.isfinite(P) & (P > 0))
+    if bad.any():
+        if regulariser is None:
+            raise linalg.LinAlgError("the diagonal precision has entries that are not "
+                                     "positive and finite")
+        P = P + np.asarray(regulariser, dtype=np.float64) + 1e-8
+        if not np.all(np.isfinite(P) & (P > 0)):
+            raise linalg.LinAlgError("the diagonal precision is not positive even with the "
+                                     "prior's precision added")
+    return PrecisionFactors(P, np.sqrt(P), 1.0 / P, 1.0 / np.sqrt(P))
+
+
+def scale_draws(chol, z):
+    """``z @ chol.T``: standard normal draws ``z`` (shape (..., p)) mapped by a
+    Cholesky factor, dense (p, p) or diagonal (p,)."""
+    chol = np.asarray(chol)
+    if chol.ndim == 1:
+        return z * chol
+    return chol @ z if np.ndim(z) == 1 else z @ chol.T

@@ -342,7 +342,14 @@ class GLM(CompiledModel):
         return 1
 
     def full_pass(self, theta, *, gradient=True, hessian=False, loglik=True):
-        """One fused read of X: ``(sum l_k, sum grad l_k, sum Hessian l_k)``."""
+        """One fused read of X: ``(sum l_k, sum grad l_k, sum Hessian l_k)``;
+        ``hessian="diag"``: the Hessian sum's diagonal only, a (p,) vector (wide
+        models: no ``p x p`` matrix)."""
+        if isinstance(hessian, str):
+            if hessian != "diag":
+                raise ValueError(f"hessian must be a bool or 'diag', got {hessian!r}")
+            ll, g, hd = self._cy.diag_hessian_pass(self.check_theta(theta), self.pass_threads())
+            return (ll if loglik else None), (g if gradient else None), hd
         return self._cy.full_pass(self.check_theta(theta), loglik, gradient, hessian,
                                   self.pass_threads())
 

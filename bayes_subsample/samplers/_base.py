@@ -36,10 +36,10 @@ from typing import Optional
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 
 __all__ = ["BaseSampler", "Kernel", "Prepared", "LaplacePrepared", "prepare_laplace",
-           "shared_constraints"]
+           "shared_constraints", "DENSE_METRIC_MAX", "diagonal_metric"]
 
 
 #: the hyperparameters several samplers have, with their constraints: the same
@@ -59,7 +59,30 @@ SHARED_CONSTRAINTS = {
     "jitter": [Interval(Real, 0, 1, closed="left")],
     "max_tree_depth": [Interval(Integral, 1, 30, closed="both")],
     "target_accept": [Interval(Real, 0, 1, closed="neither")],
+    "metric": [StrOptions({"auto", "dense", "diag"})],
 }
+
+#: the most parameters a dense (p x p) mass matrix serves with ``metric="auto"``:
+#: 32 MB per matrix; beyond it the Hamiltonian samplers use a diagonal one
+DENSE_METRIC_MAX = 2000
+
+
+def diagonal_metric(metric, model):
+    """Whether a Hamiltonian sampler with ``metric`` ("auto", "dense" or "diag")
+    uses a diagonal mass matrix on ``model``: "diag", or "auto" beyond
+    ``DENSE_METRIC_MAX`` parameters. The diagonal path (no ``p x p`` matrix
+    anywhere: the mode by preconditioned L-BFGS, the Hessian's diagonal from
+    one pass) needs a compiled GLM with its rows in memory; "auto" keeps the
+    dense metric on other models, "diag" raises."""
+    from ..models import CyGLM
+    if metric == "dense" or (metric == "auto" and model.n_params <= DENSE_METRIC_MAX):
+        return False
+    able = isinstance(model.compiled, CyGLM) and not getattr(model, "distributed", False)
+    if not able and metric == "diag":
+        raise ValueError(
+            "metric='diag' needs one of the compiled GLMs (logistic, Poisson, linear "
+            f"regression) with its rows in memory, got {type(model).__name__}")
+    return able
 
 
 def shared_constraints(*names, optional=()):
@@ -98,12 +121,13 @@ class LaplacePrepared(Prepared):
     cov: np.ndarray = None
 
 
-def prepare_laplace(model):
+def prepare_laplace(model, diagonal=False):
     """MAP and Laplace approximation (one Newton / L-BFGS run plus one Hessian
-    pass): the preparation of most samplers."""
+    pass): the preparation of most samplers. ``diagonal``: the precision's
+    diagonal only, every matrix a (p,) vector (wide models)."""
     from .._optimize import laplace
 
-    lap = laplace(model)
+    lap = laplace(model, diagonal=diagonal)
     return LaplacePrepared(theta_init=lap["theta_map"], init_chol=lap["chol_cov"],
                            n_evals=lap["n_evals"], precision=lap["precision"],
                            cov=lap["cov"])

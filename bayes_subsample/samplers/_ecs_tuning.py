@@ -8,6 +8,7 @@ import math
 import numpy as np
 from scipy import linalg, stats
 
+from .._linalg import scale_draws
 from ..models._base import WeightedModel
 
 __all__ = ["choose_subsample_size", "signed_tau", "choose_n_products", "refine_theta_star",
@@ -28,7 +29,7 @@ def typical_thetas(cv, chol_cov, rng, n_theta=50, centre=None):
     """Draws from ``N(centre, M^-1)`` (``centre`` defaults to theta*)."""
     centre = cv.theta_star if centre is None else np.asarray(centre, dtype=np.float64)
     z = rng.standard_normal((n_theta, len(cv.theta_star)))
-    return centre[None, :] + z @ chol_cov.T
+    return centre[None, :] + scale_draws(chol_cov, z)
 
 
 def choose_subsample_size(cv, chol_cov, rng, *, n_blocks=100, target_variance=1.0,
@@ -177,19 +178,27 @@ def _ascent(model, theta, step, lp):
     return None, n_evals
 
 
-def initial_theta_star(model, rng, subset_fraction):
+def initial_theta_star(model, rng, subset_fraction, diagonal=False):
     """The posterior mode of a random subset of ``max(1000, subset_fraction n)``
     rows with its likelihood weighted by ``n / n_sub`` (the full-data mode when
-    the subset would be a tenth of the data or more). Returns ``(theta, n_evals)``."""
-    from .._optimize import find_map
+    the subset would be a tenth of the data or more). ``diagonal``: found
+    without ``p x p`` matrices (``diagonal_mode``: wide models). Returns
+    ``(theta, n_evals)``."""
+    from .._optimize import diagonal_mode, find_map
     n = model.n_data
     n_sub = int(min(n, max(1000, math.ceil(subset_fraction * n))))
     if 10 * n_sub >= n:
         # small data: the full-data mode costs little more than the subset's
+        if diagonal:
+            theta, _, ev, _ = diagonal_mode(model)
+            return theta, ev
         theta, info = find_map(model)
         return theta, info["n_evals"]
     idx = rng.choice(n, size=n_sub, replace=False)
     sub = WeightedModel(model.subset(idx), n / n_sub)
+    if diagonal:
+        theta, _, ev, _ = diagonal_mode(sub)
+        return theta, ev
     theta, info = find_map(sub, method="newton")
     return theta, info["n_evals"]
 

@@ -1,5 +1,5 @@
-"""Full-data Hamiltonian Monte Carlo with a dense mass matrix and dual
-averaging (:ref:`algo-hmc`). The potential is one fused full pass per
+"""Full-data Hamiltonian Monte Carlo with a dense (or, on wide models, a
+diagonal) mass matrix and dual averaging (:ref:`algo-hmc`). The potential is one fused full pass per
 gradient (``FullPotential`` on the compiled model object); the leapfrog
 transition is the compiled one HMC-ECS shares."""
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._linalg import factor_precision
+from .._linalg import factor_diagonal, factor_precision
 from .._params import store_params
-from ._base import BaseSampler, Kernel, prepare_laplace, shared_constraints
+from ._base import BaseSampler, Kernel, diagonal_metric, prepare_laplace, shared_constraints
 from ._hamiltonian import FullPotential, Metric
 from ._inner import info_type, make_inner
 
@@ -19,7 +19,11 @@ __all__ = ["HMC", "NUTS", "metric_from_precision"]
 
 def metric_from_precision(precision, regulariser=None):
     """The Euclidean :class:`Metric` whose mass matrix is a posterior precision
-    (dynamics in the whitened posterior), and its factors."""
+    (dynamics in the whitened posterior), and its factors; a (p,) ``precision``
+    is a diagonal one (the diagonal metric of wide models)."""
+    if np.ndim(precision) == 1:
+        f = factor_diagonal(precision, regulariser)
+        return Metric(diag_mass=f.precision), f
     f = factor_precision(precision, regulariser)
     return Metric(f.chol, f.cov), f
 
@@ -40,7 +44,9 @@ class HMCKernel(Kernel):
         self.model = model
         self.extra_tuning = extra_tuning or {}
         self.n = model.n_data
-        self.metric, self.factors = metric_from_precision(precision)
+        self.diagonal = np.ndim(precision) == 1
+        self.metric, self.factors = metric_from_precision(
+            precision, model.prior.precision if self.diagonal else None)
         self.inner = make_inner(inner, sampler, model.n_params)
         self.tuner = self.inner.tuner
         self.info = info_type(type(sampler).__name__ + "Info", type(self.inner))
@@ -81,8 +87,14 @@ class HMCKernel(Kernel):
                 # mass matrix = posterior precision at the mean of the window's draws
                 centre = self._window_sum / self._window_n
                 try:
-                    self.metric, self.factors = metric_from_precision(
-                        self.model.neg_hessian_log_posterior(centre))
+                    if self.diagonal:
+                        _, _, hd = self.model.full_pass(centre, gradient=False,
+                                                        hessian="diag")
+                        prec = self.model.prior.precision
+                        self.metric, self.factors = metric_from_precision(-hd + prec, prec)
+                    else:
+                        self.metric, self.factors = metric_from_precision(
+                            self.model.neg_hessian_log_posterior(centre))
                     self.n_evals_setup += self.n
                 except np.linalg.LinAlgError:
                     pass
@@ -106,7 +118,7 @@ class _FullDataHamiltonian(BaseSampler):
 
     def prepare(self, model, rng):
         self._validate_params()
-        return prepare_laplace(model)
+        return prepare_laplace(model, diagonal=diagonal_metric(self.metric, model))
 
     def build(self, model, prepared, n_warmup):
         return HMCKernel(model, self, self._inner, prepared.precision, n_warmup,
@@ -149,6 +161,12 @@ class HMC(_FullDataHamiltonian):
         Upper bound on leapfrog steps per iteration.
     adapt_mass : bool, default=True
         Recompute the mass matrix mid-warmup.
+    metric : {"auto", "dense", "diag"}, default="auto"
+        The mass matrix: the dense posterior precision, or its diagonal
+        (``O(p)`` memory and work per leapfrog step instead of ``O(p^2)``; the
+        mode is then found by L-BFGS preconditioned with that diagonal, and no
+        ``p x p`` matrix is formed). ``"auto"``: dense up to 2,000 parameters,
+        diagonal beyond (compiled GLMs; see :ref:`scaling-wide`).
     """
 
     name = "hmc"
@@ -158,10 +176,11 @@ class HMC(_FullDataHamiltonian):
         **shared_constraints("step_size", "trajectory_length", "jitter", "n_leapfrog",
                              "max_leapfrog", "target_accept"),
         "adapt_mass": ["boolean"],
+        **shared_constraints("metric"),
     }
 
     def __init__(self, step_size=None, trajectory_length=2.0, jitter=0.1, target_accept=0.8,
-                 n_leapfrog=None, max_leapfrog=1000, adapt_mass=True):
+                 n_leapfrog=None, max_leapfrog=1000, adapt_mass=True, metric="auto"):
         store_params(self, locals())
 
 
@@ -187,6 +206,8 @@ class NUTS(_FullDataHamiltonian):
         At most ``2**max_tree_depth`` leapfrog steps per iteration.
     adapt_mass : bool, default=True
         Recompute the mass matrix mid-warmup.
+    metric : {"auto", "dense", "diag"}, default="auto"
+        As for :class:`HMC`: dense up to 2,000 parameters, diagonal beyond.
 
     Examples
     --------
@@ -208,8 +229,10 @@ class NUTS(_FullDataHamiltonian):
     _parameter_constraints = {
         **shared_constraints("step_size", "max_tree_depth", "target_accept"),
         "adapt_mass": ["boolean"],
+        **shared_constraints("metric"),
     }
 
-    def __init__(self, step_size=None, target_accept=0.8, max_tree_depth=10, adapt_mass=True):
+    def __init__(self, step_size=None, target_accept=0.8, max_tree_depth=10, adapt_mass=True,
+                 metric="auto"):
         store_params(self, locals())
 

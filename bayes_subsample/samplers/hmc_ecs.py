@@ -25,11 +25,12 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .. import _rng
+from .._optimize import diagonal_mode
 from .._params import store_params
 from ..control_variates import TaylorControlVariate
 from ..models import CyGLM
 from ..models._cymultinomial import CyMultinomial
-from ._base import BaseSampler, Kernel, Prepared, shared_constraints
+from ._base import BaseSampler, Kernel, Prepared, diagonal_metric, shared_constraints
 from ._ecs_numpy import NumpyECSPotential
 from ._ecs_tuning import (choose_n_products, choose_strata, choose_subsample_size,
                           initial_theta_star, residual_scan,
@@ -54,7 +55,8 @@ class ECSPrepared(Prepared):
     m_stage: int = 0
 
     cv: TaylorControlVariate = None
-    #: full-data Hessian sum at theta* (the mass matrix is ``-hessian + prior precision``)
+    #: full-data Hessian sum at theta* (the mass matrix is ``-hessian + prior precision``);
+    #: its diagonal, a (p,) vector, with a diagonal metric
     hessian: np.ndarray = None
     m: int = 0                       # perturbed: total rows; signed: rows per batch
     block_size: int = 0
@@ -155,6 +157,15 @@ class SignedUpdate:
 # ----------------------------------------------------------------------------------------
 # the kernel
 # ----------------------------------------------------------------------------------------
+def _posterior_precision(model, hessian):
+    """``-hessian + prior precision``: a matrix, or its diagonal for a (p,)
+    ``hessian`` (the Hessian sum's diagonal: the diagonal metric)."""
+    prec = model.prior.precision
+    if np.ndim(hessian) == 1:
+        return -np.asarray(hessian) + prec
+    return -np.asarray(hessian) + np.diag(prec)
+
+
 #: the least warmup a stratified HMC-ECS run adapts with (shorter: full-data HMC)
 MIN_STRATIFIED_WARMUP = 200
 #: points of each stage whose residuals (a full pass each) choose the stratum
@@ -203,14 +214,22 @@ class HMCECSKernel(Kernel):
                                                           model.prior.precision)
 
     def _mass(self, hessian):
-        """The mass matrix: the posterior precision ``-hessian + prior precision``."""
-        return -np.asarray(hessian) + np.diag(self.model.prior.precision)
+        """The mass matrix: the posterior precision ``-hessian + prior precision``
+        (its diagonal for a (p,) ``hessian``: the diagonal metric)."""
+        return _posterior_precision(self.model, hessian)
+
+    @property
+    def _hessian_kind(self):
+        """What a full pass computes of the Hessian: all of it, or its diagonal."""
+        return "diag" if np.ndim(self.hessian) == 1 else True
 
     def _new_potential(self):
         prec = self.model.prior.precision
         if isinstance(self.model.compiled, (CyGLM, CyMultinomial)):   # compiled potential
             mode = "signed" if self.update.signed else "perturbed"
-            pot = ECSCore(self.model.compiled, self.order, prec, mode)
+            # sparse rows are read in place (their stored entries), not copied dense
+            direct = isinstance(self.model.compiled, CyGLM) and not self.model.compiled.dense
+            pot = ECSCore(self.model.compiled, self.order, prec, mode, direct)
             if self.update.signed:
                 pot.set_signed(-float(self.n_products), float(self.n_products))
         else:
@@ -218,7 +237,7 @@ class HMCECSKernel(Kernel):
         if self.exact_mask is not None:
             pot.set_strata(np.flatnonzero(self.exact_mask), self.update.sampled)
         cv = self.cv
-        pot.set_reference(cv.theta_star, cv.L_star, cv.A, cv.B)
+        pot.set_reference(*cv.reference())
         return pot
 
     def init(self, rng, theta0):
@@ -267,11 +286,12 @@ class HMCECSKernel(Kernel):
         """The control variates and the metric at a new ``theta_star`` from one
         full pass (counted); None when the sums there are not finite."""
         model = self.model
-        ll, g, h = model.full_pass(theta_star, gradient=True, hessian=True)
+        ll, g, h = model.full_pass(theta_star, gradient=True, hessian=self._hessian_kind)
         self.n_evals_setup += self.n
         if not (np.isfinite(ll) and np.all(np.isfinite(g)) and np.all(np.isfinite(h))):
             return None
         cv = TaylorControlVariate(model, theta_star, self.order, sums=(ll, g, h))
+        self.hessian = h
         return (cv, *metric_from_precision(self._mass(h), model.prior.precision))
 
     def _recentre(self, rng, state, theta_star):
@@ -297,7 +317,7 @@ class HMCECSKernel(Kernel):
                 return state
         self.cv, self.metric, self.factors = cv, metric, factors
         pot = state.potential
-        pot.set_reference(cv.theta_star, cv.L_star, cv.A, cv.B)
+        pot.set_reference(*cv.reference())
         if m != self.m:
             self.m = m
             self.update.m = m
@@ -393,7 +413,7 @@ class FetchingHMCECSKernel(HMCECSKernel):
         pot = ECSCore(local.compiled, self.order, self.model.prior.precision, "perturbed")
         pot.set_population(float(self.n))
         cv = self.cv
-        pot.set_reference(cv.theta_star, cv.L_star, cv.A, cv.B)
+        pot.set_reference(*cv.reference())
         pot.set_rows(pos[:self.m], self.block_size)
         pot.set_index_stream(pos[self.m:])
         U = pot.set_position(theta0)
@@ -526,6 +546,15 @@ class HMCECS(BaseSampler):
         does not. ``True``: always; ``False``: never. It needs at least 200
         warmup iterations (with fewer, ``"auto"`` falls back to full-data HMC
         and ``True`` raises).
+    metric : {"auto", "dense", "diag"}, default="auto"
+        The mass matrix: the posterior precision at theta*, dense, or its
+        diagonal (wide models, compiled GLMs: no ``p x p`` matrix anywhere --
+        theta* by L-BFGS preconditioned with the precision's diagonal, one full
+        pass for its diagonal, order-1 control variates by default, since order
+        2 needs the ``p x p`` Hessian sum; ``O(p)`` work per leapfrog step).
+        ``"auto"``: dense up to 2,000 parameters, diagonal beyond. The
+        diagonal metric does not combine with the signed variant or a
+        stratified warmup. See :ref:`scaling-wide`.
 
     Examples
     --------
@@ -556,6 +585,7 @@ class HMCECS(BaseSampler):
         "target_variance": [Interval(Real, 0, None, closed="neither")],
         "subset_fraction": [Interval(Real, 0, 1, closed="right")],
         "stratify": [StrOptions({"auto"}), "boolean"],
+        **shared_constraints("metric"),
     }
 
     def __init__(self, variant="perturbed", subsample_size=None, batch_size=None, n_blocks=100,
@@ -563,7 +593,7 @@ class HMCECS(BaseSampler):
                  step_size=None, trajectory_length=2.0, jitter=0.1, target_accept=0.8,
                  n_leapfrog=None, max_leapfrog=100, max_tree_depth=10, theta_star=None,
                  recentre_every=200, target_variance=1.0, subset_fraction=0.01,
-                 stratify="auto"):
+                 stratify="auto", metric="auto"):
         store_params(self, locals())
 
     @property
@@ -599,6 +629,21 @@ class HMCECS(BaseSampler):
         if signed and model.max_cv_order < 2:
             raise TypeError("the signed HMC-ECS variant is implemented for the compiled GLMs; "
                             "use variant='perturbed' for user models")
+        diagonal = diagonal_metric(self.metric, model)
+        if diagonal:
+            # wide models: no p x p matrix (B needs one: order 1 by default)
+            if self.cv_order in (None, "auto"):
+                order = 1
+            elif order == 2:
+                raise ValueError("cv_order=2 needs the p x p Hessian sum, which the diagonal "
+                                 "metric avoids: use cv_order=1 (the default with "
+                                 "metric='diag') or metric='dense'")
+            if signed:
+                raise ValueError("the signed HMC-ECS variant needs a dense metric "
+                                 "(metric='dense'); use variant='perturbed' on wide models")
+            if force_strata:
+                raise ValueError("stratify=True needs a dense metric (metric='dense')")
+            can_stratify = False
         batch_size = self.batch_size
         if signed and self.subsample_size is not None:
             warnings.warn("HMCECS(variant='signed', subsample_size=...) is deprecated: the "
@@ -611,14 +656,20 @@ class HMCECS(BaseSampler):
         if self.theta_star is not None:
             theta_star, auto_ts = model.check_theta(self.theta_star), False
         else:
-            theta_star, ev = initial_theta_star(model, rng, self.subset_fraction)
+            theta_star, ev = initial_theta_star(model, rng, self.subset_fraction,
+                                                diagonal=diagonal)
             n_evals += ev
             auto_ts = True
-        theta_star, (ll, g, h), ev, converged, mode = refine_theta_star(
-            model, theta_star, max_steps=10 if auto_ts else 0)
+        if diagonal:
+            theta_star, (ll, g, h), ev, converged = diagonal_mode(
+                model, theta_star, max_iter=200 if auto_ts else 0)
+            mode = theta_star
+        else:
+            theta_star, (ll, g, h), ev, converged, mode = refine_theta_star(
+                model, theta_star, max_steps=10 if auto_ts else 0)
         n_evals += ev
         cv = TaylorControlVariate(model, theta_star, order, sums=(ll, g, h))
-        _, factors = metric_from_precision(-h + np.diag(model.prior.precision),
+        _, factors = metric_from_precision(_posterior_precision(model, h),
                                            model.prior.precision)
         chol_cov = factors.chol_cov
         G = self.n_blocks
@@ -688,9 +739,13 @@ class HMCECS(BaseSampler):
             # the subsample would cost more than half the data per gradient: the
             # inner kernel on the full data (exact, and cheaper)
             return HMCKernel(model, self, self.inner,
-                             -prepared.hessian + np.diag(model.prior.precision), n_warmup,
+                             _posterior_precision(model, prepared.hessian), n_warmup,
                              extra_tuning={"full_data": True, "m": model.n_data,
-                                           "cv_order": prepared.cv.order})
+                                           "cv_order": prepared.cv.order,
+                                           # the subsample the control variates would
+                                           # have needed (perturbed; rule at theta*)
+                                           "m_needed": (None if self.signed
+                                                        else int(prepared.m))})
         if getattr(model, "distributed", False):
             return FetchingHMCECSKernel(model, self, prepared, n_warmup)
         return HMCECSKernel(model, self, prepared, n_warmup)
