@@ -352,7 +352,9 @@ class SlowInterruptingModel(GaussianRegressionModel):
         self.calls += 1
         if self.calls == self.k:
             signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-        time.sleep(2e-4)
+        # after the Ctrl-C, slower still: on a loaded machine the chains could
+        # otherwise finish before the main thread runs its signal handler
+        time.sleep(5e-3 if 0 < self.k < self.calls else 2e-4)
         return super().log_posterior(theta)
 
 
