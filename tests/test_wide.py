@@ -318,7 +318,12 @@ def test_metric_auto_goes_diagonal_beyond_the_dense_limit_without_p_by_p_arrays(
         finally:
             tracemalloc.stop()
         assert peak < one_matrix / 2, (sampler, peak / one_matrix)
-        assert np.shape(clf.diagnostics_["tuning"][0]["mass_matrix"]) == (p + 1,)
+        tuning = clf.diagnostics_["tuning"][0]
+        assert np.shape(tuning["mass_matrix"]) == (p + 1,)
+        if sampler == "hmc_ecs":
+            # order-1 control variates need ~0.7 p^2 rows: full-data HMC, and says so
+            assert tuning["full_data"] and tuning["cv_order"] == 1
+            assert tuning["m_needed"] > X.shape[0] / 2
         proba = clf.predict_proba(X[:10])
         assert proba.shape == (10, 2) and np.all(np.isfinite(proba))
 

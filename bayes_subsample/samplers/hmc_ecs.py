@@ -291,7 +291,6 @@ class HMCECSKernel(Kernel):
         if not (np.isfinite(ll) and np.all(np.isfinite(g)) and np.all(np.isfinite(h))):
             return None
         cv = TaylorControlVariate(model, theta_star, self.order, sums=(ll, g, h))
-        self.hessian = h
         return (cv, *metric_from_precision(self._mass(h), model.prior.precision))
 
     def _recentre(self, rng, state, theta_star):
