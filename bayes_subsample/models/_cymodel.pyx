@@ -642,7 +642,8 @@ cdef class CyGLM(CyModel):
         runs of PASS_CHUNK-row chunks, their number a function of n and p alone),
         each summed in row order, the slots' sums added in slot order: the result
         is bit-identical for any n_threads. At most 64 slots, fewer when their
-        p x p Hessian sums would exceed 256 MB (p > 724), one at p > 2048."""
+        p x p Hessian sums would exceed 256 MB (p > 724), one at p > 2048 (passes
+        without the Hessian keep 64 slots: wide models' gradients in threads)."""
         return self.sampled_sums(theta, ll, grad, hess, n_threads, 1)
 
     cdef int sampled_sums(self, const double* theta, double* ll, double* grad, double* hess,
@@ -654,9 +655,10 @@ cdef class CyGLM(CyModel):
         cdef Py_ssize_t n = self.n_data, p = self.n_params
         self._count_pass()
         cdef Py_ssize_t n_chunks = (n + PASS_CHUNK - 1) // PASS_CHUNK, k, j, l
-        cdef Py_ssize_t S = max(1, _imin(_imin(64, n_chunks),
-                                         (1 << 25) // (p if diag else p * p)))
         cdef bint want_ll = ll != NULL, want_g = grad != NULL, want_h = hess != NULL
+        # as many slots as fit 256 MB of their sums (the p x p Hessian's decide)
+        cdef Py_ssize_t per_slot = (p if diag else p * p) if want_h else p
+        cdef Py_ssize_t S = max(1, _imin(_imin(64, n_chunks), (1 << 25) // per_slot))
         cdef Py_ssize_t gp = p if want_g else 0
         cdef Py_ssize_t hp = (p if diag else p * p) if want_h else 0
         cdef double* ll_s = <double*> calloc(S, sizeof(double))
