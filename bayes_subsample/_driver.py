@@ -773,6 +773,10 @@ def _run_chains_on_cluster(run, warm, main, backend, n_parallel, bar):
         raise
     finally:
         client.cancel([job])
+        if interrupted and not futures:
+            # every task returned: free the scheduler's record of the event
+            # (tasks cancelled while running keep polling it: it stays set)
+            stop.clear()
     return interrupted, time.perf_counter() - t0
 
 
