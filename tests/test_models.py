@@ -373,6 +373,35 @@ def test_models_pickle(layout, user_data):
     np.testing.assert_array_equal(copy.prior.scale, model.prior.scale)
 
 
+def test_compiled_objects_refuse_pickling():
+    """The compiled rows, the multinomial model and HMC-ECS's core raise
+    TypeError when pickled (Cython's generated pickling of them crashed the
+    interpreter). Run in a subprocess, so that a crash fails this test only."""
+    import subprocess
+    import sys
+    code = """
+import pickle, numpy as np
+from scipy import sparse
+from bayes_subsample.models import GLM, MultinomialLogisticModel
+from bayes_subsample.samplers._hmc_ecs_fast import ECSCore
+X = np.random.default_rng(0).normal(size=(50, 3))
+glm = GLM(X, (X[:, 0] > 0).astype(float), "logistic")
+objs = [glm.compiled.rows, GLM(sparse.csr_matrix(X), glm.y, "logistic").compiled.rows,
+        MultinomialLogisticModel(X, np.arange(50) % 3).compiled,
+        ECSCore(glm.compiled, 2, glm.prior.precision, "perturbed")]
+for obj in objs:
+    try:
+        pickle.dumps(obj)
+    except TypeError:
+        print("refused", type(obj).__name__)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["refused", "DenseRows", "refused", "CsrRows",
+                                  "refused", "CyMultinomial", "refused", "ECSCore"]
+
+
 def test_logistic_terms_finite_up_to_1e3():
     eta = np.concatenate([np.linspace(-1e3, 1e3, 2001), [-1e3, 1e3, -745.2, 709.8, 0.0]])
     X = eta[:, None].copy()
