@@ -252,10 +252,12 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
     is a task that builds its kernel on its worker, runs its warmup and draws
     and returns them, with its statistics, clocks and tuning (where
     ``tuning[c]["worker"]`` is the worker's address). Its kernel stays on the
-    worker, so resuming the run (``resume=``, ``warm_start``) *replays* each
-    chain from its seed up to its last draw (checked against it; not counted in
-    ``wall_time``) before continuing: the result still equals one call with the
-    total length. On KeyboardInterrupt the chains stop at an iteration
+    worker (kernels do not pickle), so resuming the run (``resume=``,
+    ``warm_start``) *replays* each chain from its seed up to its last draw
+    (checked against it; not counted in ``wall_time``, its full passes counted
+    in ``data_passes``) before continuing; so does continuing on the cluster a
+    run made in threads. The result still equals one call with the total
+    length. On KeyboardInterrupt the chains stop at an iteration
     boundary (they look for the stop signal every 0.2 s) and return their
     draws, which are kept; a second interrupt while waiting for them cancels
     their tasks and gives up those draws.

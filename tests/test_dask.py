@@ -443,7 +443,14 @@ def test_cluster_run_resumes_on_the_cluster_and_here(cluster):
     _assert_same_run(more, _quiet(sample, model, "hmc", n_samples=100, **kw), replayed=True)
     here = _quiet(sample, model, resume=more, n_samples=30, n_jobs=2)
     assert not any("worker" in t for t in here.tuning)
-    _assert_same_run(here, _quiet(sample, model, "hmc", n_samples=130, **kw), replayed=True)
+    full = _quiet(sample, model, "hmc", n_samples=130, **kw)
+    _assert_same_run(here, full, replayed=True)
+    # chains run here continue on the cluster (replayed there: kernels do not travel)
+    local = _quiet(sample, model, "hmc", n_samples=100, **kw)
+    with distributed.Client(cluster) as client, parallel_backend("dask"):
+        there = _quiet(sample, model, resume=local, n_samples=30, n_jobs=2)
+        _ran_on_workers(there, client)
+    _assert_same_run(there, full, replayed=True)
     # the replay is checked against the records
     with distributed.Client(cluster), parallel_backend("dask"):
         tampered = _quiet(sample, model, "hmc", n_samples=10, **kw)
