@@ -3,12 +3,15 @@ in ``samplers``, the result in ``_trace``), and resuming a run from its trace.""
 from __future__ import annotations
 
 import numbers
+import sys
 import threading
 import time
+import uuid
 import warnings
 
 import numpy as np
-from joblib import Parallel, delayed, effective_n_jobs
+from joblib import Parallel, delayed, effective_n_jobs, parallel_config
+from joblib.parallel import get_active_backend
 
 from ._linalg import scale_draws
 from ._seeding import seed_sequence
@@ -101,6 +104,29 @@ class _Chain:
         self.warmup_ended = False
         self.t_warmup = 0.0
         self.t_sampling = 0.0
+        #: what a run on a Dask worker returned (its kernel stays there): the
+        #: chain's ``tuning``, ``n_evals_setup`` and the worker's address
+        self.remote = None
+
+    def needs_work(self, warm_done, main_done, n_warmup, n_target):
+        return warm_done < n_warmup or not self.warmup_ended or main_done < n_target
+
+    def tuning(self):
+        if self.kernel is not None:
+            return self.kernel.tuning()
+        return dict(self.remote["tuning"]) if self.remote is not None else {}
+
+    def n_evals_setup(self):
+        if self.kernel is not None:
+            return self.kernel.n_evals_setup
+        return self.remote["n_evals_setup"] if self.remote is not None else 0
+
+    def shippable(self):
+        """This chain without kernel, generator and state (they do not pickle:
+        kernels hold compiled objects): what a Dask worker restarts it from."""
+        ch = _Chain(self.index, self.seed, self.theta0)
+        ch.warmup_ended = self.warmup_ended
+        return ch
 
     def start(self, sampler, model, prepared, n_warmup):
         self.rng = np.random.Generator(np.random.PCG64(self.seed))
@@ -127,6 +153,10 @@ class _RunState:
         self.chains = chains
         self.n_warmup = n_warmup
         self.n_target = n_target
+        #: full passes and fetched rows of chains that ran on Dask workers (made
+        #: by the workers' copies of the model, not counted by ``model``)
+        self.remote_passes = 0
+        self.remote_rows = 0
 
 
 def _check_count(name, value, minimum):
@@ -179,8 +209,13 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
     n_chains : int, default=4
         Ignored with ``resume`` (the trace's chains continue).
     n_jobs : int, optional
-        Chains run in parallel threads (kernels release the GIL). ``None``
-        means 1. Draws are identical for every ``n_jobs``.
+        Chains run in parallel threads (kernels release the GIL), ``n_jobs`` at
+        a time (``-1``: one per core). ``None`` means 1. Draws are identical for
+        every ``n_jobs``. Under joblib's Dask backend (``with
+        joblib.parallel_config(backend="dask"):`` and a ``distributed.Client``)
+        and ``n_jobs`` other than None and 1, the chains run as tasks on the
+        cluster's workers instead, ``n_jobs`` at a time (``-1``: one per worker
+        thread), with the same draws (see Notes).
     random_state : int, Generator or None
         Seeds ``SeedSequence(random_state).spawn(n_chains + 1)``: one child for
         the shared preparation, one per chain. Ignored with ``resume`` (the
@@ -210,6 +245,24 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
     iteration; the returned trace keeps every draw each chain made
     (``trace.chain_lengths``; the draws array is NaN past a chain's length)
     and has ``interrupted=True``. ``sample(model, resume=trace)`` completes it.
+
+    *Chains on a Dask cluster.* The model (with its data: an in-memory ``X``
+    travels to every worker once, so this suits moderate ``X``; a
+    :class:`~bayes_subsample.models.DaskGLM`'s workers fetch the rows they
+    need from the cluster), the sampler and its preparation are pickled and
+    scattered to the workers; the preparation runs in this process. Each chain
+    is a task that builds its kernel on its worker, runs its warmup and draws
+    and returns them, with its statistics, clocks and tuning (where
+    ``tuning[c]["worker"]`` is the worker's address). Its kernel stays on the
+    worker (kernels do not pickle), so resuming the run (``resume=``,
+    ``warm_start``) *replays* each chain from its seed up to its last draw
+    (checked against it; not counted in ``wall_time``, its full passes counted
+    in ``data_passes``) before continuing; so does continuing on the cluster a
+    run made in threads. The result still equals one call with the total
+    length. On KeyboardInterrupt the chains stop at an iteration
+    boundary (they look for the stop signal every 0.2 s) and return their
+    draws, which are kept; a second interrupt while waiting for them cancels
+    their tasks and gives up those draws.
     """
     if n_jobs is not None and (not isinstance(n_jobs, numbers.Integral) or n_jobs == 0):
         raise ValueError(f"n_jobs must be None or a non-zero integer, got {n_jobs!r}")
@@ -257,9 +310,9 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
         warm = _Recorder(n_chains, n_warmup, p)
         main = _Recorder(n_chains, n_samples, p)
 
-    p1 = run.model.n_full_passes
+    p1 = run.model.n_full_passes - run.remote_passes
     interrupted, seconds = _run_chains(run, warm, main, n_jobs, progress)
-    passes_chains += run.model.n_full_passes - p1
+    passes_chains += run.model.n_full_passes + run.remote_passes - p1
     elapsed = elapsed_before + seconds
     if interrupted:
         warnings.warn(
@@ -275,13 +328,12 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
     trace = Trace(
         draws=draws, stats=stats, chain_lengths=lengths,
         warmup_draws=wdraws, warmup_stats=wstats, warmup_lengths=wlengths,
-        tuning=[ch.kernel.tuning() if ch.kernel is not None else {} for ch in chains],
+        tuning=[ch.tuning() for ch in chains],
         n_evals_prepare=n_evals_prepare,
         data_passes={"prepare": int(passes_prepare), "chains": int(passes_chains),
-                     **({"rows_fetched": int(run.model.rows_fetched)}
+                     **({"rows_fetched": int(run.model.rows_fetched + run.remote_rows)}
                         if hasattr(run.model, "rows_fetched") else {})},
-        n_evals_setup=np.array([ch.kernel.n_evals_setup if ch.kernel is not None else 0
-                                for ch in chains], dtype=np.int64),
+        n_evals_setup=np.array([ch.n_evals_setup() for ch in chains], dtype=np.int64),
         wall_time={"prepare": t_prepare, "warmup": t_warm, "sampling": t_samp,
                    "total": t_prepare + float(np.sum(t_warm + t_samp)), "elapsed": elapsed},
         sampler=sampler, n_data=run.model.n_data, interrupted=interrupted,
@@ -323,11 +375,133 @@ def _resume_plan(trace, model, sampler, n_samples):
     return run, n_add
 
 
+def _advance(ch, sampler, model, prepared, n_warmup, n_target, warm, main, c, stop,
+             tick=None, bar=None):
+    """Run chain ``ch`` until its warmup is done and it holds ``n_target``
+    draws, recording iteration ``i`` in row ``c`` of the recorders ``warm`` and
+    ``main`` from their ``n_done[c]`` on; returns early when ``stop.is_set()``
+    at an iteration boundary (the chain's state stays consistent).
+
+    A chain without a kernel but with recorded iterations ran on a Dask worker,
+    where its kernel stayed (kernels do not pickle): it is *replayed* first,
+    restarted from its seed and run without recording up to where its records
+    end, which gives its state there exactly (a chain's draws depend only on
+    its seed); the replayed draw at that point is checked against the record.
+    A replay stopped by ``stop`` leaves the chain to be replayed again.
+    """
+    warm_done, main_done = int(warm.n_done[c]), int(main.n_done[c])
+    replay = ch.kernel is None and (warm_done > 0 or main_done > 0)
+    if ch.kernel is None:
+        ch.start(sampler, model, prepared, n_warmup)
+        if replay:
+            ch.warmup_ended = False
+    kernel, rng = ch.kernel, ch.rng
+    # while the kernel is behind the records it replays (untimed, unrecorded);
+    # left behind (a stop or an error), the chain is replayed again next time
+    behind = replay
+
+    def check(n, theta, recorded):
+        if not np.array_equal(theta, recorded, equal_nan=True):
+            raise RuntimeError(
+                f"chain {ch.index}: replaying its first {n} iterations of a phase did not "
+                "reproduce its recorded draws (the model or sampler changed since they were "
+                "made?)")
+
+    try:
+        ts = time.perf_counter()
+        try:
+            for i in range(0 if replay else warm_done, n_warmup):
+                if behind and main_done == 0 and i >= warm_done:
+                    behind = False
+                    ts = time.perf_counter()
+                if stop.is_set():
+                    return
+                ch.state, info = kernel.warmup_step(rng, ch.state, i)
+                if i >= warm_done:
+                    warm.record(c, i, ch.state.theta, info)
+                    if tick is not None:
+                        tick(c, i, warm)
+                elif i == warm_done - 1:
+                    check(warm_done, ch.state.theta, warm.draws[c, i])
+            if not ch.warmup_ended:
+                ch.state = kernel.end_warmup(ch.state)
+                ch.warmup_ended = True
+        finally:
+            if not behind:
+                ch.t_warmup += time.perf_counter() - ts
+        if behind and main_done == 0:
+            behind = False
+        ts = time.perf_counter()
+        try:
+            i = 0 if replay else main_done
+            while i < n_target:
+                if behind and i >= main_done:
+                    behind = False
+                    ts = time.perf_counter()
+                if stop.is_set():
+                    return
+                # a replay ends exactly where the records end
+                end = main_done if i < main_done else n_target
+                if kernel.batched:
+                    # compiled kernels run many iterations per call
+                    k = min(_BLOCK, end - i)
+                    ch.state, draws, stats = kernel.sample(rng, ch.state, k)
+                    if i >= main_done:
+                        main.record_block(c, i, draws, stats)
+                        if bar is not None:
+                            bar.update(k)
+                    elif i + k == main_done:
+                        check(main_done, draws[-1], main.draws[c, main_done - 1])
+                else:
+                    k = 1
+                    ch.state, info = kernel.step(rng, ch.state)
+                    if i >= main_done:
+                        main.record(c, i, ch.state.theta, info)
+                        if tick is not None:
+                            tick(c, i, main)
+                    elif i + 1 == main_done:
+                        check(main_done, ch.state.theta, main.draws[c, i])
+                i += k
+        finally:
+            if not behind:
+                ch.t_sampling += time.perf_counter() - ts
+    finally:
+        if behind:
+            ch.kernel = ch.state = ch.rng = None
+
+
+def _dask_backend():
+    """The active joblib backend when it is joblib's Dask backend
+    (``parallel_config(backend="dask")`` or ``parallel_backend("dask")``), else
+    None. Looked up without importing dask: joblib imports its Dask backend
+    when such a context is entered."""
+    mod = sys.modules.get("joblib._dask")
+    if mod is None:
+        return None
+    backend, _ = get_active_backend()
+    return backend if isinstance(backend, mod.DaskDistributedBackend) else None
+
+
+def _n_parallel(n_jobs, n_chains, dask_backend):
+    """How many chains run at once."""
+    if n_jobs in (None, 1) or n_chains == 1:
+        return 1
+    if dask_backend is not None:
+        slots = max(1, dask_backend.effective_n_jobs(n_jobs))    # threads of the workers
+        n = n_jobs if n_jobs > 0 else max(1, slots + 1 + n_jobs)
+    else:
+        with parallel_config(backend="threading"):
+            n = effective_n_jobs(n_jobs)
+    return max(1, min(n_chains, n))
+
+
 def _run_chains(run, warm, main, n_jobs, progress):
     """Run (or continue) every chain of ``run`` until its warmup is done and it
     holds ``run.n_target`` draws. Chains run in worker threads so that a
     KeyboardInterrupt in the main thread stops them at an iteration boundary
-    (their state stays consistent, so the run can be resumed).
+    (their state stays consistent, so the run can be resumed). Under joblib's
+    Dask backend, with more than one chain at a time, they run on the
+    cluster's workers instead (:func:`_run_chains_on_cluster`).
 
     Returns ``(interrupted, elapsed seconds)``.
     """
@@ -335,13 +509,21 @@ def _run_chains(run, warm, main, n_jobs, progress):
     n_warmup, n_target = run.n_warmup, run.n_target
     chains = run.chains
     n_chains = len(chains)
+    remaining = int(np.sum(n_warmup - warm.n_done) + np.sum(n_target - main.n_done))
+    dask_backend = _dask_backend()
+    n_parallel = _n_parallel(n_jobs, n_chains, dask_backend)
+    if dask_backend is not None and n_parallel > 1:
+        bar = _progress_bar(progress, remaining)
+        try:
+            return _run_chains_on_cluster(run, warm, main, dask_backend, n_parallel, bar)
+        finally:
+            if bar is not None:
+                bar.close()
     stop = threading.Event()
     interrupted = threading.Event()
-    remaining = int(np.sum(n_warmup - warm.n_done) + np.sum(n_target - main.n_done))
     bar = _progress_bar(progress, remaining)
     # chains in parallel threads share the cores with the model's threaded full
     # passes: each chain gets its share (results do not depend on threads)
-    n_parallel = 1 if n_jobs in (None, 1) else min(n_chains, effective_n_jobs(n_jobs))
     chain_threads = max(1, available_cores() // n_parallel)
 
     def tick(c, i, phase):
@@ -353,45 +535,12 @@ def _run_chains(run, warm, main, n_jobs, progress):
 
     def run_chain(ch):
         c = ch.index
+        if not ch.needs_work(warm.n_done[c], main.n_done[c], n_warmup, n_target):
+            return
         try:
             with limit_threads(chain_threads):
-                if ch.kernel is None:
-                    ch.start(sampler, model, prepared, n_warmup)
-                kernel, rng = ch.kernel, ch.rng
-                ts = time.perf_counter()
-                try:
-                    for i in range(int(warm.n_done[c]), n_warmup):
-                        if stop.is_set():
-                            return
-                        ch.state, info = kernel.warmup_step(rng, ch.state, i)
-                        warm.record(c, i, ch.state.theta, info)
-                        tick(c, i, warm)
-                    if not ch.warmup_ended:
-                        ch.state = kernel.end_warmup(ch.state)
-                        ch.warmup_ended = True
-                finally:
-                    ch.t_warmup += time.perf_counter() - ts
-                ts = time.perf_counter()
-                try:
-                    i = int(main.n_done[c])
-                    while i < n_target:
-                        if stop.is_set():
-                            return
-                        if kernel.batched:
-                            # compiled kernels run many iterations per call
-                            k = min(_BLOCK, n_target - i)
-                            ch.state, draws, stats = kernel.sample(rng, ch.state, k)
-                            main.record_block(c, i, draws, stats)
-                            if bar is not None:
-                                bar.update(k)
-                        else:
-                            k = 1
-                            ch.state, info = kernel.step(rng, ch.state)
-                            main.record(c, i, ch.state.theta, info)
-                            tick(c, i, main)
-                        i += k
-                finally:
-                    ch.t_sampling += time.perf_counter() - ts
+                _advance(ch, sampler, model, prepared, n_warmup, n_target, warm, main, c,
+                         stop, tick, bar)
         except KeyboardInterrupt:
             # raised inside a chain (e.g. by a user callback): stop them all
             interrupted.set()
@@ -403,13 +552,17 @@ def _run_chains(run, warm, main, n_jobs, progress):
 
     def run_all():
         try:
-            if n_parallel == 1 or n_chains == 1:
+            if n_parallel == 1:
                 for ch in chains:
                     run_chain(ch)
                     if stop.is_set():
                         break
             else:
-                Parallel(n_jobs=n_jobs, prefer="threads")(delayed(run_chain)(ch) for ch in chains)
+                # threads (the chains write into this process's recorders); this
+                # thread does not see the caller's parallel_config (thread-local),
+                # and require="sharedmem" keeps threads even if it did
+                Parallel(n_jobs=n_parallel, require="sharedmem")(
+                    delayed(run_chain)(ch) for ch in chains)
         except BaseException as e:   # re-raised in the caller's thread
             errors.append(e)
         finally:
@@ -436,6 +589,199 @@ def _run_chains(run, warm, main, n_jobs, progress):
     if errors:
         raise errors[0]
     return interrupted.is_set(), time.perf_counter() - t0
+
+
+class _ChainJob:
+    """What every chain of a run needs on a Dask worker: the sampler, the model
+    and the shared preparation (pickled together, so the model's data travel
+    once), and the run's lengths."""
+
+    def __init__(self, sampler, model, prepared, n_warmup, n_target):
+        self.sampler = sampler
+        self.model = model
+        self.prepared = prepared
+        self.n_warmup = n_warmup
+        self.n_target = n_target
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_reported")}
+
+    def __setstate__(self, state):
+        # a worker unpickles the job once; its chains share the model copy
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        self._reported = self._counts()
+
+    def _counts(self):
+        return (self.model.n_full_passes, getattr(self.model, "rows_fetched", 0))
+
+    def report(self):
+        """Full passes and fetched rows of this worker's model copy since the
+        last report: chains running at once on one worker share the copy, so
+        each pass or row is reported by exactly one of them."""
+        with self._lock:
+            now = self._counts()
+            delta = (now[0] - self._reported[0], now[1] - self._reported[1])
+            self._reported = now
+        return delta
+
+
+class _StopFlag:
+    """``is_set()`` of a ``distributed.Event`` asked at most every ``every``
+    seconds (each question is a round trip to the scheduler)."""
+
+    def __init__(self, name, every=0.2):
+        from distributed import Event
+        self._event = Event(name)
+        self._every = every
+        self._next = time.perf_counter() + every
+        self._set = False
+
+    def is_set(self):
+        if not self._set and time.perf_counter() >= self._next:
+            self._set = self._event.is_set()
+            self._next = time.perf_counter() + self._every
+        return self._set
+
+
+def _chain_on_worker(job, ch, warm_done, main_done, last_warm, last_main, stop_name):
+    """A Dask task: run (or continue by replaying) chain ``ch`` on this worker
+    and return what it added -- draws and statistics from ``warm_done`` and
+    ``main_done`` on -- with its clocks, tuning and where it ran. It stops early
+    when the run's stop event is set (an interrupt in the client)."""
+    from distributed import get_worker
+
+    worker = get_worker()
+    p = job.model.n_params
+    warm = _Recorder(1, job.n_warmup, p)
+    main = _Recorder(1, job.n_target, p)
+    # the last recorded draws: what a replay must reproduce
+    if warm_done:
+        warm.draws[0, warm_done - 1] = last_warm
+    if main_done:
+        main.draws[0, main_done - 1] = last_main
+    warm.n_done[0], main.n_done[0] = warm_done, main_done
+    model = job.model
+    threads = max(1, available_cores() // max(1, worker.state.nthreads))
+    with limit_threads(threads):
+        _advance(ch, job.sampler, model, job.prepared, job.n_warmup, job.n_target, warm, main,
+                 0, _StopFlag(stop_name))
+    passes, rows = job.report()
+    wdraws, wstats, wn = warm.result()
+    mdraws, mstats, mn = main.result()
+    return {
+        "warm": (wdraws[0, warm_done:wn[0]], {k: v[0, warm_done:wn[0]] for k, v in wstats.items()}),
+        "main": (mdraws[0, main_done:mn[0]], {k: v[0, main_done:mn[0]] for k, v in mstats.items()}),
+        "warmup_ended": ch.warmup_ended, "t_warmup": ch.t_warmup, "t_sampling": ch.t_sampling,
+        "tuning": {**ch.tuning(), "worker": worker.address},
+        "n_evals_setup": ch.n_evals_setup(),
+        "passes": passes, "rows": rows,
+    }
+
+
+def _record_remote(run, ch, warm, main, warm_done, main_done, out):
+    """Record in this process what chain ``ch`` added on a worker."""
+    c = ch.index
+    for rec, start, (draws, stats) in ((warm, warm_done, out["warm"]),
+                                       (main, main_done, out["main"])):
+        if len(draws):
+            rec.record_block(c, start, draws, stats)
+    ch.warmup_ended = out["warmup_ended"]
+    ch.t_warmup += out["t_warmup"]
+    ch.t_sampling += out["t_sampling"]
+    ch.kernel = ch.state = ch.rng = None      # the kernel stayed on the worker
+    ch.remote = {"tuning": out["tuning"], "n_evals_setup": out["n_evals_setup"]}
+    run.remote_passes += out["passes"]
+    run.remote_rows += out["rows"]
+
+
+def _run_chains_on_cluster(run, warm, main, backend, n_parallel, bar):
+    """Run the chains as tasks on the workers of the Dask cluster of joblib's
+    Dask ``backend``, ``n_parallel`` at a time, and record their results here.
+
+    The tasks are submitted with the backend's client (and its submit options),
+    not through ``joblib.Parallel``: the chains' futures can then be cancelled,
+    and each chain is recorded as soon as it finishes. The model, sampler and
+    preparation are scattered to every worker once. A chain's kernel is built on its worker and
+    stays there; the chain keeps no state in this process, so continuing it
+    (``resume``) replays it from its seed (see :func:`_advance`).
+
+    On KeyboardInterrupt the run's stop event is set: the chains stop at an
+    iteration boundary (within a fraction of a second) and return the draws
+    they made, which are kept. A second KeyboardInterrupt while waiting for
+    them cancels their tasks; their draws of this call are then lost.
+    """
+    from distributed import Event, as_completed
+
+    client = backend.client
+    chains = run.chains
+    todo = [ch for ch in chains
+            if ch.needs_work(warm.n_done[ch.index], main.n_done[ch.index], run.n_warmup,
+                             run.n_target)]
+    t0 = time.perf_counter()
+    if not todo:
+        return False, time.perf_counter() - t0
+    tag = uuid.uuid4().hex
+    stop = Event(f"bayes_subsample-stop-{tag}", client=client)
+    job = _ChainJob(run.sampler, run.model, run.prepared, run.n_warmup, run.n_target)
+    try:
+        job = client.scatter(job, broadcast=True, hash=False)
+    except TypeError as e:        # distributed's "Could not serialize", from the pickle error
+        raise TypeError(
+            "chains on a Dask cluster (joblib's Dask backend with n_jobs > 1) ship the model, "
+            "the sampler and its preparation to the workers, and pickling them failed "
+            f"({e.__cause__ or e!r}); make the model picklable, or sample outside the Dask "
+            "backend (chains in threads)") from e
+    futures = {}
+
+    def submit(ch):
+        c = ch.index
+        wd, md = int(warm.n_done[c]), int(main.n_done[c])
+        fut = client.submit(_chain_on_worker, job, ch.shippable(), wd, md,
+                            warm.draws[c, wd - 1] if wd else None,
+                            main.draws[c, md - 1] if md else None, stop.name,
+                            key=f"bayes_subsample-chain-{c}-{tag}", pure=False,
+                            **backend.submit_kwargs)
+        futures[fut] = (ch, wd, md)
+        return fut
+
+    def collect(fut):
+        ch, wd, md = futures.pop(fut)
+        out = fut.result()                # a chain's error is raised here
+        _record_remote(run, ch, warm, main, wd, md, out)
+        if bar is not None:
+            bar.update(len(out["warm"][0]) + len(out["main"][0]))
+
+    waiting = list(reversed(todo))
+    done = as_completed([submit(waiting.pop()) for _ in range(min(n_parallel, len(waiting)))])
+    interrupted = False
+    try:
+        try:
+            for fut in done:
+                collect(fut)
+                if waiting:
+                    done.add(submit(waiting.pop()))
+        except KeyboardInterrupt:
+            interrupted = True
+            stop.set()
+            # the running chains stop at an iteration boundary and return the
+            # draws they made; a second Ctrl-C gives them up
+            try:
+                for fut in done:
+                    collect(fut)
+            except KeyboardInterrupt:
+                client.cancel(list(futures))
+    except BaseException:
+        stop.set()
+        client.cancel(list(futures))
+        raise
+    finally:
+        client.cancel([job])
+        if interrupted and not futures:
+            # every task returned: free the scheduler's record of the event
+            # (tasks cancelled while running keep polling it: it stays set)
+            stop.clear()
+    return interrupted, time.perf_counter() - t0
 
 
 def _progress_bar(progress, total):

@@ -20,6 +20,8 @@ Tolerances: the chunk sums are added in chunk order, the in-memory pass in
 compared as in test_sparse: both runs are Monte Carlo, so the mean criterion
 adds 4 combined MCSEs to 0.1 sd.
 """
+import os
+import time
 import warnings
 
 import numpy as np
@@ -301,15 +303,23 @@ def test_make_logistic_data_dask_draws_the_same_rows():
         make_logistic_data_dask(1000, random_state=None)
 
 
-def test_local_cluster_fit_agrees_and_moves_few_rows():
+@pytest.fixture(scope="module")
+def cluster():
+    """A real ``distributed.LocalCluster``: two worker processes of one thread
+    each (tests connect a ``Client`` to it for their duration)."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        yield cluster
+
+
+def test_local_cluster_fit_agrees_and_moves_few_rows(cluster):
     """A real ``distributed.LocalCluster`` with two worker processes: the data
     are drawn on the workers, the passes run there, and this process receives
     y and the rows HMC-ECS asks for (a few percent of them)."""
-    distributed = pytest.importorskip("distributed")
+    import distributed
     n = 400_000
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
-            distributed.Client(cluster):
+    with distributed.Client(cluster):
         Xd, yd = make_logistic_data_dask(n, 6, chunk_rows=2 * 65536, random_state=3)
         Xd, yd = Xd.persist(), yd.persist()
         kw = dict(n_samples=1500, n_warmup=300, n_chains=2, random_state=0)
@@ -362,3 +372,181 @@ def test_same_draws_for_any_n_jobs_and_warm_start():
     assert est.posterior_draws_.shape == (2, 80, 4)
     with pytest.raises(ValueError, match="differs"):
         _quiet(est.fit, da.from_array(X * 2, chunks=6000), y)
+
+
+# ---- chains on the cluster (joblib's Dask backend) ---------------------------------------
+def _worker_pids(client):
+    return client.run(os.getpid)          # {worker address: pid}
+
+
+def _assert_same_run(a, b, replayed=False):
+    """Bit-for-bit the same draws, statistics and tuning (but where chains ran);
+    the same data passes unless ``a`` replayed chains (the replay's passes are
+    counted)."""
+    np.testing.assert_array_equal(a.draws, b.draws)
+    np.testing.assert_array_equal(a.warmup_draws, b.warmup_draws)
+    assert a.stats.keys() == b.stats.keys()
+    for k in a.stats:
+        np.testing.assert_array_equal(a.stats[k], b.stats[k])
+    np.testing.assert_array_equal(a.chain_lengths, b.chain_lengths)
+    np.testing.assert_array_equal(a.n_evals_setup, b.n_evals_setup)
+    if replayed:
+        assert a.data_passes["chains"] > b.data_passes["chains"]
+    else:
+        assert a.data_passes == b.data_passes
+    for ta, tb in zip(a.tuning, b.tuning):
+        ta, tb = ({k: v for k, v in t.items() if k != "worker"} for t in (ta, tb))
+        assert ta.keys() == tb.keys()
+        for k in ta:
+            np.testing.assert_array_equal(ta[k], tb[k])
+
+
+def _ran_on_workers(trace, client):
+    """Every chain ran on a worker process (its address recorded in its tuning),
+    the chains on different workers (two idle one-thread workers, two chains)."""
+    pids = _worker_pids(client)
+    where = [t.get("worker") for t in trace.tuning]
+    assert all(w in pids for w in where), where
+    assert all(pids[w] != os.getpid() for w in where)
+    assert len(set(where)) == len(where)
+
+
+@pytest.mark.parametrize("sampler", ["hmc_ecs", "nuts", "sgld"])
+def test_chains_on_the_cluster_equal_chains_in_threads(cluster, sampler):
+    import distributed
+    from joblib import parallel_config
+    X, y = _data("logistic", n=4000, d=3)
+    model = GLM(X, y, "logistic")
+    kw = dict(n_samples=150, n_warmup=150, n_chains=2, n_jobs=2, random_state=4)
+    ref = _quiet(sample, model, sampler, **kw)
+    assert not any("worker" in t for t in ref.tuning)
+    with distributed.Client(cluster) as client, parallel_config(backend="dask"):
+        tr = _quiet(sample, model, sampler, **kw)
+        _ran_on_workers(tr, client)
+    _assert_same_run(tr, ref)
+    assert not tr.interrupted and tr.resumable
+
+
+def test_cluster_run_resumes_on_the_cluster_and_here(cluster):
+    """The chains' kernels stay on the workers: resuming replays each chain from
+    its seed to its last draw (on the cluster or in threads here), and the
+    result equals one run of the total length."""
+    import distributed
+    from joblib import parallel_backend
+    X, y = _data("logistic", n=4000, d=3)
+    model = GLM(X, y, "logistic")
+    kw = dict(n_warmup=100, n_chains=2, n_jobs=2, random_state=6)
+    with distributed.Client(cluster) as client, parallel_backend("dask"):
+        first = _quiet(sample, model, "hmc", n_samples=60, **kw)
+        more = _quiet(sample, model, resume=first, n_samples=40, n_jobs=2, progress=True)
+        _ran_on_workers(more, client)
+    _assert_same_run(more, _quiet(sample, model, "hmc", n_samples=100, **kw), replayed=True)
+    here = _quiet(sample, model, resume=more, n_samples=30, n_jobs=2)
+    assert not any("worker" in t for t in here.tuning)
+    full = _quiet(sample, model, "hmc", n_samples=130, **kw)
+    _assert_same_run(here, full, replayed=True)
+    # chains run here continue on the cluster (replayed there: kernels do not travel)
+    local = _quiet(sample, model, "hmc", n_samples=100, **kw)
+    with distributed.Client(cluster) as client, parallel_backend("dask"):
+        there = _quiet(sample, model, resume=local, n_samples=30, n_jobs=2)
+        _ran_on_workers(there, client)
+    _assert_same_run(there, full, replayed=True)
+    # the replay is checked against the records
+    with distributed.Client(cluster), parallel_backend("dask"):
+        tampered = _quiet(sample, model, "hmc", n_samples=10, **kw)
+    tampered.draws[1, -1] += 1.0
+    with pytest.raises(RuntimeError, match="chain 1: replaying"):
+        _quiet(sample, model, resume=tampered, n_samples=5)
+
+
+def test_dask_model_chains_fetch_their_rows_on_the_workers(cluster):
+    """A DaskGLM's chains fetch their subsample rows from the cluster inside
+    their tasks (the rows move worker to worker, none through this process)."""
+    import distributed
+    from joblib import parallel_config
+    X, y = _data("logistic", n=20_000, d=3)
+    kw = dict(n_samples=100, n_warmup=100, n_chains=2, n_jobs=2, random_state=2)
+    with distributed.Client(cluster) as client:
+        Xd = da.from_array(X, chunks=5000).persist()
+        ref = _quiet(sample, DaskGLM(Xd, y, "logistic"), "hmc_ecs", **kw)
+        model = DaskGLM(Xd, y, "logistic")
+        with parallel_config(backend="dask"):
+            tr = _quiet(sample, model, "hmc_ecs", **kw)
+        _ran_on_workers(tr, client)
+    _assert_same_run(tr, ref)
+    # rows of the chains were fetched by the workers' copies of the model
+    chain_rows = sum(t["rows_fetched"] for t in tr.tuning)
+    assert chain_rows > 0
+    assert model.rows_fetched == ref.data_passes["rows_fetched"] - chain_rows
+
+
+def test_estimator_fits_on_the_cluster(cluster):
+    import distributed
+    from joblib import parallel_config
+    X, y = _data("logistic", n=3000, d=3)
+    kw = dict(n_samples=100, n_warmup=100, n_chains=2, random_state=0)
+    ref = _quiet(BayesianLogisticRegression(n_jobs=2, **kw).fit, X, y)
+    with distributed.Client(cluster) as client, parallel_config(backend="dask"):
+        est = _quiet(BayesianLogisticRegression(n_jobs=2, **kw).fit, X, y)
+        _ran_on_workers(est.trace_, client)
+        np.testing.assert_array_equal(est.coef_, ref.coef_)
+        np.testing.assert_array_equal(est.predict_proba(X), ref.predict_proba(X))
+        # n_jobs=None: one chain at a time, in this process
+        one = _quiet(BayesianLogisticRegression(**kw).fit, X, y)
+        assert not any("worker" in t for t in one.trace_.tuning)
+        np.testing.assert_array_equal(one.coef_, ref.coef_)
+        # warm_start continues the cluster run (the chains replayed on the workers)
+        warm = BayesianLogisticRegression(n_jobs=-1, warm_start=True, **kw)
+        _quiet(warm.fit, X, y)
+        _quiet(warm.fit, X, y)
+    assert warm.posterior_draws_.shape == (2, 200, 4)
+    full = _quiet(BayesianLogisticRegression(n_jobs=2, **{**kw, "n_samples": 200}).fit, X, y)
+    np.testing.assert_array_equal(warm.posterior_draws_, full.posterior_draws_)
+
+
+def test_interrupt_keeps_the_draws_of_the_cluster_chains(cluster):
+    """Ctrl-C in this process: the chains stop at an iteration boundary on the
+    workers and return their draws, which equal the same chains run here."""
+    import _thread
+    import threading
+
+    import distributed
+    from joblib import parallel_config
+    X, y = _data("logistic", n=4000, d=3)
+    model = GLM(X, y, "logistic")
+    kw = dict(n_warmup=50, n_chains=2, n_jobs=2, random_state=8)
+    with distributed.Client(cluster), parallel_config(backend="dask"):
+        _quiet(sample, model, "nuts", n_samples=10, **kw)     # workers warmed up
+        timer = threading.Timer(1.5, _thread.interrupt_main)
+        timer.start()
+        t0 = time.perf_counter()
+        try:
+            # ~1 ms per iteration: minutes unless interrupted
+            with pytest.warns(RuntimeWarning, match="interrupted"):
+                tr = _quiet(sample, model, "nuts", n_samples=100_000, **kw)
+        finally:
+            timer.cancel()
+    assert time.perf_counter() - t0 < 20
+    assert tr.interrupted and np.all(tr.chain_lengths > 0)
+    assert np.all(tr.chain_lengths < 100_000)
+    assert all("worker" in t for t in tr.tuning)
+    n = int(tr.chain_lengths.min())
+    ref = _quiet(sample, model, "nuts", n_samples=n, **kw)
+    np.testing.assert_array_equal(tr.draws[:, :n], ref.draws)
+    assert tr.resumable
+
+
+def test_unpicklable_model_is_refused_on_the_cluster(cluster):
+    import threading
+
+    import distributed
+    from joblib import parallel_config
+    X, y = _data("logistic", n=500, d=2)
+    model = GLM(X, y, "logistic")
+    model.lock = threading.Lock()
+    with distributed.Client(cluster), parallel_config(backend="dask"):
+        with pytest.raises(TypeError, match="pickling them failed.*lock"):
+            sample(model, "mh", n_samples=5, n_warmup=5, n_chains=2, n_jobs=2)
+        # in threads (n_jobs=1) it samples
+        assert sample(model, "mh", n_samples=5, n_warmup=5, n_chains=2, n_jobs=1,
+                      check_convergence=False).draws.shape == (2, 5, 3)

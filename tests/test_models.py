@@ -339,6 +339,69 @@ def test_model_full_pass_threads_bit_identical():
     np.testing.assert_array_equal(out[0][2], out[1][2])
 
 
+@pytest.mark.parametrize("layout", ["dense32", "dense64", "csr", "multinomial", "user"])
+def test_models_pickle(layout, user_data):
+    """Models pickle (chains on a Dask cluster ship them to the workers): the
+    compiled object is rebuilt from X and y, with the same terms, passes and
+    count of passes (a user model's closures need cloudpickle, as Dask uses)."""
+    cloudpickle = pytest.importorskip("cloudpickle")
+
+    from bayes_subsample.models import MultinomialLogisticModel
+    X, y, theta = make_data("poisson", np.float64, True, n=500, d=4, seed=2, extreme=False)
+    if layout == "dense32":
+        model = GLM(X.astype(np.float32), y, "poisson", prior_scale=3.0)
+    elif layout == "dense64":
+        model = GLM(X, y, "poisson", fit_intercept=False)
+        theta = theta[:-1]
+    elif layout == "csr":
+        model = GLM(sparse.csr_matrix(np.where(np.abs(X) > 1, X, 0.0)), y, "poisson")
+    elif layout == "multinomial":
+        model = MultinomialLogisticModel(X, np.arange(500) % 3)
+        theta = np.linspace(-0.3, 0.3, model.n_params)
+    else:
+        model = gaussian_1d_model(user_data)
+        theta = np.array([1.0, 0.5])
+    model.full_pass(np.zeros(model.n_params))
+    model.compiled                          # built (and cached, for the user model)
+    copy = cloudpickle.loads(cloudpickle.dumps(model))
+    assert copy.n_full_passes == model.n_full_passes == 1
+    idx = np.array([0, 7, 499, 7])
+    np.testing.assert_array_equal(copy.loglik_terms(theta, idx), model.loglik_terms(theta, idx))
+    for a, b in zip(copy.full_pass(theta, hessian=True), model.full_pass(theta, hessian=True)):
+        np.testing.assert_array_equal(a, b)
+    assert copy.compiled is not model.compiled
+    np.testing.assert_array_equal(copy.prior.scale, model.prior.scale)
+
+
+def test_compiled_objects_refuse_pickling():
+    """The compiled rows, the multinomial model and HMC-ECS's core raise
+    TypeError when pickled (Cython's generated pickling of them crashed the
+    interpreter). Run in a subprocess, so that a crash fails this test only."""
+    import subprocess
+    import sys
+    code = """
+import pickle, numpy as np
+from scipy import sparse
+from bayes_subsample.models import GLM, MultinomialLogisticModel
+from bayes_subsample.samplers._hmc_ecs_fast import ECSCore
+X = np.random.default_rng(0).normal(size=(50, 3))
+glm = GLM(X, (X[:, 0] > 0).astype(float), "logistic")
+objs = [glm.compiled.rows, GLM(sparse.csr_matrix(X), glm.y, "logistic").compiled.rows,
+        MultinomialLogisticModel(X, np.arange(50) % 3).compiled,
+        ECSCore(glm.compiled, 2, glm.prior.precision, "perturbed")]
+for obj in objs:
+    try:
+        pickle.dumps(obj)
+    except TypeError:
+        print("refused", type(obj).__name__)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["refused", "DenseRows", "refused", "CsrRows",
+                                  "refused", "CyMultinomial", "refused", "ECSCore"]
+
+
 def test_logistic_terms_finite_up_to_1e3():
     eta = np.concatenate([np.linspace(-1e3, 1e3, 2001), [-1e3, 1e3, -745.2, 709.8, 0.0]])
     X = eta[:, None].copy()

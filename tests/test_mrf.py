@@ -223,6 +223,19 @@ def test_invalid_model_inputs():
 
 
 # ----------------------------------------------------------------------------- sampler
+def test_sampler_chains_in_threads_under_a_process_backend():
+    """Under a joblib process backend set by the user the chains still run in
+    threads writing into this process's arrays (in processes they would be lost)."""
+    from joblib import parallel_config
+    m = BinaryMRF.random(n_vars=20, order=2, log_potential_scale=0.1, random_state=1)
+    s = GibbsSampler(random_state=4)
+    ref = s.sample(m, 15, n_chains=2, n_jobs=1)
+    with parallel_config(backend="loky"):
+        r = s.sample(m, 15, n_chains=2, n_jobs=2)
+    np.testing.assert_array_equal(r.states, ref.states)
+    np.testing.assert_array_equal(r.time_per_sweep > 0, True)
+
+
 def test_sampler_reproducible_for_any_n_jobs():
     m = BinaryMRF.random(n_vars=30, order=3, log_potential_scale=0.1, random_state=1)
     for eps, scan in [(0.0, "systematic"), (0.05, "random")]:

@@ -37,7 +37,10 @@ _COMMON_DOC = """
         Independent chains (R-hat needs at least 2).
     n_jobs : int, default=None
         Chains run in parallel threads; ``None`` means 1, ``-1`` all cores.
-        Draws do not depend on it.
+        Draws do not depend on it. Inside joblib's Dask backend
+        (``joblib.parallel_config(backend="dask")``), ``n_jobs`` other than
+        None and 1 runs the chains on the cluster's workers (``-1``: one per
+        worker thread), with the same draws.
     prior_scale : float, default=10.0
         Standard deviation of the Gaussian prior ``N(0, prior_scale^2)`` on
         each coefficient.

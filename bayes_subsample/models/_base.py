@@ -125,6 +125,14 @@ class Model:
         with _PASS_LOCK:     # chains running in threads share the model
             self.__dict__["_n_full_passes"] = self.__dict__.get("_n_full_passes", 0) + k
 
+    # ---- pickling (chains on a Dask cluster ship the model to the workers) ----
+    def __getstate__(self):
+        """The model without its compiled object (rebuilt where it is unpickled:
+        compiled objects hold C pointers into the data and do not pickle)."""
+        state = self.__dict__.copy()
+        state.pop("_compiled", None)
+        return state
+
     # ---- to implement -------------------------------------------------------
     def loglik_terms(self, theta, idx):
         """Per-datum log-likelihoods ``l_k(theta)`` for ``k in idx``, shape (len(idx),)."""
@@ -328,6 +336,22 @@ class CompiledModel(Model):
     @property
     def n_full_passes(self):
         return self._cy.n_full_passes
+
+    def _make_compiled(self):
+        """The compiled object over ``self.X`` and ``self.y`` (set as ``_cy``)."""
+        raise NotImplementedError
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        del state["_cy"]
+        state["_n_full_passes"] = self._cy.n_full_passes
+        return state
+
+    def __setstate__(self, state):
+        passes = state.pop("_n_full_passes")
+        self.__dict__.update(state)
+        self._cy = self._make_compiled()
+        self._cy.note_passes(passes)
 
     def _count_passes(self, k=1):
         self._cy.note_passes(k)

@@ -129,6 +129,11 @@ class DaskGLM(Model):
         self.rows_fetched = 0
         self._local_cache = None
 
+    def __getstate__(self):
+        state = super().__getstate__()
+        state["_local_cache"] = None        # fetched rows stay where they were fetched
+        return state
+
     # ---- full passes: Dask reductions of the compiled kernel -----------------------------
     def full_pass(self, theta, *, gradient=True, hessian=False, loglik=True):
         """``(sum l_k, sum grad l_k, sum Hessian l_k)`` over every chunk, where the

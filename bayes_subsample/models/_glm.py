@@ -288,9 +288,12 @@ class GLM(CompiledModel):
         set_glm_fields(self, self.X.shape, y, family, fit_intercept, prior_scale,
                        intercept_prior_scale, noise_scale)
         self.n_threads = available_cores() if n_threads is None else max(1, int(n_threads))
-        self._cy = _FAMILIES[family](make_rows(self.X, self.fit_intercept), self.y, self.phi)
+        self._cy = self._make_compiled()
         self._row_norm_max = None
         self._y_absmax = None
+
+    def _make_compiled(self):
+        return _FAMILIES[self.family](make_rows(self.X, self.fit_intercept), self.y, self.phi)
 
     #: per-datum Hessians exist (scalar curvature of eta): second-order control variates
     max_cv_order = 2

@@ -152,8 +152,11 @@ class MultinomialLogisticModel(CompiledModel):
             scales[:, -1] = float(intercept_prior_scale)
         self.prior = GaussianPrior(scales.ravel(), self.n_params)
         self.n_threads = available_cores() if n_threads is None else max(1, int(n_threads))
-        self._cy = CyMultinomial(make_rows(self.X, self.fit_intercept), self.y, K)
+        self._cy = self._make_compiled()
         self._row_norm_max = None
+
+    def _make_compiled(self):
+        return CyMultinomial(make_rows(self.X, self.fit_intercept), self.y, self.n_classes)
 
     @property
     def compiled(self):

@@ -1,4 +1,7 @@
-# cython: language_level=3
+# cython: language_level=3, auto_pickle=False
+# auto_pickle=False: the pickling Cython generated for these classes crashed the
+# interpreter (it reads their memoryviews); pickle now raises TypeError, and the
+# models pickle by rebuilding their compiled objects (models/_base.py)
 """Row access for the compiled models (see ``_rows.pxd``).
 
 ``DenseRows`` wraps a C-contiguous float32 or float64 array without copying

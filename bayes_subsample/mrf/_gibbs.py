@@ -160,7 +160,7 @@ class GibbsSampler(BaseEstimator):
             generator.
         n_chains : int, default=1
         n_jobs : int, optional
-            Chains run in parallel threads (joblib, ``prefer="threads"``; the kernels
+            Chains run in parallel threads (joblib, ``require="sharedmem"``; the kernels
             release the GIL).  Results do not depend on ``n_jobs``.
         progress : bool, default=False
             Show a tqdm progress bar over sweeps (if tqdm is installed).
@@ -228,7 +228,9 @@ class GibbsSampler(BaseEstimator):
                 for c in range(n_chains):
                     run_chain(c)
             else:
-                Parallel(n_jobs=n_jobs, prefer="threads")(
+                # threads whatever joblib backend is active: the chains write
+                # into this process's arrays
+                Parallel(n_jobs=n_jobs, require="sharedmem")(
                     delayed(run_chain)(c) for c in range(n_chains))
         finally:
             if bar is not None:

@@ -1,4 +1,7 @@
-# cython: language_level=3
+# cython: language_level=3, auto_pickle=False
+# auto_pickle=False: the pickling Cython generated for these classes crashed the
+# interpreter (it reads their memoryviews); pickle now raises TypeError, and the
+# models pickle by rebuilding their compiled objects (models/_base.py)
 """The subsampled potential of HMC with energy-conserving subsampling for GLMs
 (doc/algorithms/hmc_ecs.rst): the Taylor control-variate proxy plus the
 difference estimator on a subsample, and the block update of the subsample.
