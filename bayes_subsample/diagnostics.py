@@ -564,8 +564,11 @@ def mcse_mean(draws):
     mcse : float or ndarray
     """
     a, shape = _check_draws(draws)
-    sd = np.std(a.reshape(-1, a.shape[2]), axis=0, ddof=1)
-    return _finish(sd / np.sqrt(_by_columns(_ess_mean_core, a)), shape)
+    return _finish(_by_columns(_mcse_mean_core, a), shape)
+
+
+def _mcse_mean_core(a):
+    return np.std(a.reshape(-1, a.shape[2]), axis=0, ddof=1) / np.sqrt(_ess_mean_core(a))
 
 
 def mcse_quantile(draws, prob):
@@ -701,18 +704,25 @@ def summary(draws, names=None):
         names = [str(n) for n in names]
         if len(names) != k:
             raise ValueError(f"names has {len(names)} entries but draws has {k} parameters")
-    flat = a.reshape(-1, k)
+    moments = _by_columns(_moments_core, a)
     values = {
-        "mean": flat.mean(axis=0),
-        "sd": flat.std(axis=0, ddof=1),
-        "q5": np.quantile(flat, 0.05, axis=0),
-        "q95": np.quantile(flat, 0.95, axis=0),
+        "mean": moments[:, 0],
+        "sd": moments[:, 1],
+        "q5": moments[:, 2],
+        "q95": moments[:, 3],
         "mcse_mean": np.atleast_1d(mcse_mean(a)),
         "ess_bulk": np.atleast_1d(ess_bulk(a)),
         "ess_tail": np.atleast_1d(ess_tail(a)),
         "r_hat": np.atleast_1d(rhat(a)),
     }
     return Summary(names, values)
+
+
+def _moments_core(a):
+    """(k, 4): mean, sd (ddof=1), 5% and 95% quantiles of every column's draws."""
+    flat = a.reshape(-1, a.shape[2])
+    return np.stack([flat.mean(axis=0), flat.std(axis=0, ddof=1),
+                     np.quantile(flat, 0.05, axis=0), np.quantile(flat, 0.95, axis=0)], axis=1)
 
 
 # --------------------------------------------------------------------------

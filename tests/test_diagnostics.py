@@ -406,6 +406,7 @@ def test_column_blocks_give_the_same_diagnostics(monkeypatch):
     x = rng.normal(size=(3, 200, 40)).cumsum(axis=1) * 0.2 + rng.normal(size=(3, 200, 40))
     fns = [d.rhat, d.ess_bulk, d.ess_tail, d.ess_mean, d.mcse_mean,
            lambda a: d.ess_quantile(a, 0.2), lambda a: d.mcse_quantile(a, 0.7)]
+    fns += [lambda a, c=c: d.summary(a)[c] for c in d.Summary.columns]
     whole = [f(x) for f in fns]
     monkeypatch.setattr(d, "_BLOCK_VALUES", 3 * 200 * 7)      # blocks of 7 columns
     blocked = [f(x) for f in fns]
