@@ -55,3 +55,16 @@ def gaussian_model():
     X = rng.normal(size=(n, 2))
     y = X @ np.array([0.5, -1.0]) + 0.3 + rng.normal(scale=1.0, size=n)
     return GaussianRegressionModel(X, y, noise_scale=1.0)
+
+
+@pytest.fixture
+def sigint_handler():
+    """Ctrl-C raises KeyboardInterrupt during the test, also where the test
+    process was started with SIGINT ignored (a shell's background job): tests
+    that press Ctrl-C (a real SIGINT, or ``_thread.interrupt_main``) use it."""
+    import signal
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -504,7 +504,7 @@ def test_estimator_fits_on_the_cluster(cluster):
     np.testing.assert_array_equal(warm.posterior_draws_, full.posterior_draws_)
 
 
-def test_interrupt_keeps_the_draws_of_the_cluster_chains(cluster):
+def test_interrupt_keeps_the_draws_of_the_cluster_chains(cluster, sigint_handler):
     """Ctrl-C in this process: the chains stop at an iteration boundary on the
     workers and return their draws, which equal the same chains run here."""
     import _thread
