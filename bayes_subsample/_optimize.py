@@ -150,10 +150,11 @@ def laplace(model, theta0=None, diagonal=False):
     vector: see :func:`diagonal_mode`.
     """
     if diagonal:
-        theta, (ll, g, hd), n_evals, _ = diagonal_mode(model, theta0)
+        theta, (ll, g, hd), n_evals, converged = diagonal_mode(model, theta0)
         f = factor_diagonal(-hd + model.prior.precision, regulariser=model.prior.precision)
         return {"theta_map": theta, "precision": f.precision, "cov": f.cov,
-                "chol_cov": f.chol_cov, "n_evals": n_evals, "map_info": {}}
+                "chol_cov": f.chol_cov, "n_evals": n_evals,
+                "map_info": {"n_evals": n_evals, "success": converged}}
     theta, info = find_map(model, theta0)
     precision = model.neg_hessian_log_posterior(theta)
     n_evals = info["n_evals"] + model.n_data

@@ -95,6 +95,8 @@ def test_diag_hessian_pass_is_the_hessian_diagonal(family, fmt, dtype):
     np.testing.assert_allclose(hd, np.diag(h), rtol=1e-10)
     np.testing.assert_allclose(g_d, g, rtol=1e-10, atol=1e-8)
     assert ll_d == pytest.approx(ll, rel=1e-12)
+    np.testing.assert_allclose(model.neg_hessian_log_posterior(theta, diagonal=True),
+                               np.diag(model.neg_hessian_log_posterior(theta)), rtol=1e-10)
     with pytest.raises(ValueError, match="hessian must be"):
         model.full_pass(theta, hessian="full")
 

@@ -284,8 +284,13 @@ class Model:
         ll, g, _ = self.full_pass(theta, gradient=True)
         return ll + self.prior.log_prob(theta), g + self.prior.grad_log_prob(theta)
 
-    def neg_hessian_log_posterior(self, theta):
-        """``-d^2 log pi / d theta^2`` at theta (the posterior precision at the mode)."""
+    def neg_hessian_log_posterior(self, theta, diagonal=False):
+        """``-d^2 log pi / d theta^2`` at theta (the posterior precision at the
+        mode); ``diagonal``: its diagonal only, a (p,) vector from one pass
+        (models whose ``full_pass`` takes ``hessian="diag"``: the GLMs)."""
+        if diagonal:
+            _, _, h = self.full_pass(theta, gradient=False, hessian="diag")
+            return -h + self.prior.precision
         _, _, h = self.full_pass(theta, gradient=False, hessian=True)
         return -h + self.prior.neg_hessian()
 

@@ -1,7 +1,7 @@
-"""Full-data Hamiltonian Monte Carlo with a dense (or, on wide models, a
-diagonal) mass matrix and dual averaging (:ref:`algo-hmc`). The potential is one fused full pass per
-gradient (``FullPotential`` on the compiled model object); the leapfrog
-transition is the compiled one HMC-ECS shares."""
+"""Full-data Hamiltonian Monte Carlo with a dense (on wide models, a diagonal)
+mass matrix and dual averaging (:ref:`algo-hmc`). The potential is one fused
+full pass per gradient (``FullPotential`` on the compiled model object); the
+leapfrog transition is the compiled one HMC-ECS shares."""
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -87,14 +87,9 @@ class HMCKernel(Kernel):
                 # mass matrix = posterior precision at the mean of the window's draws
                 centre = self._window_sum / self._window_n
                 try:
-                    if self.diagonal:
-                        _, _, hd = self.model.full_pass(centre, gradient=False,
-                                                        hessian="diag")
-                        prec = self.model.prior.precision
-                        self.metric, self.factors = metric_from_precision(-hd + prec, prec)
-                    else:
-                        self.metric, self.factors = metric_from_precision(
-                            self.model.neg_hessian_log_posterior(centre))
+                    self.metric, self.factors = metric_from_precision(
+                        self.model.neg_hessian_log_posterior(centre, self.diagonal),
+                        self.model.prior.precision if self.diagonal else None)
                     self.n_evals_setup += self.n
                 except np.linalg.LinAlgError:
                     pass
