@@ -373,7 +373,7 @@ def test_models_pickle(layout, user_data):
     np.testing.assert_array_equal(copy.prior.scale, model.prior.scale)
 
 
-def test_compiled_objects_refuse_pickling():
+def test_compiled_objects_refuse_pickling(tmp_path):
     """The compiled rows, the multinomial model and HMC-ECS's core raise
     TypeError when pickled (Cython's generated pickling of them crashed the
     interpreter). Run in a subprocess, so that a crash fails this test only."""
@@ -395,8 +395,10 @@ for obj in objs:
     except TypeError:
         print("refused", type(obj).__name__)
 """
+    # run outside the source tree: ``python -c`` puts its working directory first
+    # on sys.path, where a clone's uncompiled package would shadow the installed one
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120)
+                         timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["refused", "DenseRows", "refused", "CsrRows",
                                   "refused", "CyMultinomial", "refused", "ECSCore"]
