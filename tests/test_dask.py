@@ -403,12 +403,13 @@ def _assert_same_run(a, b, replayed=False):
 
 def _ran_on_workers(trace, client):
     """Every chain ran on a worker process (its address recorded in its tuning),
-    the chains on different workers (two idle one-thread workers, two chains)."""
+    none in this process. Which worker takes which chain is the scheduler's
+    choice: both can land on one worker (the fresh-clone CI saw it with a
+    DaskGLM, whose persisted chunks pull tasks to their worker)."""
     pids = _worker_pids(client)
     where = [t.get("worker") for t in trace.tuning]
     assert all(w in pids for w in where), where
     assert all(pids[w] != os.getpid() for w in where)
-    assert len(set(where)) == len(where)
 
 
 @pytest.mark.parametrize("sampler", ["hmc_ecs", "nuts", "sgld"])
