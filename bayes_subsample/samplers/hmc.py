@@ -52,7 +52,11 @@ class HMCKernel(Kernel):
         self.info = info_type(type(sampler).__name__ + "Info", type(self.inner))
         self.adapt_mass = adapt_mass
         self.n_warmup = n_warmup
-        self.window = (n_warmup // 4, n_warmup // 2)
+        # dense: one window, the Hessian at its mean; diagonal: the windows'
+        # marginal variances, twice (a chain that mixed slowly in the first window
+        # under the Hessian's diagonal underestimates them)
+        self.windows = ([(n_warmup // 8, n_warmup // 4), (n_warmup // 4, n_warmup // 2)]
+                        if self.diagonal else [(n_warmup // 4, n_warmup // 2)])
         self._window_sum = None
         self._window_n = 0
 
@@ -78,21 +82,36 @@ class HMCKernel(Kernel):
         state, info = self.step(rng, state)
         self.tuner.update(info.accept_prob)
         if self.adapt_mass and self.n_warmup >= 100:
-            lo, hi = self.window
+            lo, hi = next(((a, b) for a, b in self.windows if iteration < b), (0, 0))
             if lo <= iteration < hi:
-                self._window_sum = state.theta.copy() if self._window_sum is None else \
-                    self._window_sum + state.theta
+                if self._window_sum is None:
+                    self._window_sum = np.zeros_like(state.theta)
+                    self._window_sq = np.zeros_like(state.theta)
+                self._window_sum += state.theta
+                self._window_sq += state.theta * state.theta
                 self._window_n += 1
             if iteration == hi - 1 and self._window_n > 0:
-                # mass matrix = posterior precision at the mean of the window's draws
-                centre = self._window_sum / self._window_n
+                k = self._window_n
+                centre = self._window_sum / k
                 try:
-                    self.metric, self.factors = metric_from_precision(
-                        self.model.neg_hessian_log_posterior(centre, self.diagonal),
-                        self.model.prior.precision if self.diagonal else None)
-                    self.n_evals_setup += self.n
+                    if self.diagonal:
+                        # a diagonal metric from the window's marginal variances
+                        # (Stan's diag_e): the Hessian's diagonal is the
+                        # conditional precision, too large along correlated
+                        # directions; shrunk towards the current metric
+                        var = np.maximum(self._window_sq / k - centre * centre, 0.0) * \
+                            k / max(k - 1, 1)
+                        var = (k * var + 5.0 * self.factors.cov) / (k + 5.0)
+                        self.metric, self.factors = metric_from_precision(
+                            1.0 / var, self.model.prior.precision)
+                    else:
+                        # mass matrix = posterior precision at the mean of the window's draws
+                        self.metric, self.factors = metric_from_precision(
+                            self.model.neg_hessian_log_posterior(centre))
+                        self.n_evals_setup += self.n
                 except np.linalg.LinAlgError:
                     pass
+                self._window_sum, self._window_n = None, 0
                 self.tuner.restart()
         return state, info
 
