@@ -35,6 +35,12 @@ class HMCState(NamedTuple):
     potential: FullPotential
 
 
+#: draws a warmup window needs before a diagonal metric takes their variances (fewer:
+#: the Hessian's diagonal at their mean; 50 draws estimate a variance to 20%, and
+#: over thousands of coordinates the worst of them is far off)
+MIN_VARIANCE_DRAWS = 100
+
+
 class HMCKernel(Kernel):
     """Full-data Hamiltonian kernel: the inner transition (HMC or NUTS) on the
     full-data potential, the mass matrix recomputed mid-warmup."""
@@ -54,7 +60,8 @@ class HMCKernel(Kernel):
         self.n_warmup = n_warmup
         # dense: one window, the Hessian at its mean; diagonal: the windows'
         # marginal variances, twice (a chain that mixed slowly in the first window
-        # under the Hessian's diagonal underestimates them)
+        # under the Hessian's diagonal underestimates them), each from at least
+        # MIN_VARIANCE_DRAWS draws
         self.windows = ([(n_warmup // 8, n_warmup // 4), (n_warmup // 4, n_warmup // 2)]
                         if self.diagonal else [(n_warmup // 4, n_warmup // 2)])
         self._window_sum = None
@@ -94,7 +101,7 @@ class HMCKernel(Kernel):
                 k = self._window_n
                 centre = self._window_sum / k
                 try:
-                    if self.diagonal:
+                    if self.diagonal and k >= MIN_VARIANCE_DRAWS:
                         # a diagonal metric from the window's marginal variances
                         # (Stan's diag_e): the Hessian's diagonal is the
                         # conditional precision, too large along correlated
@@ -105,9 +112,11 @@ class HMCKernel(Kernel):
                         self.metric, self.factors = metric_from_precision(
                             1.0 / var, self.model.prior.precision)
                     else:
-                        # mass matrix = posterior precision at the mean of the window's draws
+                        # mass matrix = posterior precision at the mean of the window's
+                        # draws (diagonal: too few draws for their variances)
                         self.metric, self.factors = metric_from_precision(
-                            self.model.neg_hessian_log_posterior(centre))
+                            self.model.neg_hessian_log_posterior(centre, self.diagonal),
+                            self.model.prior.precision if self.diagonal else None)
                         self.n_evals_setup += self.n
                 except np.linalg.LinAlgError:
                     pass
