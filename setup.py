@@ -18,7 +18,10 @@ NUMPY_RANDOM_LIB = os.path.join(os.path.dirname(np.__file__), "random", "lib")
 use_openmp = sys.platform.startswith("linux") and not os.environ.get(
     "BAYES_SUBSAMPLE_NO_OPENMP"
 )
-compile_args = ["-O3"]
+# -ffp-contract=off: no fused multiply-adds formed, so a SIMD loop (see
+# models/_vmath.h, compiled for several instruction sets) and its scalar tail give
+# the same bits, on every machine (x86-64's baseline has no FMA anyway)
+compile_args = ["-O3", "-ffp-contract=off"]
 link_args = []
 if use_openmp:
     compile_args.append("-fopenmp")
@@ -33,12 +36,15 @@ def make_extensions():
             Extension(
                 name,
                 [pyx],
-                include_dirs=[np.get_include()],
+                # the C headers of the compiled models (models/_simd.h), which
+                # modules elsewhere reach through the models' .pxd files
+                include_dirs=[np.get_include(), os.path.join("bayes_subsample", "models")],
                 library_dirs=[NUMPY_RANDOM_LIB],
                 libraries=["npyrandom", "m"],
                 define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
                 extra_compile_args=compile_args,
                 extra_link_args=link_args,
+                depends=glob(os.path.join("bayes_subsample", "models", "*.h")),
             )
         )
     return exts

@@ -5,7 +5,9 @@ one read of X) against a plain NumPy reference computing the same two quantities
 (``eta = X @ theta``, ``ll = sum(y eta - logaddexp(0, eta))``, ``r = y - expit(eta)``,
 ``grad = X.T @ r``), in the same run, for float64 and float32 X, with one thread
 and with all threads (NumPy's BLAS limited/unlimited through threadpoolctl).
-Each timing is the median of ``--repeat`` runs after one warm-up.
+Each timing is the median of ``--repeat`` runs after one warm-up. With one thread
+it also times the rows' dot products alone (the pass's first step, ``Rows.dot_range``
+over all rows), the part that bounds the float32 pass.
 
 Also measures, in a fresh subprocess, the peak resident memory of building the
 model and running one full pass relative to the size of X (target <= 1.3 x X).
@@ -89,6 +91,9 @@ def bench_dtype(n, d, dtype, repeat, n_threads_all):
         ll, g, _ = model.full_pass(theta, gradient=True)
         with threadpool_limits(limits=threads):
             ll_np, g_np = numpy_full_pass(X, y, theta)
+        # the rows' dot products alone (one thread; the pass's first step)
+        t_dot = median_time(lambda m=model: m._cy.rows.py_dot_range(0, n, theta), repeat)[0] \
+            if threads == 1 else None
         rows.append({
             "dtype": np.dtype(dtype).name, "threads": threads, "n": n, "d": d + 1,
             "ours_s": t_ours, "ours_min_s": t_ours_min,
@@ -96,6 +101,7 @@ def bench_dtype(n, d, dtype, repeat, n_threads_all):
             "ratio_numpy_over_ours": t_np / t_ours,
             "bandwidth_GBps": X.nbytes / t_ours / 1e9,
             "numpy_bandwidth_GBps": X.nbytes / t_np / 1e9,
+            "dot_products_s": t_dot,
             "rel_diff_ll": abs(ll - ll_np) / abs(ll_np),
             "rel_diff_grad": float(np.max(np.abs(g - g_np)) / np.max(np.abs(g_np))),
         })
@@ -196,12 +202,14 @@ def main(argv=None):
     print(f"\nfull pass (ll + gradient), logistic, n = {args.n:,}, d = {args.d} + intercept, "
           f"median of {args.repeat}\n")
     print("| dtype | threads | ours (ms) | numpy (ms) | numpy / ours | ours GB/s | numpy GB/s |"
-          " rel diff ll | rel diff grad |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          " dot products (ms) | rel diff ll | rel diff grad |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
+        dot = "" if r["dot_products_s"] is None else f"{1e3 * r['dot_products_s']:.1f}"
         print(f"| {r['dtype']} | {r['threads']} | {1e3 * r['ours_s']:.1f} | "
               f"{1e3 * r['numpy_s']:.1f} | {r['ratio_numpy_over_ours']:.2f} | "
               f"{r['bandwidth_GBps']:.2f} | {r['numpy_bandwidth_GBps']:.2f} | "
+              f"{dot} | "
               f"{r['rel_diff_ll']:.1e} | {r['rel_diff_grad']:.1e} |")
     if mem:
         print("\npeak memory of building the model + one full pass (target <= 1.3 x X)\n")

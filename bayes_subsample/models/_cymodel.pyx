@@ -19,7 +19,7 @@ from scipy.linalg.cython_blas cimport dgemv, dsyrk
 from bayes_subsample.models._rows cimport Rows, DenseRows
 from bayes_subsample.models._glm_terms cimport (
     GLMFamily, GLM_LOGISTIC, GLM_POISSON, GLM_GAUSSIAN, Family, Logistic, Poisson, Gaussian,
-    glm_terms, glm_cv_consts, glm_cv_residual)
+    glm_terms, glm_cv_consts, glm_cv_residual, bs_exp, bs_log1p01)
 
 # rows per task of the threaded full pass: the reduction is over fixed chunks
 # in a fixed order, so the result does not depend on the number of threads
@@ -31,13 +31,6 @@ cdef inline Py_ssize_t _imin(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
 
 
 # the family's terms over a chunk of m data (one loop, compiled once per family)
-cdef inline void _link_terms(Family f, Py_ssize_t m, const double* y, const double* eta,
-                             bint want_ll, double* ll, double* r, double* w) noexcept nogil:
-    cdef Py_ssize_t i
-    for i in range(m):
-        glm_terms(f, y[i], eta[i], want_ll, &ll[i], &r[i], &w[i])
-
-
 cdef inline void _cv_consts(Family f, Py_ssize_t m, const double* eta_star, double* c0,
                             double* c1, double* c2) noexcept nogil:
     cdef Py_ssize_t i
@@ -52,6 +45,31 @@ cdef inline void _cv_terms(Family f, int order, Py_ssize_t m, const double* y,
     cdef Py_ssize_t i
     for i in range(m):
         glm_cv_residual(f, order, y[i], eta[i], eta_star[i], c0[i], c1[i], c2[i], &d[i], &dp[i])
+
+
+# ---------------------------------------------------------------------------------------
+# Python entry points of the SIMD math (_simd.h), for the tests
+# ---------------------------------------------------------------------------------------
+def _simd_exp(x):
+    """``bs_exp`` elementwise over a float64 array (tests)."""
+    cdef double[::1] a = np.ascontiguousarray(x, dtype=np.float64).ravel()
+    cdef double[::1] out = np.empty(a.shape[0])
+    cdef Py_ssize_t i
+    for i in range(a.shape[0]):
+        out[i] = bs_exp(a[i])
+    return np.asarray(out)
+
+
+def _simd_log1p01(x):
+    """``bs_log1p01`` elementwise over a float64 array in [0, 1] (tests)."""
+    cdef double[::1] a = np.ascontiguousarray(x, dtype=np.float64).ravel()
+    cdef double[::1] out = np.empty(a.shape[0])
+    cdef Py_ssize_t i
+    if a.shape[0] and not (np.min(a) >= 0.0 and np.max(a) <= 1.0):
+        raise ValueError("bs_log1p01 is defined on [0, 1]")
+    for i in range(a.shape[0]):
+        out[i] = bs_log1p01(a[i])
+    return np.asarray(out)
 
 
 # ---------------------------------------------------------------------------------------
@@ -312,11 +330,11 @@ cdef class CyGLM(CyModel):
     cdef void link_terms(self, Py_ssize_t m, const double* y, const double* eta,
                          bint want_ll, double* ll, double* r, double* w) noexcept nogil:
         if self.family == GLM_LOGISTIC:
-            _link_terms(Logistic(self.phi), m, y, eta, want_ll, ll, r, w)
+            glm_terms(Logistic(self.phi), m, y, eta, want_ll, ll, r, w)
         elif self.family == GLM_POISSON:
-            _link_terms(Poisson(self.phi), m, y, eta, want_ll, ll, r, w)
+            glm_terms(Poisson(self.phi), m, y, eta, want_ll, ll, r, w)
         else:
-            _link_terms(Gaussian(self.phi), m, y, eta, want_ll, ll, r, w)
+            glm_terms(Gaussian(self.phi), m, y, eta, want_ll, ll, r, w)
 
     cdef void cv_consts(self, Py_ssize_t m, const double* eta_star, double* c0, double* c1,
                         double* c2) noexcept nogil:

@@ -17,25 +17,20 @@ ctypedef fused index_t:
     int64_t
 
 
+cdef extern from "_simd.h" nogil:
+    double bs_row_dot_f32(const float* x, const double* theta, Py_ssize_t d, int icpt)
+    double bs_row_dot_f64(const double* x, const double* theta, Py_ssize_t d, int icpt)
+
+
 cdef inline double row_dot(const floating* x, const double* theta, Py_ssize_t d,
                            bint intercept) noexcept nogil:
-    """``x . theta[:d] (+ theta[d])``: the one row dot product of the package.
-
-    Four independent accumulators let the additions overlap instead of waiting
-    on each other; the order is fixed, so results never depend on threads."""
-    cdef double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0
-    cdef Py_ssize_t j, d4 = d - d % 4
-    for j in range(0, d4, 4):
-        s0 += x[j] * theta[j]
-        s1 += x[j + 1] * theta[j + 1]
-        s2 += x[j + 2] * theta[j + 2]
-        s3 += x[j + 3] * theta[j + 3]
-    for j in range(d4, d):
-        s0 += x[j] * theta[j]
-    s0 = (s0 + s1) + (s2 + s3)
-    if intercept:
-        s0 += theta[d]
-    return s0
+    """``x . theta[:d] (+ theta[d])``: the one row dot product of the package
+    (``_simd.h``: eight partial sums in a fixed order, so results never depend on
+    threads, blocks or the instruction set)."""
+    if floating is float:
+        return bs_row_dot_f32(x, theta, d, intercept)
+    else:
+        return bs_row_dot_f64(x, theta, d, intercept)
 
 
 cdef class Rows:

@@ -19,6 +19,19 @@ from bayes_subsample._typedefs cimport floating
 from bayes_subsample.models._rows cimport index_t
 
 
+# the dense row loops of a full pass, compiled to SIMD code (several instruction sets,
+# chosen at load time; see _simd.h)
+cdef extern from "_simd.h" nogil:
+    void bs_dot_range_f32(const float* X, Py_ssize_t d, int icpt, Py_ssize_t start,
+                          Py_ssize_t stop, const double* theta, double* out)
+    void bs_dot_range_f64(const double* X, Py_ssize_t d, int icpt, Py_ssize_t start,
+                          Py_ssize_t stop, const double* theta, double* out)
+    void bs_add_xt_range_f32(const float* X, Py_ssize_t d, int icpt, Py_ssize_t start,
+                             Py_ssize_t stop, const double* c, double* out)
+    void bs_add_xt_range_f64(const double* X, Py_ssize_t d, int icpt, Py_ssize_t start,
+                             Py_ssize_t stop, const double* c, double* out)
+
+
 cdef extern from *:
     """
     /* a read prefetch into all cache levels (a no-op where the builtin is missing) */
@@ -232,13 +245,6 @@ cdef inline void _dot(const floating* X, Py_ssize_t d, bint icpt, const int64_t*
         out[i] = row_dot(X + idx[i] * d, theta, d, icpt)
 
 
-cdef inline void _dot_range(const floating* X, Py_ssize_t d, bint icpt, Py_ssize_t start,
-                            Py_ssize_t stop, const double* theta, double* out) noexcept nogil:
-    cdef Py_ssize_t i
-    for i in range(start, stop):
-        out[i - start] = row_dot(X + i * d, theta, d, icpt)
-
-
 cdef inline void _dot2(const floating* X, Py_ssize_t d, bint icpt, const int64_t* idx,
                        Py_ssize_t m, const double* a, const double* b, double* oa,
                        double* ob) noexcept nogil:
@@ -261,20 +267,6 @@ cdef inline void _add_xt(const floating* X, Py_ssize_t d, bint icpt, const int64
     for i in range(m):
         x = X + idx[i] * d
         ci = c[i]
-        for j in range(d):
-            out[j] += ci * x[j]
-        if icpt:
-            out[d] += ci
-
-
-cdef inline void _add_xt_range(const floating* X, Py_ssize_t d, bint icpt, Py_ssize_t start,
-                               Py_ssize_t stop, const double* c, double* out) noexcept nogil:
-    cdef Py_ssize_t i, j
-    cdef const floating* x
-    cdef double ci
-    for i in range(start, stop):
-        x = X + i * d
-        ci = c[i - start]
         for j in range(d):
             out[j] += ci * x[j]
         if icpt:
@@ -375,9 +367,11 @@ cdef class DenseRows(Rows):
     cdef void dot_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta,
                         double* out) noexcept nogil:
         if self.is32:
-            _dot_range(&self.X32[0, 0], self.n_features, self.intercept, start, stop, theta, out)
+            bs_dot_range_f32(&self.X32[0, 0], self.n_features, self.intercept, start, stop,
+                             theta, out)
         else:
-            _dot_range(&self.X64[0, 0], self.n_features, self.intercept, start, stop, theta, out)
+            bs_dot_range_f64(&self.X64[0, 0], self.n_features, self.intercept, start, stop,
+                             theta, out)
 
     cdef void dot2(self, const int64_t* idx, Py_ssize_t m, const double* a, const double* b,
                    double* out_a, double* out_b) noexcept nogil:
@@ -396,9 +390,11 @@ cdef class DenseRows(Rows):
     cdef void add_xt_range(self, Py_ssize_t start, Py_ssize_t stop, const double* c,
                            double* out) noexcept nogil:
         if self.is32:
-            _add_xt_range(&self.X32[0, 0], self.n_features, self.intercept, start, stop, c, out)
+            bs_add_xt_range_f32(&self.X32[0, 0], self.n_features, self.intercept, start, stop,
+                                c, out)
         else:
-            _add_xt_range(&self.X64[0, 0], self.n_features, self.intercept, start, stop, c, out)
+            bs_add_xt_range_f64(&self.X64[0, 0], self.n_features, self.intercept, start, stop,
+                                c, out)
 
     cdef void add_xwx_range(self, Py_ssize_t start, Py_ssize_t stop, const double* w,
                             double* H) noexcept nogil:

@@ -1,0 +1,189 @@
+"""The SIMD kernels of ``models/_simd.h`` against NumPy.
+
+``bs_exp`` and ``bs_log1p01`` replace libm's exp and log1p in the GLM terms; the
+dense row loops of a full pass (dot products, gradient sums) are compiled for
+several instruction sets. Each is checked against a plain NumPy reference, in
+float32 and float64, and for the properties the package relies on: a datum's
+terms and a row's dot product do not depend on where they fall in a block (SIMD
+lane or scalar tail), nor on which method computes them.
+"""
+import numpy as np
+import pytest
+
+from bayes_subsample.models import (
+    GaussianRegressionModel,
+    LogisticRegressionModel,
+    PoissonRegressionModel,
+)
+from bayes_subsample.models._cymodel import _simd_exp, _simd_log1p01
+from bayes_subsample.models._rows import make_rows
+
+
+def ulps(a, ref):
+    """|a - ref| in units in the last place of ref."""
+    return np.abs(a - ref) / np.spacing(np.abs(ref))
+
+
+# ---- the math -----------------------------------------------------------------------------
+def test_exp_within_one_ulp_of_numpy():
+    rng = np.random.default_rng(0)
+    x = np.concatenate([
+        rng.uniform(-708.0, 709.78, 400_000),
+        rng.uniform(-1.0, 1.0, 100_000),
+        rng.uniform(-1e-8, 1e-8, 10_000),
+        [0.0, -0.0, 1e-300, -1e-300, 0.5 * np.log(2), -0.5 * np.log(2), 709.78, -708.0],
+    ])
+    assert ulps(_simd_exp(x), np.exp(x)).max() <= 1.0
+
+
+def test_exp_limits():
+    out = _simd_exp([-708.01, -745.2, -1e10, -np.inf, 709.79, 1e10, np.inf, np.nan])
+    np.testing.assert_array_equal(out[:4], 0.0)      # below -708: 0 (libm: < 3.3e-308)
+    np.testing.assert_array_equal(out[4:7], np.inf)
+    assert np.isnan(out[7])
+    assert _simd_exp([0.0])[0] == 1.0
+
+
+def test_log1p01_within_one_ulp_of_numpy():
+    rng = np.random.default_rng(1)
+    x = np.concatenate([
+        rng.uniform(0.0, 1.0, 400_000),
+        np.exp(rng.uniform(-745.0, 0.0, 200_000)),   # down to subnormals
+        [1.0, np.sqrt(2) - 1, np.nextafter(np.sqrt(2) - 1, 0), np.nextafter(np.sqrt(2) - 1, 1),
+         1e-17, 5e-324],
+    ])
+    ref = np.log1p(x)
+    assert ulps(_simd_log1p01(x), ref).max() <= 1.0
+    assert _simd_log1p01([0.0])[0] == 0.0
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        _simd_log1p01([1.5])
+
+
+# ---- the GLM terms ------------------------------------------------------------------------
+def numpy_terms(family, y, eta, phi=1.0):
+    """(ll, r, w) in plain NumPy."""
+    from scipy.special import expit, gammaln
+
+    if family == "logistic":
+        p = expit(eta)
+        return y * eta - np.logaddexp(0.0, eta), y - p, p * expit(-eta)
+    if family == "poisson":
+        mu = np.exp(eta)
+        return y * eta - mu - gammaln(y + 1.0), y - mu, mu
+    return (-0.5 * (y - eta) ** 2 / phi - 0.5 * np.log(2 * np.pi * phi), (y - eta) / phi,
+            np.full_like(eta, 1.0 / phi))
+
+
+def model_of(family, n=7, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 2))
+    if family == "logistic":
+        return LogisticRegressionModel(X, (rng.random(n) < 0.5).astype(float))
+    if family == "poisson":
+        return PoissonRegressionModel(X, rng.poisson(2.0, n).astype(float))
+    return GaussianRegressionModel(X, rng.normal(size=n), noise_scale=0.7)
+
+
+@pytest.mark.parametrize("family", ["logistic", "poisson", "gaussian"])
+def test_link_terms_against_numpy(family):
+    rng = np.random.default_rng(2)
+    m = 1037                                   # not a multiple of any SIMD width
+    scale = 30.0 if family != "poisson" else 5.0
+    eta = np.concatenate([rng.normal(scale=scale, size=m - 6),
+                          [0.0, -0.0, 1e-12, -1e-12, 36.0, -36.0]])
+    if family == "logistic":
+        y = (rng.random(m) < 0.5).astype(float)
+    elif family == "poisson":
+        y = rng.poisson(3.0, m).astype(float)
+    else:
+        y = rng.normal(size=m)
+    cy = model_of(family)._cy
+    phi = 0.49 if family == "gaussian" else 1.0
+    ll, r, w = cy.link_terms_array(y, eta)
+    rll, rr, rw = numpy_terms(family, y, eta, phi)
+    for a, b in ((ll, rll), (r, rr), (w, rw)):
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-300)
+    # without the log-likelihood: the same r and w, bit for bit
+    _, r2, w2 = cy.link_terms_array(y, eta, want_ll=False)
+    np.testing.assert_array_equal(r2, r)
+    np.testing.assert_array_equal(w2, w)
+
+
+@pytest.mark.parametrize("family", ["logistic", "poisson"])
+def test_terms_do_not_depend_on_place_in_block(family):
+    """A datum in a SIMD lane and in the scalar tail gives the same bits."""
+    rng = np.random.default_rng(3)
+    m = 203
+    eta = rng.normal(scale=4.0, size=m)
+    y = rng.poisson(1.0, m).astype(float) if family == "poisson" else \
+        (rng.random(m) < 0.5).astype(float)
+    cy = model_of(family)._cy
+    whole = cy.link_terms_array(y, eta)
+    perm = rng.permutation(m)
+    permuted = cy.link_terms_array(y[perm], eta[perm])
+    singles = [cy.link_terms_array(y[i:i + 1], eta[i:i + 1]) for i in range(m)]
+    for k in range(3):
+        np.testing.assert_array_equal(permuted[k], whole[k][perm])
+        np.testing.assert_array_equal(np.concatenate([s[k] for s in singles]), whole[k])
+
+
+# ---- the dense row loops ------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("d", [1, 3, 7, 8, 9, 16, 28, 31])
+@pytest.mark.parametrize("intercept", [True, False])
+def test_dense_row_loops_against_numpy(dtype, d, intercept):
+    rng = np.random.default_rng(d)
+    n = 67
+    X = rng.normal(size=(n, d)).astype(dtype)
+    rows = make_rows(X, intercept)
+    X1 = np.hstack([X.astype(np.float64), np.ones((n, 1))]) if intercept else X.astype(float)
+    theta = rng.normal(size=X1.shape[1])
+    eps = 64 * np.finfo(np.float64).eps
+    scale = np.abs(X1) @ np.abs(theta)
+    rng_dot = rows.py_dot_range(0, n, theta)
+    assert np.all(np.abs(rng_dot - X1 @ theta) <= eps * scale)
+    # the range and the index methods are the same dot product, bit for bit
+    idx = rng.permutation(n)
+    np.testing.assert_array_equal(rows.py_dot(idx, theta), rng_dot[idx])
+    np.testing.assert_array_equal(rows.py_dot_range(5, 12, theta), rng_dot[5:12])
+    # gradient sums over ranges of every length modulo 4 (the 4-row blocks and the tail)
+    c = rng.normal(size=n)
+    for start, stop in ((0, n), (3, 3), (2, 3), (1, 6), (10, 17), (4, 64)):
+        got = rows.py_add_xt_range(start, stop, c[start:stop])
+        ref = c[start:stop] @ X1[start:stop]
+        bound = eps * (np.abs(c[start:stop]) @ np.abs(X1[start:stop])) + 1e-300
+        assert np.all(np.abs(got - ref) <= bound), (start, stop)
+        np.testing.assert_allclose(rows.py_add_xt(np.arange(start, stop), c[start:stop]), ref,
+                                   rtol=1e-12, atol=1e-12 * (1 + np.abs(ref).max(initial=0)))
+
+
+@pytest.mark.parametrize("family", ["logistic", "poisson", "gaussian"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_full_pass_against_numpy(family, dtype):
+    """The fused pass (dot products, terms, gradient) equals NumPy on the same
+    float32 or float64 data, and is bit-identical for any number of threads."""
+    rng = np.random.default_rng(5)
+    n, d = 20_011, 13
+    X = rng.normal(size=(n, d)).astype(dtype)
+    theta = rng.normal(scale=0.3, size=d + 1)
+    eta = X.astype(np.float64) @ theta[:d] + theta[d]
+    if family == "logistic":
+        y = (rng.random(n) < 1 / (1 + np.exp(-eta))).astype(float)
+        model = LogisticRegressionModel(X, y)
+    elif family == "poisson":
+        y = rng.poisson(np.exp(eta)).astype(float)
+        model = PoissonRegressionModel(X, y)
+    else:
+        y = eta + rng.normal(size=n)
+        model = GaussianRegressionModel(X, y, noise_scale=1.0)
+    phi = 1.0
+    ll_ref, r_ref, _ = numpy_terms(family, y, eta, phi)
+    X1 = np.hstack([X.astype(np.float64), np.ones((n, 1))])
+    cy = model._cy
+    ll1, g1, _ = cy.full_pass(theta, True, True, False, 1)
+    ll2, g2, _ = cy.full_pass(theta, True, True, False, 2)
+    assert ll1 == ll2
+    np.testing.assert_array_equal(g1, g2)
+    np.testing.assert_allclose(ll1, ll_ref.sum(), rtol=1e-12)
+    g_ref = r_ref @ X1
+    np.testing.assert_allclose(g1, g_ref, rtol=1e-10, atol=1e-10 * np.abs(g_ref).max())
