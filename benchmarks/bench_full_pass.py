@@ -7,7 +7,9 @@ one read of X) against a plain NumPy reference computing the same two quantities
 and with all threads (NumPy's BLAS limited/unlimited through threadpoolctl).
 Each timing is the median of ``--repeat`` runs after one warm-up. With one thread
 it also times the rows' dot products alone (the pass's first step, ``Rows.dot_range``
-over all rows), the part that bounds the float32 pass.
+over all rows), the part that bounds the float32 pass; and, for every case, the same
+pass with the Hessian sum (``full_pass(theta, hessian=True)``, what HMC-ECS's
+preparation computes at theta*).
 
 Also measures, in a fresh subprocess, the peak resident memory of building the
 model and running one full pass relative to the size of X (target <= 1.3 x X).
@@ -86,6 +88,7 @@ def bench_dtype(n, d, dtype, repeat, n_threads_all):
     for threads in sorted({1, n_threads_all}):
         model = LogisticRegressionModel(X, y, n_threads=threads)
         t_ours, t_ours_min = median_time(lambda m=model: m.full_pass(theta, gradient=True), repeat)
+        t_hess, _ = median_time(lambda m=model: m.full_pass(theta, hessian=True), repeat)
         with threadpool_limits(limits=threads):
             t_np, t_np_min = median_time(lambda: numpy_full_pass(X, y, theta), repeat)
         ll, g, _ = model.full_pass(theta, gradient=True)
@@ -96,7 +99,7 @@ def bench_dtype(n, d, dtype, repeat, n_threads_all):
             if threads == 1 else None
         rows.append({
             "dtype": np.dtype(dtype).name, "threads": threads, "n": n, "d": d + 1,
-            "ours_s": t_ours, "ours_min_s": t_ours_min,
+            "ours_s": t_ours, "ours_min_s": t_ours_min, "with_hessian_s": t_hess,
             "numpy_s": t_np, "numpy_min_s": t_np_min,
             "ratio_numpy_over_ours": t_np / t_ours,
             "bandwidth_GBps": X.nbytes / t_ours / 1e9,
@@ -202,14 +205,14 @@ def main(argv=None):
     print(f"\nfull pass (ll + gradient), logistic, n = {args.n:,}, d = {args.d} + intercept, "
           f"median of {args.repeat}\n")
     print("| dtype | threads | ours (ms) | numpy (ms) | numpy / ours | ours GB/s | numpy GB/s |"
-          " dot products (ms) | rel diff ll | rel diff grad |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          " dot products (ms) | with Hessian (ms) | rel diff ll | rel diff grad |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         dot = "" if r["dot_products_s"] is None else f"{1e3 * r['dot_products_s']:.1f}"
         print(f"| {r['dtype']} | {r['threads']} | {1e3 * r['ours_s']:.1f} | "
               f"{1e3 * r['numpy_s']:.1f} | {r['ratio_numpy_over_ours']:.2f} | "
               f"{r['bandwidth_GBps']:.2f} | {r['numpy_bandwidth_GBps']:.2f} | "
-              f"{dot} | "
+              f"{dot} | {1e3 * r['with_hessian_s']:.1f} | "
               f"{r['rel_diff_ll']:.1e} | {r['rel_diff_grad']:.1e} |")
     if mem:
         print("\npeak memory of building the model + one full pass (target <= 1.3 x X)\n")

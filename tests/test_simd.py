@@ -187,3 +187,30 @@ def test_full_pass_against_numpy(family, dtype):
     np.testing.assert_allclose(ll1, ll_ref.sum(), rtol=1e-12)
     g_ref = r_ref @ X1
     np.testing.assert_allclose(g1, g_ref, rtol=1e-10, atol=1e-10 * np.abs(g_ref).max())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("d", [1, 5, 28, 600])     # 600: the scratch beyond the stack's
+@pytest.mark.parametrize("intercept", [True, False])
+def test_dense_hessian_sum_against_numpy(dtype, d, intercept):
+    """The lower triangle of sum_i w_i x_i x_i^T over row ranges of every length
+    modulo 8 (eight-row blocks, a padded tail), weights of both signs; the strict
+    upper triangle is not touched."""
+    rng = np.random.default_rng(d + 1)
+    n = 45
+    X = rng.normal(size=(n, d)).astype(dtype)
+    rows = make_rows(X, intercept)
+    X1 = np.hstack([X.astype(np.float64), np.ones((n, 1))]) if intercept else X.astype(float)
+    p = X1.shape[1]
+    w = rng.normal(size=n)
+    eps = 64 * np.finfo(np.float64).eps
+    for start, stop in ((0, n), (4, 4), (3, 4), (2, 17), (8, 16), (5, 44)):
+        H0 = np.full((p, p), 7.0)
+        got = rows.py_add_xwx_range(start, stop, w[start:stop], out=H0.copy())
+        ww, Xs = w[start:stop], X1[start:stop]
+        ref = 7.0 + (Xs * ww[:, None]).T @ Xs
+        bound = eps * ((np.abs(Xs) * np.abs(ww)[:, None]).T @ np.abs(Xs) + 7.0)
+        low = np.tril_indices(p)
+        assert np.all(np.abs(got[low] - ref[low]) <= bound[low]), (start, stop)
+        up = np.triu_indices(p, 1)
+        np.testing.assert_array_equal(got[up], 7.0)

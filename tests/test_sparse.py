@@ -153,17 +153,12 @@ def test_csr_rows_methods_match_dense_and_numpy(data_dtype, index_dtype, interce
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_dense_scaled_rows_and_blas_hessian_pass(dtype):
-    """``DenseRows.scaled_rows64`` (the rows the BLAS Hessian update reads) against
-    NumPy, and the dense full pass (BLAS per chunk) against the CSR pass (row
-    loop) of the same matrix, chunks of every length included."""
+def test_dense_hessian_pass_equals_csr(dtype):
+    """The dense full pass with the Hessian (eight-row blocks, ``_simd.h``)
+    against the CSR pass (row loop) of the same matrix, chunks of every length
+    included."""
     rng = np.random.default_rng(7)
     X = rng.normal(size=(4096 + 300, 5)).astype(dtype)
-    rows = DenseRows(X, True)
-    scale = rng.random(37)
-    np.testing.assert_array_equal(rows.py_scaled_rows64(11, 48, scale),
-                                  scale[:, None] * X[11:48].astype(np.float64))
-    assert rows.py_scaled_rows64(3, 3, np.empty(0)).shape == (0, 5)
     y = (rng.random(X.shape[0]) < 0.5).astype(float)
     theta = rng.normal(size=6) * 0.3
     dense = GLM(X, y, "logistic").full_pass(theta, hessian=True)

@@ -269,16 +269,20 @@ def test_diagonal_metric_samples_the_exact_gaussian_posterior(sampler):
     _check_moments(trace.draws, mean, np.sqrt(np.diag(cov)))
 
 
-@pytest.mark.parametrize("sampler", [HMC(metric="diag"), NUTS(metric="diag")])
+@pytest.mark.parametrize("sampler", [HMC(metric="diag"), NUTS(metric="diag"),
+                                     HMCECS(metric="diag")])
 def test_diagonal_metric_adapts_to_the_marginal_variances(sampler):
     """Mid-warmup the diagonal mass matrix becomes the inverse of the window's
     marginal variances (as Stan's diag_e), not the Hessian's diagonal: on a
     posterior with correlated coordinates the Hessian's diagonal is the
-    conditional precision, several times the marginal one."""
+    conditional precision, several times the marginal one. HMC-ECS adapts the
+    same way while it subsamples."""
     rng = np.random.default_rng(7)
-    z = rng.normal(size=(4000, 1))
-    X = np.hstack([z + 0.15 * rng.normal(size=(4000, 1)) for _ in range(4)])
-    y = X @ np.array([1.0, -0.5, 0.2, 0.0]) + rng.normal(size=4000)
+    n = 40_000 if isinstance(sampler, HMCECS) else 4000
+    z = rng.normal(size=(n, 1))
+    # HMC-ECS: the same correlation (the posterior's spread shrinks with n)
+    X = np.hstack([z + 0.15 * rng.normal(size=(n, 1)) for _ in range(4)])
+    y = X @ np.array([1.0, -0.5, 0.2, 0.0]) + rng.normal(size=n)
     model = GaussianRegressionModel(X, y, noise_scale=1.0)
     mean, cov = model.exact_posterior()
     marginal = np.diag(cov)
@@ -287,6 +291,8 @@ def test_diagonal_metric_adapts_to_the_marginal_variances(sampler):
     trace = sample(model, sampler, n_samples=100, n_warmup=1000, n_chains=2, n_jobs=1,
                    random_state=0, check_convergence=False)
     for tuning in trace.tuning:
+        if isinstance(sampler, HMCECS):
+            assert not tuning.get("full_data", False) and tuning["m"] < n / 10
         # a variance from a window of 250 autocorrelated draws: within a factor 2
         # (the Hessian's diagonal would give less than a fifth)
         ratio = (1.0 / np.asarray(tuning["mass_matrix"])) / marginal

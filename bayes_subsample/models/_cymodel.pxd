@@ -121,8 +121,7 @@ cdef class CyModel:
 
 cdef class CyGLM(CyModel):
     cdef readonly Rows rows
-    cdef readonly bint dense            # rows is a DenseRows (BLAS full passes)
-    cdef DenseRows drows                # rows, typed, when dense (else None)
+    cdef readonly bint dense            # rows is a DenseRows
     cdef const double[::1] y
     cdef readonly double phi            # dispersion (Gaussian: noise variance)
     cdef readonly Py_ssize_t n_features
@@ -160,8 +159,6 @@ cdef class CyGLM(CyModel):
     cdef double pass_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta,
                            bint want_ll, double* grad, double* neg_hess,
                            Py_ssize_t hess_every, bint diag=*) noexcept nogil
-    cdef bint _add_xwx_blas(self, Py_ssize_t s, Py_ssize_t c, const double* w, double* sw,
-                            double* z, double* neg_hess) noexcept nogil
     # term_values with dt = the derivatives of the terms in eta (or NULL)
     cdef int _values(self, int order, const double* theta_star, const double* eta_star,
                      const double* theta, const int64_t* idx, Py_ssize_t m, double* t,

@@ -14,8 +14,6 @@ from cython.parallel cimport prange
 from libc.stdint cimport int64_t
 from libc.string cimport memset
 from libc.stdlib cimport calloc, free, malloc
-from libc.math cimport sqrt
-from scipy.linalg.cython_blas cimport dgemv, dsyrk
 from bayes_subsample.models._rows cimport Rows, DenseRows
 from bayes_subsample.models._glm_terms cimport (
     GLMFamily, GLM_LOGISTIC, GLM_POISSON, GLM_GAUSSIAN, Family, Logistic, Poisson, Gaussian,
@@ -317,7 +315,6 @@ cdef class CyGLM(CyModel):
             raise ValueError(f"phi must be > 0, got {phi}")
         self.rows = rows
         self.dense = isinstance(rows, DenseRows) and rows.n_features > 0
-        self.drows = rows if self.dense else None
         self.y = y
         self.phi = phi
         self.n_data = rows.n_rows
@@ -481,10 +478,6 @@ cdef class CyGLM(CyModel):
         cdef Chunk b
         cdef Py_ssize_t s, c, i
         cdef double llsum = 0.0
-        # scratch of the BLAS Hessian update on dense rows (none: the row loop)
-        cdef double* z = NULL
-        if neg_hess != NULL and self.dense and not diag:
-            z = <double*> malloc(MODEL_CHUNK * self.n_features * sizeof(double))
         s = start
         while s < stop:
             c = _imin(MODEL_CHUNK, stop - s)
@@ -498,43 +491,10 @@ cdef class CyGLM(CyModel):
             if neg_hess != NULL and diag:
                 self.rows.add_xwx_diag_range(s, s + c, b.w, neg_hess)
             # start is a multiple of PASS_CHUNK, so s one of MODEL_CHUNK
-            elif neg_hess != NULL and (hess_every == 1 or (s // MODEL_CHUNK) % hess_every == 0) \
-                    and (z == NULL or not self._add_xwx_blas(s, c, b.w, b.y, z, neg_hess)):
+            elif neg_hess != NULL and (hess_every == 1 or (s // MODEL_CHUNK) % hess_every == 0):
                 self.rows.add_xwx_range(s, s + c, b.w, neg_hess)
             s += c
-        free(z)
         return llsum
-
-    cdef bint _add_xwx_blas(self, Py_ssize_t s, Py_ssize_t c, const double* w, double* sw,
-                            double* z, double* neg_hess) noexcept nogil:
-        """Lower triangle of ``neg_hess += sum_i w_i x_i x_i^T`` over the dense rows
-        ``s .. s + c - 1`` as one BLAS rank-c update (dsyrk) of the sqrt(w)-scaled
-        rows ``z``, where the row loop loads and stores all p(p+1)/2 sums once per
-        row (1e7 x 28 float32, 2 threads: 0.32 s against 0.49 s per pass). ``sw``
-        and ``z`` are scratch (c and c x d doubles). False, with nothing added,
-        when a weight is negative or NaN (the row loop then handles the chunk).
-        Chunks are fixed and BLAS runs in the calling thread, so the result does
-        not depend on the number of threads."""
-        cdef int d = <int> self.n_features, p = <int> self.n_params, cc = <int> c, inc = 1
-        cdef double one = 1.0, acc = 0.0
-        cdef Py_ssize_t i
-        cdef char* tr_n = "N"
-        cdef char* up = "U"
-        for i in range(c):
-            if not w[i] >= 0.0:
-                return False
-            sw[i] = sqrt(w[i])
-        self.drows.scaled_rows64(s, s + c, sw, z)
-        # the row-major lower triangle of neg_hess is the column-major upper one
-        # (leading dimension p); z is column-major d x c
-        dsyrk(up, tr_n, &d, &cc, &one, z, &d, &one, neg_hess, &p)
-        if self.intercept:
-            # sum_i w_i x_i = sum_i sqrt(w_i) z_i, and sum_i w_i
-            dgemv(tr_n, &d, &cc, &one, z, &d, sw, &inc, &one, &neg_hess[d * p], &inc)
-            for i in range(c):
-                acc += w[i]
-            neg_hess[d * p + d] += acc
-        return True
 
     # ---- Python-callable GLM extras -------------------------------------------------------
     def sampled_hessian_pass(self, theta, Py_ssize_t hess_every, int n_threads=1):

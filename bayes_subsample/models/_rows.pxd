@@ -71,10 +71,6 @@ cdef class DenseRows(Rows):
     cdef const double[:, ::1] X64
     cdef readonly bint is32
     cdef readonly object array     # the NumPy array (kept alive, never copied)
-    # out[(i - start) * d + j] = scale[i - start] * x_ij for i in [start, stop), as
-    # float64 without the intercept column (rows scaled for a BLAS rank-k update)
-    cdef void scaled_rows64(self, Py_ssize_t start, Py_ssize_t stop, const double* scale,
-                            double* out) noexcept nogil
 
 
 cdef class CsrRows(Rows):

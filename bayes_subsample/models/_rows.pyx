@@ -30,6 +30,10 @@ cdef extern from "_simd.h" nogil:
                              Py_ssize_t stop, const double* c, double* out)
     void bs_add_xt_range_f64(const double* X, Py_ssize_t d, int icpt, Py_ssize_t start,
                              Py_ssize_t stop, const double* c, double* out)
+    void bs_add_xwx_range_f32(const float* X, Py_ssize_t d, int icpt, Py_ssize_t start,
+                              Py_ssize_t stop, const double* w, double* H)
+    void bs_add_xwx_range_f64(const double* X, Py_ssize_t d, int icpt, Py_ssize_t start,
+                              Py_ssize_t stop, const double* w, double* H)
 
 
 cdef extern from *:
@@ -288,36 +292,6 @@ cdef inline void _add_xwx_diag_range(const floating* X, Py_ssize_t d, bint icpt,
             h[d] += wi
 
 
-cdef inline void _add_xwx_range(const floating* X, Py_ssize_t d, bint icpt, Py_ssize_t start,
-                                Py_ssize_t stop, const double* w, double* H) noexcept nogil:
-    cdef Py_ssize_t i, j, l, p = d + (1 if icpt else 0)
-    cdef const floating* x
-    cdef double wi, xj
-    for i in range(start, stop):
-        x = X + i * d
-        wi = w[i - start]
-        for j in range(d):
-            xj = wi * x[j]
-            for l in range(j + 1):
-                H[j * p + l] += xj * x[l]
-        if icpt:
-            for l in range(d):
-                H[d * p + l] += wi * x[l]
-            H[d * p + d] += wi
-
-
-cdef inline void _scaled_rows(const floating* X, Py_ssize_t d, Py_ssize_t start,
-                              Py_ssize_t stop, const double* scale, double* out) noexcept nogil:
-    cdef Py_ssize_t i, j
-    cdef const floating* x
-    cdef double si
-    for i in range(start, stop):
-        x = X + i * d
-        si = scale[i - start]
-        for j in range(d):
-            out[(i - start) * d + j] = si * x[j]
-
-
 cdef inline void _gather(const floating* X, Py_ssize_t d, bint icpt, const int64_t* idx,
                          Py_ssize_t m, double* out) noexcept nogil:
     cdef Py_ssize_t i, j, p = d + (1 if icpt else 0)
@@ -399,9 +373,11 @@ cdef class DenseRows(Rows):
     cdef void add_xwx_range(self, Py_ssize_t start, Py_ssize_t stop, const double* w,
                             double* H) noexcept nogil:
         if self.is32:
-            _add_xwx_range(&self.X32[0, 0], self.n_features, self.intercept, start, stop, w, H)
+            bs_add_xwx_range_f32(&self.X32[0, 0], self.n_features, self.intercept, start, stop,
+                                 w, H)
         else:
-            _add_xwx_range(&self.X64[0, 0], self.n_features, self.intercept, start, stop, w, H)
+            bs_add_xwx_range_f64(&self.X64[0, 0], self.n_features, self.intercept, start, stop,
+                                 w, H)
 
     cdef void add_xwx_diag_range(self, Py_ssize_t start, Py_ssize_t stop, const double* w,
                                  double* h) noexcept nogil:
@@ -411,23 +387,6 @@ cdef class DenseRows(Rows):
         else:
             _add_xwx_diag_range(&self.X64[0, 0], self.n_features, self.intercept, start, stop,
                                 w, h)
-
-    cdef void scaled_rows64(self, Py_ssize_t start, Py_ssize_t stop, const double* scale,
-                            double* out) noexcept nogil:
-        if self.is32:
-            _scaled_rows(&self.X32[0, 0], self.n_features, start, stop, scale, out)
-        else:
-            _scaled_rows(&self.X64[0, 0], self.n_features, start, stop, scale, out)
-
-    def py_scaled_rows64(self, start, stop, scale):
-        """``scale[i] * x_{start + i}`` as float64 without the intercept column (the
-        ``scaled_rows64`` method)."""
-        start, stop = self._range(start, stop)
-        cdef double[::1] sc = self._vec(scale, stop - start, "scale")
-        cdef double[:, ::1] out = np.full((max(1, stop - start), self.n_features), np.nan)
-        if stop > start:
-            self.scaled_rows64(start, stop, &sc[0], &out[0, 0])
-        return np.asarray(out)[:stop - start].copy()
 
     cdef void gather(self, const int64_t* idx, Py_ssize_t m, double* out) noexcept nogil:
         if self.is32:

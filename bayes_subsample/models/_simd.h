@@ -1,6 +1,6 @@
 /* The models' innermost loops as plain C that compiles to SIMD code: branch-free exp and
  * log1p, the GLM link terms over a block of data built on them, and the dense row
- * loops of a full pass (dot products, gradient sums).
+ * loops of a full pass (dot products, gradient sums, Hessian sums).
  *
  * A full pass over the data computes, per row, a dot product (memory-bound), the
  * family's terms (exp, log1p, two divisions) and a gradient update. With libm's scalar
@@ -22,6 +22,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) \
@@ -227,11 +228,88 @@ static void bs_poisson_terms(ptrdiff_t m, const double* BS_RESTRICT y,
         }                                                                                 \
     }
 
+/* H[j p + k] += sum_i w_i x_ij x_ik for k <= j: the lower triangle of X^T W X (row-major,
+ * leading dimension p = d + icpt, the intercept's column of ones last) over the rows of
+ * [start, stop). Eight rows at a time, converted to double once, their contributions
+ * added as ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)) (a short block padded
+ * with zero rows and weights): each load and store of H serves eight rows. Any
+ * weights (no square roots). 1e6 x 28 float32 rows, one thread: about 21 ms, where
+ * BLAS dsyrk on sqrt(w)-scaled chunks of 256 rows took about 40 ms. */
+#define BS_XWX_ROWS 8
+#define BS_ADD_XWX_RANGE(S, T)                                                            \
+    BS_CLONES static void bs_add_xwx_range_##S(const T* X, ptrdiff_t d, int icpt,         \
+                                               ptrdiff_t start, ptrdiff_t stop,           \
+                                               const double* BS_RESTRICT w,               \
+                                               double* BS_RESTRICT H)                     \
+    {                                                                                     \
+        ptrdiff_t p = d + (icpt != 0), i, j, k, r;                                        \
+        double stack[BS_XWX_ROWS * 512];                                                  \
+        double* z = p <= 512 ? stack                                                      \
+                             : (double*) malloc(BS_XWX_ROWS * p * sizeof(double));        \
+        if (z == NULL) { /* no scratch: one row at a time */                             \
+            for (i = start; i < stop; i++) {                                              \
+                const T* x = X + i * d;                                                   \
+                double wi = w[i - start];                                                 \
+                for (j = 0; j < d; j++) {                                                 \
+                    double xj = wi * (double) x[j];                                       \
+                    for (k = 0; k <= j; k++)                                              \
+                        H[j * p + k] += xj * (double) x[k];                               \
+                }                                                                         \
+                if (icpt) {                                                               \
+                    for (k = 0; k < d; k++)                                               \
+                        H[d * p + k] += wi * (double) x[k];                               \
+                    H[d * p + d] += wi;                                                   \
+                }                                                                         \
+            }                                                                             \
+            return;                                                                       \
+        }                                                                                 \
+        for (i = start; i < stop; i += BS_XWX_ROWS) {                                     \
+            ptrdiff_t b = stop - i < BS_XWX_ROWS ? stop - i : BS_XWX_ROWS;                \
+            double a[BS_XWX_ROWS];                                                        \
+            for (r = 0; r < BS_XWX_ROWS; r++) {                                           \
+                double* zr = z + r * p;                                                   \
+                if (r < b) {                                                              \
+                    const T* x = X + (i + r) * d;                                         \
+                    for (k = 0; k < d; k++)                                               \
+                        zr[k] = (double) x[k];                                            \
+                    if (icpt)                                                             \
+                        zr[d] = 1.0;                                                      \
+                    a[r] = w[i - start + r];                                              \
+                } else {                                                                  \
+                    for (k = 0; k < p; k++)                                               \
+                        zr[k] = 0.0;                                                      \
+                    a[r] = 0.0;                                                           \
+                }                                                                         \
+            }                                                                             \
+            const double* BS_RESTRICT z0 = z;                                             \
+            const double* BS_RESTRICT z1 = z + p;                                         \
+            const double* BS_RESTRICT z2 = z + 2 * p;                                     \
+            const double* BS_RESTRICT z3 = z + 3 * p;                                     \
+            const double* BS_RESTRICT z4 = z + 4 * p;                                     \
+            const double* BS_RESTRICT z5 = z + 5 * p;                                     \
+            const double* BS_RESTRICT z6 = z + 6 * p;                                     \
+            const double* BS_RESTRICT z7 = z + 7 * p;                                     \
+            for (j = 0; j < p; j++) {                                                     \
+                double c0 = a[0] * z0[j], c1 = a[1] * z1[j], c2 = a[2] * z2[j];           \
+                double c3 = a[3] * z3[j], c4 = a[4] * z4[j], c5 = a[5] * z5[j];           \
+                double c6 = a[6] * z6[j], c7 = a[7] * z7[j];                              \
+                double* BS_RESTRICT h = H + j * p;                                        \
+                for (k = 0; k <= j; k++)                                                  \
+                    h[k] += ((c0 * z0[k] + c1 * z1[k]) + (c2 * z2[k] + c3 * z3[k]))       \
+                            + ((c4 * z4[k] + c5 * z5[k]) + (c6 * z6[k] + c7 * z7[k]));    \
+            }                                                                             \
+        }                                                                                 \
+        if (z != stack)                                                                   \
+            free(z);                                                                      \
+    }
+
 BS_ROW_DOT(f32, float)
 BS_ROW_DOT(f64, double)
 BS_DOT_RANGE(f32, float)
 BS_DOT_RANGE(f64, double)
 BS_ADD_XT_RANGE(f32, float)
 BS_ADD_XT_RANGE(f64, double)
+BS_ADD_XWX_RANGE(f32, float)
+BS_ADD_XWX_RANGE(f64, double)
 
 #endif /* BS_SIMD_H */

@@ -1,14 +1,77 @@
 """Step-size adaptation of the Hamiltonian samplers: dual averaging and the
-trajectory tuner (:ref:`algo-dual-averaging`). Mass matrices come from
-``bayes_subsample._linalg.factor_precision``; proposals adapt themselves
-(``_proposals``)."""
+trajectory tuner (:ref:`algo-dual-averaging`); the warmup windows whose draws'
+marginal variances give a diagonal mass matrix (:class:`VarianceWindows`). Mass
+matrices are factored by ``bayes_subsample._linalg``; proposals adapt
+themselves (``_proposals``)."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-__all__ = ["DualAveraging", "TrajectoryTuner", "n_leapfrog_for"]
+__all__ = ["DualAveraging", "TrajectoryTuner", "VarianceWindows", "n_leapfrog_for"]
+
+
+#: draws a warmup window needs before a diagonal metric takes their variances (fewer:
+#: the Hessian's diagonal at their mean; 50 draws estimate a variance to 20%, and
+#: over thousands of coordinates the worst of them is far off)
+MIN_VARIANCE_DRAWS = 100
+
+#: the current metric's weight, in draws, when a window's variances replace it
+VARIANCE_SHRINKAGE = 5.0
+
+
+class VarianceWindows:
+    """The draws' mean and marginal variances over fixed warmup windows.
+
+    ``windows`` are ``(start, stop)`` iteration ranges; :meth:`update` takes each
+    warmup draw and, at a window's last iteration, returns ``(k, mean, var)``
+    of its ``k`` draws (``var`` unbiased), else None. :func:`diagonal_windows`
+    gives the diagonal metric's two windows; :meth:`precision` turns a
+    window's variances into the next diagonal mass matrix."""
+
+    def __init__(self, windows):
+        self.windows = list(windows)
+        self._sum = self._sq = None
+        self._n = 0
+
+    def update(self, iteration, theta):
+        lo, hi = next(((a, b) for a, b in self.windows if iteration < b), (0, 0))
+        if lo <= iteration < hi:
+            if self._sum is None:
+                self._sum = np.zeros_like(theta, dtype=np.float64)
+                self._sq = np.zeros_like(theta, dtype=np.float64)
+            self._sum += theta
+            self._sq += theta * theta
+            self._n += 1
+        if iteration != hi - 1 or self._n == 0:
+            return None
+        k = self._n
+        mean = self._sum / k
+        var = np.maximum(self._sq / k - mean * mean, 0.0) * k / max(k - 1, 1)
+        self._sum = self._sq = None
+        self._n = 0
+        return k, mean, var
+
+    @staticmethod
+    def precision(k, var, current_cov):
+        """The diagonal mass matrix from a window's ``k`` draws' variances (as
+        Stan's ``diag_e``: the Hessian's diagonal is the conditional precision,
+        too large along correlated directions), shrunk towards the current
+        metric's inverse ``current_cov`` with the weight of
+        ``VARIANCE_SHRINKAGE`` draws; None below ``MIN_VARIANCE_DRAWS`` draws."""
+        if k < MIN_VARIANCE_DRAWS:
+            return None
+        w = VARIANCE_SHRINKAGE
+        return 1.0 / ((k * var + w * current_cov) / (k + w))
+
+
+def diagonal_windows(n_warmup):
+    """The diagonal metric's windows: the marginal variances twice, over
+    ``[W/8, W/4)`` and ``[W/4, W/2)`` of ``W`` warmup iterations (a chain that
+    mixed slowly in the first window under the Hessian's diagonal
+    underestimates them)."""
+    return [(n_warmup // 8, n_warmup // 4), (n_warmup // 4, n_warmup // 2)]
 
 
 class DualAveraging:

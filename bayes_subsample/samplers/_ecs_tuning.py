@@ -189,17 +189,14 @@ def initial_theta_star(model, rng, subset_fraction, diagonal=False):
     n_sub = int(min(n, max(1000, math.ceil(subset_fraction * n))))
     if 10 * n_sub >= n:
         # small data: the full-data mode costs little more than the subset's
-        if diagonal:
-            theta, _, ev, _ = diagonal_mode(model)
-            return theta, ev
-        theta, info = find_map(model)
-        return theta, info["n_evals"]
-    idx = rng.choice(n, size=n_sub, replace=False)
-    sub = WeightedModel(model.subset(idx), n / n_sub)
+        target, method = model, None
+    else:
+        idx = rng.choice(n, size=n_sub, replace=False)
+        target, method = WeightedModel(model.subset(idx), n / n_sub), "newton"
     if diagonal:
-        theta, _, ev, _ = diagonal_mode(sub)
+        theta, _, ev, _ = diagonal_mode(target)
         return theta, ev
-    theta, info = find_map(sub, method="newton")
+    theta, info = find_map(target, method=method)
     return theta, info["n_evals"]
 
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from .._linalg import factor_diagonal, factor_precision
 from .._params import store_params
+from ._adapt import VarianceWindows, diagonal_windows
 from ._base import BaseSampler, Kernel, diagonal_metric, prepare_laplace, shared_constraints
 from ._hamiltonian import FullPotential, Metric
 from ._inner import info_type, make_inner
@@ -35,12 +36,6 @@ class HMCState(NamedTuple):
     potential: FullPotential
 
 
-#: draws a warmup window needs before a diagonal metric takes their variances (fewer:
-#: the Hessian's diagonal at their mean; 50 draws estimate a variance to 20%, and
-#: over thousands of coordinates the worst of them is far off)
-MIN_VARIANCE_DRAWS = 100
-
-
 class HMCKernel(Kernel):
     """Full-data Hamiltonian kernel: the inner transition (HMC or NUTS) on the
     full-data potential, the mass matrix recomputed mid-warmup."""
@@ -51,21 +46,20 @@ class HMCKernel(Kernel):
         self.extra_tuning = extra_tuning or {}
         self.n = model.n_data
         self.diagonal = np.ndim(precision) == 1
-        self.metric, self.factors = metric_from_precision(
-            precision, model.prior.precision if self.diagonal else None)
+        # a diagonal precision's entries that are not positive take the prior's
+        # added; a dense one that is not positive definite raises (and mid-warmup
+        # the metric stays as it was)
+        self._regulariser = model.prior.precision if self.diagonal else None
+        self.metric, self.factors = metric_from_precision(precision, self._regulariser)
         self.inner = make_inner(inner, sampler, model.n_params)
         self.tuner = self.inner.tuner
         self.info = info_type(type(sampler).__name__ + "Info", type(self.inner))
         self.adapt_mass = adapt_mass
         self.n_warmup = n_warmup
         # dense: one window, the Hessian at its mean; diagonal: the windows'
-        # marginal variances, twice (a chain that mixed slowly in the first window
-        # under the Hessian's diagonal underestimates them), each from at least
-        # MIN_VARIANCE_DRAWS draws
-        self.windows = ([(n_warmup // 8, n_warmup // 4), (n_warmup // 4, n_warmup // 2)]
-                        if self.diagonal else [(n_warmup // 4, n_warmup // 2)])
-        self._window_sum = None
-        self._window_n = 0
+        # marginal variances (VarianceWindows)
+        self.windows = VarianceWindows(diagonal_windows(n_warmup) if self.diagonal
+                                       else [(n_warmup // 4, n_warmup // 2)])
 
     def init(self, rng, theta0):
         pot = FullPotential(self.model.compiled, self.model.prior.precision,
@@ -89,38 +83,20 @@ class HMCKernel(Kernel):
         state, info = self.step(rng, state)
         self.tuner.update(info.accept_prob)
         if self.adapt_mass and self.n_warmup >= 100:
-            lo, hi = next(((a, b) for a, b in self.windows if iteration < b), (0, 0))
-            if lo <= iteration < hi:
-                if self._window_sum is None:
-                    self._window_sum = np.zeros_like(state.theta)
-                    self._window_sq = np.zeros_like(state.theta)
-                self._window_sum += state.theta
-                self._window_sq += state.theta * state.theta
-                self._window_n += 1
-            if iteration == hi - 1 and self._window_n > 0:
-                k = self._window_n
-                centre = self._window_sum / k
+            window = self.windows.update(iteration, state.theta)
+            if window is not None:
+                k, centre, var = window
+                prec = (VarianceWindows.precision(k, var, self.factors.cov)
+                        if self.diagonal else None)
+                if prec is None:
+                    # mass matrix = posterior precision at the mean of the window's
+                    # draws (diagonal: too few draws for their variances)
+                    prec = self.model.neg_hessian_log_posterior(centre, self.diagonal)
+                    self.n_evals_setup += self.n
                 try:
-                    if self.diagonal and k >= MIN_VARIANCE_DRAWS:
-                        # a diagonal metric from the window's marginal variances
-                        # (Stan's diag_e): the Hessian's diagonal is the
-                        # conditional precision, too large along correlated
-                        # directions; shrunk towards the current metric
-                        var = np.maximum(self._window_sq / k - centre * centre, 0.0) * \
-                            k / max(k - 1, 1)
-                        var = (k * var + 5.0 * self.factors.cov) / (k + 5.0)
-                        self.metric, self.factors = metric_from_precision(
-                            1.0 / var, self.model.prior.precision)
-                    else:
-                        # mass matrix = posterior precision at the mean of the window's
-                        # draws (diagonal: too few draws for their variances)
-                        self.metric, self.factors = metric_from_precision(
-                            self.model.neg_hessian_log_posterior(centre, self.diagonal),
-                            self.model.prior.precision if self.diagonal else None)
-                        self.n_evals_setup += self.n
+                    self.metric, self.factors = metric_from_precision(prec, self._regulariser)
                 except np.linalg.LinAlgError:
                     pass
-                self._window_sum, self._window_n = None, 0
                 self.tuner.restart()
         return state, info
 

@@ -30,6 +30,7 @@ from .._params import store_params
 from ..control_variates import TaylorControlVariate
 from ..models import CyGLM
 from ..models._cymultinomial import CyMultinomial
+from ._adapt import VarianceWindows, diagonal_windows
 from ._base import BaseSampler, Kernel, Prepared, diagonal_metric, shared_constraints
 from ._ecs_numpy import NumpyECSPotential
 from ._ecs_tuning import (choose_n_products, choose_strata, choose_subsample_size,
@@ -212,6 +213,12 @@ class HMCECSKernel(Kernel):
         self.n_recentre_declined = 0
         self.metric, self.factors = metric_from_precision(self._mass(self.hessian),
                                                           model.prior.precision)
+        # the diagonal metric adapts to the draws' marginal variances, as full-data
+        # HMC's does (the Hessian's diagonal at theta* is the conditional precision);
+        # once adapted, a recentring keeps it
+        self.variance_windows = (VarianceWindows(diagonal_windows(n_warmup))
+                                 if np.ndim(self.hessian) == 1 and n_warmup >= 100 else None)
+        self._mass_adapted = False
 
     def _mass(self, hessian):
         """The mass matrix: the posterior precision ``-hessian + prior precision``
@@ -268,6 +275,16 @@ class HMCECSKernel(Kernel):
     def warmup_step(self, rng, state, iteration):
         state, info = self.step(rng, state)
         self.tuner.update(info.accept_prob)
+        window = (None if self.variance_windows is None
+                  else self.variance_windows.update(iteration, state.theta))
+        if window is not None:
+            k, _, var = window
+            prec = VarianceWindows.precision(k, var, self.factors.cov)
+            if prec is not None:
+                self.metric, self.factors = metric_from_precision(prec,
+                                                                  self.model.prior.precision)
+                self._mass_adapted = True
+                self.tuner.restart()
         if self.stratify:
             self._window.append(state.theta)
             if (iteration + 1) % self.stage_len == 0 and iteration + 1 <= self.last_stage:
@@ -305,6 +322,8 @@ class HMCECSKernel(Kernel):
         if ref is None:
             return state
         cv, metric, factors = ref
+        if self._mass_adapted:
+            metric, factors = self.metric, self.factors
         m = self.m
         if self.auto_m and not self.update.signed:
             m, ev = choose_subsample_size(cv, factors.chol_cov, rng,
