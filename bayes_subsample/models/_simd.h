@@ -37,8 +37,10 @@
 
 #if defined(__GNUC__) || defined(__clang__)
 #define BS_RESTRICT __restrict__
+#define BS_UNUSED __attribute__((unused))
 #else
 #define BS_RESTRICT
+#define BS_UNUSED
 #endif
 
 /* exp(x): x = k ln2 + r with |r| <= ln2/2 (Cody-Waite, ln2 split so k ln2_hi is exact),
@@ -160,40 +162,139 @@ static void bs_poisson_terms(ptrdiff_t m, const double* BS_RESTRICT y,
 }
 
 /* ---- dense rows ---------------------------------------------------------------------- */
-/* x . theta[:d] (+ theta[d]), the one row dot product of the package, in double: eight
- * partial sums s_l over j = l mod 8 (independent, so they overlap and fill a SIMD
- * register of any width with the same arithmetic), added as
- * ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)): the result depends on the row
- * alone, never on the instruction set, the block or the thread. */
+/* x . theta[:d] (+ theta[d]), the one row dot product of the package, in double: four
+ * partial sums s_l over j = l mod 4 (the row padded with zeros to a multiple of 4),
+ * added as (s0 + s1) + (s2 + s3). The same arithmetic in every SIMD form (the AVX2
+ * kernel below computes four rows' s_l in four registers), so the result depends on
+ * the row alone, never on the instruction set, the block or the thread. */
 #define BS_ROW_DOT(S, T)                                                                  \
     static inline double bs_row_dot_##S(const T* BS_RESTRICT x,                         \
                                         const double* BS_RESTRICT theta, ptrdiff_t d,   \
                                         int icpt)                                       \
     {                                                                                   \
-        double s[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};                         \
-        ptrdiff_t j, l, d8 = d - d % 8;                                                 \
-        for (j = 0; j < d8; j += 8)                                                     \
-            for (l = 0; l < 8; l++)                                                     \
+        double s[4] = {0.0, 0.0, 0.0, 0.0};                                             \
+        ptrdiff_t j, l, d4 = d - d % 4;                                                 \
+        for (j = 0; j < d4; j += 4)                                                     \
+            for (l = 0; l < 4; l++)                                                     \
                 s[l] += (double) x[j + l] * theta[j + l];                               \
-        for (l = 0; l < 8; l++) /* constant lanes: s stays in registers */              \
-            if (d8 + l < d)                                                             \
-                s[l] += (double) x[d8 + l] * theta[d8 + l];                             \
-        double t = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));   \
+        if (d4 < d)                                                                     \
+            for (l = 0; l < 4; l++) /* constant lanes: s stays in registers */          \
+                s[l] += (d4 + l < d ? (double) x[d4 + l] : 0.0)                         \
+                        * (d4 + l < d ? theta[d4 + l] : 0.0);                           \
+        double t = (s[0] + s[1]) + (s[2] + s[3]);                                       \
         return icpt ? t + theta[d] : t;                                                 \
     }
 
 /* out[i - start] = x_i . theta for the rows i of [start, stop) of the row-major X (d
- * stored columns) */
-#define BS_DOT_RANGE(S, T)                                                                \
-    BS_CLONES static void bs_dot_range_##S(const T* X, ptrdiff_t d, int icpt,             \
-                                           ptrdiff_t start, ptrdiff_t stop,               \
-                                           const double* BS_RESTRICT theta,               \
-                                           double* BS_RESTRICT out)                       \
+ * stored columns): the portable loop */
+#define BS_DOT_RANGE_PORTABLE(S, T)                                                       \
+    BS_UNUSED static void bs_dot_range_portable_##S(const T* X, ptrdiff_t d, int icpt,              \
+                                          ptrdiff_t start, ptrdiff_t stop,                \
+                                          const double* BS_RESTRICT theta,                \
+                                          double* BS_RESTRICT out)                        \
     {                                                                                     \
         ptrdiff_t i;                                                                      \
         for (i = start; i < stop; i++)                                                    \
             out[i - start] = bs_row_dot_##S(X + i * d, theta, d, icpt);                   \
     }
+
+/* With AVX2 (x86-64, GCC or clang; chosen at run time): four rows at a time, each
+ * row's four partial sums in one register, theta's loads shared, the four rows' sums
+ * reduced together (two horizontal adds and a lane swap) into one register of four
+ * results: bs_row_dot's arithmetic, twice as fast as compiled from it (1e6 rows of 28
+ * float32 values in cache, one thread: 2.2 ms against 4.9 ms). LOAD4 loads four
+ * values of X as doubles. */
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+#include <immintrin.h>
+#define BS_HAVE_AVX2_DOT 1
+#define BS_LOAD4_f32(p) _mm256_cvtps_pd(_mm_loadu_ps(p))
+#define BS_LOAD4_f64(p) _mm256_loadu_pd(p)
+#define BS_DOT_RANGE_AVX2(S, T)                                                           \
+    __attribute__((target("avx2"), unused))                                               \
+    static void bs_dot_range_avx2_##S(const T* X, ptrdiff_t d, int icpt,                  \
+                                      ptrdiff_t start, ptrdiff_t stop,                    \
+                                      const double* BS_RESTRICT theta,                    \
+                                      double* BS_RESTRICT out)                            \
+    {                                                                                     \
+        ptrdiff_t i, j, l, d4 = d - d % 4;                                                \
+        double xt[4][4], tt[4];                                                           \
+        for (l = 0; l < 4; l++) /* the zero-padded tail of theta */                       \
+            tt[l] = d4 + l < d ? theta[d4 + l] : 0.0;                                     \
+        __m256d tail_t = _mm256_loadu_pd(tt);                                             \
+        for (i = start; i + 4 <= stop; i += 4) {                                          \
+            const T* x0 = X + i * d;                                                      \
+            const T* x1 = x0 + d;                                                         \
+            const T* x2 = x1 + d;                                                         \
+            const T* x3 = x2 + d;                                                         \
+            __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;                  \
+            for (j = 0; j < d4; j += 4) {                                                 \
+                __m256d t = _mm256_loadu_pd(theta + j);                                   \
+                a0 = _mm256_add_pd(a0, _mm256_mul_pd(BS_LOAD4_##S(x0 + j), t));           \
+                a1 = _mm256_add_pd(a1, _mm256_mul_pd(BS_LOAD4_##S(x1 + j), t));           \
+                a2 = _mm256_add_pd(a2, _mm256_mul_pd(BS_LOAD4_##S(x2 + j), t));           \
+                a3 = _mm256_add_pd(a3, _mm256_mul_pd(BS_LOAD4_##S(x3 + j), t));           \
+            }                                                                             \
+            if (d4 < d) {                                                                 \
+                for (l = 0; l < 4; l++) {                                                 \
+                    xt[0][l] = d4 + l < d ? (double) x0[d4 + l] : 0.0;                    \
+                    xt[1][l] = d4 + l < d ? (double) x1[d4 + l] : 0.0;                    \
+                    xt[2][l] = d4 + l < d ? (double) x2[d4 + l] : 0.0;                    \
+                    xt[3][l] = d4 + l < d ? (double) x3[d4 + l] : 0.0;                    \
+                }                                                                         \
+                a0 = _mm256_add_pd(a0, _mm256_mul_pd(_mm256_loadu_pd(xt[0]), tail_t));    \
+                a1 = _mm256_add_pd(a1, _mm256_mul_pd(_mm256_loadu_pd(xt[1]), tail_t));    \
+                a2 = _mm256_add_pd(a2, _mm256_mul_pd(_mm256_loadu_pd(xt[2]), tail_t));    \
+                a3 = _mm256_add_pd(a3, _mm256_mul_pd(_mm256_loadu_pd(xt[3]), tail_t));    \
+            }                                                                             \
+            /* [a0_0+a0_1, a1_0+a1_1, a0_2+a0_3, a1_2+a1_3] and the same for a2, a3 */   \
+            __m256d h01 = _mm256_hadd_pd(a0, a1);                                         \
+            __m256d h23 = _mm256_hadd_pd(a2, a3);                                         \
+            __m256d r = _mm256_add_pd(_mm256_permute2f128_pd(h01, h23, 0x20),             \
+                                      _mm256_permute2f128_pd(h01, h23, 0x31));            \
+            if (icpt)                                                                     \
+                r = _mm256_add_pd(r, _mm256_set1_pd(theta[d]));                           \
+            _mm256_storeu_pd(out + (i - start), r);                                       \
+        }                                                                                 \
+        for (; i < stop; i++)                                                             \
+            out[i - start] = bs_row_dot_##S(X + i * d, theta, d, icpt);                   \
+    }
+
+BS_UNUSED static int bs_avx2(void)
+{
+    static int has = -1;     /* a benign race: every thread finds the same answer */
+    if (has < 0) {
+        __builtin_cpu_init();
+        has = __builtin_cpu_supports("avx2") ? 1 : 0;
+    }
+    return has;
+}
+#else
+#define BS_HAVE_AVX2_DOT 0
+#endif
+
+#if BS_HAVE_AVX2_DOT
+#define BS_DOT_RANGE(S, T)                                                                \
+    BS_DOT_RANGE_PORTABLE(S, T)                                                           \
+    BS_DOT_RANGE_AVX2(S, T)                                                               \
+    BS_UNUSED static void bs_dot_range_##S(const T* X, ptrdiff_t d, int icpt,             \
+                                           ptrdiff_t start, ptrdiff_t stop,               \
+                                           const double* theta, double* out)              \
+    {                                                                                     \
+        if (bs_avx2())                                                                    \
+            bs_dot_range_avx2_##S(X, d, icpt, start, stop, theta, out);                   \
+        else                                                                              \
+            bs_dot_range_portable_##S(X, d, icpt, start, stop, theta, out);               \
+    }
+#else
+#define BS_DOT_RANGE(S, T)                                                                \
+    BS_DOT_RANGE_PORTABLE(S, T)                                                           \
+    BS_UNUSED static void bs_dot_range_##S(const T* X, ptrdiff_t d, int icpt,             \
+                                           ptrdiff_t start, ptrdiff_t stop,               \
+                                           const double* theta, double* out)              \
+    {                                                                                     \
+        bs_dot_range_portable_##S(X, d, icpt, start, stop, theta, out);                   \
+    }
+#endif
 
 /* out += sum_i c[i - start] x_i over the rows of [start, stop), four rows at a time
  * (out[j] += (c0 x0j + c1 x1j) + (c2 x2j + c3 x3j): a quarter of the loads and stores
