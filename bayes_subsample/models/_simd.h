@@ -7,8 +7,8 @@
  * exp/log1p the terms cost about 30 ns per row, three times the two row loops, so a
  * float32 pass ran no faster than a float64 one. The functions here are plain C
  * arithmetic without branches or calls, so a loop over them compiles to SIMD code
- * (2 lanes with SSE2; 4 or 8 in the AVX2 / AVX-512 clones of the block functions,
- * chosen once at load time on x86-64 Linux with GCC).
+ * (4 or 8 lanes in the AVX2 / AVX-512 clones of the block functions, chosen once at
+ * load time on x86-64 Linux with GCC; the baseline clone stays scalar).
  *
  * Accuracy (tested against NumPy in tests/test_simd.py): bs_exp within 2 ulp of exp
  * on [-708, 709.78] (0 below -708, +inf above log(DBL_MAX), NaN for NaN); bs_log1p01 within
@@ -125,19 +125,14 @@ static void bs_logistic_terms(ptrdiff_t m, const double* BS_RESTRICT y,
                               double* BS_RESTRICT w)
 {
     ptrdiff_t i;
-    if (want_ll) {
-        for (i = 0; i < m; i++) {
-            double a = eta[i], e = bs_exp(-fabs(a)), t = 1.0 + e;
-            r[i] = y[i] - (a >= 0.0 ? 1.0 : e) / t;
-            w[i] = e / (t * t);
+    /* want_ll is the same for the whole loop: the compiler splits it in two (-O3
+     * unswitches loops), so a gradient pass evaluates no log1p */
+    for (i = 0; i < m; i++) {
+        double a = eta[i], e = bs_exp(-fabs(a)), t = 1.0 + e;
+        r[i] = y[i] - (a >= 0.0 ? 1.0 : e) / t;
+        w[i] = e / (t * t);
+        if (want_ll)
             ll[i] = y[i] * a - ((a > 0.0 ? a : 0.0) + bs_log1p01(e));
-        }
-    } else {
-        for (i = 0; i < m; i++) {
-            double a = eta[i], e = bs_exp(-fabs(a)), t = 1.0 + e;
-            r[i] = y[i] - (a >= 0.0 ? 1.0 : e) / t;
-            w[i] = e / (t * t);
-        }
     }
 }
 
