@@ -8,7 +8,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import linalg
 
-__all__ = ["inv_lower", "PrecisionFactors", "factor_precision", "factor_diagonal",
+__all__ = ["inv_lower", "PrecisionFactors", "factor_precision", "factor_diagonal", "solve_chol",
            "scale_draws"]
 
 
@@ -106,3 +106,12 @@ def scale_draws(chol, z):
     if chol.ndim == 1:
         return z * chol
     return chol @ z if np.ndim(z) == 1 else z @ chol.T
+
+
+def solve_chol(chol, v):
+    """``chol^-1 v`` for a lower Cholesky factor, dense (p, p) or diagonal
+    (p,): the inverse of :func:`scale_draws` on one vector."""
+    chol = np.asarray(chol)
+    if chol.ndim == 1:
+        return v / chol
+    return linalg.solve_triangular(chol, v, lower=True)

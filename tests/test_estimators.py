@@ -296,13 +296,24 @@ def test_exact_linear_fit_floors_the_noise_scale(X, y):
     np.testing.assert_allclose(est.predict(X), y, atol=1e-2)
 
 
-def test_poisson_all_zero_counts_sgld_raises_sampling_error():
-    """A posterior SGLD's Laplace-scaled step cannot follow (all-zero counts:
-    a wall exp(eta) on one side): a SamplingError, which is a ValueError."""
+def test_poisson_all_zero_counts_sgld_is_flagged_or_raises_sampling_error():
+    """A posterior SGLD cannot follow at a Laplace-scaled step (all-zero counts:
+    a wall exp(eta) on one side, far from the Laplace approximation). The
+    default step size sees the control variates' gradient noise there and says
+    so (EfficiencyWarning), and the chains' diagnostics flag the run
+    (ConvergenceWarning); the step size of the curvature alone runs away: a
+    SamplingError, which is a ValueError."""
+    from sklearn.exceptions import ConvergenceWarning, EfficiencyWarning
+
     from bayes_subsample.exceptions import SamplingError
+    from bayes_subsample.samplers import SGLD
     X = np.random.default_rng(0).normal(size=(50, 2))
-    with pytest.raises(SamplingError, match="SGLD") as info:
+    with pytest.warns(EfficiencyWarning, match="gradient noise") as record:
         BayesianPoissonRegression(sampler="sgld", random_state=0, **FAST).fit(X, np.zeros(50))
+    assert any(issubclass(w.category, ConvergenceWarning) for w in record)
+    with pytest.raises(SamplingError, match="SGLD") as info:
+        BayesianPoissonRegression(sampler=SGLD(step_size=0.3), random_state=0,
+                                  **FAST).fit(X, np.zeros(50))
     assert isinstance(info.value, ValueError) and isinstance(info.value, FloatingPointError)
     # the full-data samplers fit it
     est = BayesianPoissonRegression(sampler="hmc", random_state=0, **FAST).fit(X, np.zeros(50))

@@ -540,3 +540,14 @@ def test_hmc_smoke(small_model):
     draws = trace.draws
     assert draws.shape == (2, 60, small_model.n_params) and np.all(np.isfinite(draws))
     assert np.mean(trace.stats["accepted"]) > 0.3
+
+
+def test_cv_range_bound_of_huge_rows_is_inf_not_overflow_error():
+    """Rows of norm ~1e200: R^3 overflows float64. The bound is inf (it never
+    stops a decision) and 0 without a move, not Python's OverflowError (found
+    by the property test of the confidence sampler on multiclass data)."""
+    X = np.array([[1e200, 1.0], [1.0, 2.0], [3.0, 1.0]])
+    model = MultinomialLogisticModel(X, np.array([0.0, 1.0, 2.0]), n_classes=3)
+    z = np.zeros(model.n_params)
+    assert model.cv_range_bound(z, z, z, 2) == 0.0
+    assert model.cv_range_bound(z, z + np.arange(model.n_params), z, 2) == np.inf

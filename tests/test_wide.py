@@ -7,8 +7,13 @@
   copy, and without the Hessian sum below order 2;
 * the mode without a Hessian (``diagonal_mode``, preconditioned L-BFGS);
 * samplers with ``metric="diag"`` against known posteriors (the conjugate
-  Gaussian regression) and against dense NUTS (HMC-ECS, subsampling with
-  order-1 control variates);
+  Gaussian regression: the Hamiltonian samplers, MH, austerity, the
+  confidence sampler, SGLD, SGHMC, EWSG) and against dense NUTS (HMC-ECS,
+  subsampling with order-1 control variates);
+* the matrix-free pieces: the posterior precision as an operator, its largest
+  eigenvalue by Lanczos (the SG samplers' step size), the SG gradient whitened
+  by a diagonal factor, leverages in a diagonal metric, the diagonal random
+  walk's adaptation;
 * ``metric="auto"`` on a wide sparse design: no ``p x p`` array is allocated
   (the traced NumPy memory stays below one such matrix);
 * the refusals.
@@ -29,7 +34,11 @@ from bayes_subsample.control_variates import TaylorControlVariate
 from bayes_subsample.models import (GaussianRegressionModel, LogisticRegressionModel,
                                     PoissonRegressionModel)
 from bayes_subsample.models._rows import make_rows
-from bayes_subsample.samplers import HMC, HMCECS, NUTS
+from bayes_subsample.samplers import (EWSG, HMC, HMCECS, MH, NUTS, SGHMC, SGLD, AusterityMH,
+                                      ConfidenceMH)
+from bayes_subsample.samplers._proposals import RandomWalkProposal
+from bayes_subsample.samplers._sgmcmc_fast import GradientEstimator
+from bayes_subsample.samplers.sgmcmc import max_curvature
 from bayes_subsample.samplers._base import DENSE_METRIC_MAX, diagonal_metric
 from bayes_subsample.samplers._hamiltonian import FullPotential, Metric
 from bayes_subsample.samplers._hmc_ecs_fast import ECSCore
@@ -338,7 +347,9 @@ def test_metric_auto_goes_diagonal_beyond_the_dense_limit_without_p_by_p_arrays(
     small = LogisticRegressionModel(X[:, :50], y)
     assert not diagonal_metric("auto", small) and diagonal_metric("diag", small)
     one_matrix = 8 * (p + 1) ** 2            # 50 MB
-    for sampler in ("hmc_ecs", "nuts"):
+    for sampler in ("hmc_ecs", "nuts", MH(n_steps=2), AusterityMH(n_steps=2),
+                    AusterityMH(n_steps=2, proposal="sgld"), ConfidenceMH(n_steps=2), "sgld",
+                    "sghmc", "ewsg"):
         clf = BayesianLogisticRegression(sampler=sampler, n_samples=30, n_warmup=30,
                                          n_chains=2, random_state=0)
         tracemalloc.start()
@@ -351,13 +362,115 @@ def test_metric_auto_goes_diagonal_beyond_the_dense_limit_without_p_by_p_arrays(
             tracemalloc.stop()
         assert peak < one_matrix / 2, (sampler, peak / one_matrix)
         tuning = clf.diagnostics_["tuning"][0]
-        assert np.shape(tuning["mass_matrix"]) == (p + 1,)
+        if "proposal_chol" in tuning:
+            assert np.shape(tuning["proposal_chol"]) == (p + 1,)
+        elif sampler in ("hmc_ecs", "nuts"):
+            assert np.shape(tuning["mass_matrix"]) == (p + 1,)
         if sampler == "hmc_ecs":
             # order-1 control variates need ~0.7 p^2 rows: full-data HMC, and says so
             assert tuning["full_data"] and tuning["cv_order"] == 1
             assert tuning["m_needed"] > X.shape[0] / 2
         proba = clf.predict_proba(X[:10])
         assert proba.shape == (10, 2) and np.all(np.isfinite(proba))
+
+
+@pytest.mark.parametrize("sampler", [MH(metric="diag"), AusterityMH(metric="diag"),
+                                     ConfidenceMH(metric="diag"), SGLD(metric="diag"),
+                                     SGHMC(metric="diag"), EWSG(metric="diag")],
+                         ids=lambda s: type(s).__name__)
+def test_diagonal_metric_mh_family_and_sg_samplers_sample_the_exact_gaussian_posterior(
+        sampler):
+    X, rng, eta = _sparse_data(3000, 12, 4)
+    y = _targets("gaussian", eta, rng)
+    model = GaussianRegressionModel(X, y, noise_scale=1.0)
+    mean, cov = model.exact_posterior()
+    prepared = sampler.prepare(model, np.random.default_rng(0))
+    p = model.n_params
+    assert np.shape(prepared.precision) == (p,) and np.shape(prepared.init_chol) == (p,)
+    trace = sample(model, sampler, n_samples=1000, n_warmup=500, n_chains=4, n_jobs=1,
+                   random_state=0, check_convergence=False)
+    tuning = trace.tuning[0]
+    if "proposal_chol" in tuning:
+        assert np.shape(tuning["proposal_chol"]) == (p,)
+    assert diag.ess_bulk(trace.draws).min() >= 50
+    if sampler.exact or isinstance(sampler, (AusterityMH, ConfidenceMH)):
+        _check_moments(trace.draws, mean, np.sqrt(np.diag(cov)))
+    else:
+        # SG samplers: biased at their step size (measured: sds within 7%)
+        _check_moments(trace.draws, mean, np.sqrt(np.diag(cov)), sd_rtol=0.15, slack=0.1)
+
+
+@pytest.mark.parametrize("fmt", ["dense32", "dense64", "csr"])
+def test_neg_hessian_operator_is_the_posterior_precision(fmt):
+    X, rng, eta = _sparse_data(500, 7, 3)
+    y = _targets("logistic", eta, rng)
+    X = X if fmt == "csr" else X.toarray().astype(np.float32 if fmt == "dense32" else float)
+    model = LogisticRegressionModel(X, y)
+    theta = rng.normal(0, 0.2, size=model.n_params)
+    P = model.neg_hessian_log_posterior(theta)
+    before = model.n_full_passes
+    op = model.neg_hessian_operator(theta)
+    V = rng.normal(size=(model.n_params, 3))
+    np.testing.assert_allclose(op.matmat(V), P @ V, rtol=1e-10, atol=1e-10)
+    assert model.n_full_passes == before + 1 + 3       # the curvatures, one per product
+
+
+@pytest.mark.parametrize("precondition", [True, False])
+def test_max_curvature_by_lanczos_matches_the_dense_eigenvalue(precondition):
+    X, rng, eta = _sparse_data(2000, 30, 6)
+    model = LogisticRegressionModel(X, _targets("logistic", eta, rng))
+    theta = find_map(model)[0]
+    P = model.neg_hessian_log_posterior(theta)
+    chol = 1.0 / np.sqrt(np.diag(P))
+    A = chol[:, None] * P * chol[None, :] if precondition else P
+    exact = np.linalg.eigvalsh(A)[-1]
+    lam = max_curvature(model, theta, chol, precondition, np.diag(P))
+    assert abs(lam / exact - 1.0) < 1e-3
+    if precondition:
+        assert lam > 1.0                # correlated features: above the dense metric's 1
+    assert max_curvature(model, None, None, precondition, P) == pytest.approx(
+        1.0 if precondition else exact)
+
+
+def test_gradient_estimator_diagonal_whitening_equals_the_dense_diagonal_factor():
+    X, rng, eta = _sparse_data(1000, 9, 4)
+    model = LogisticRegressionModel(X, _targets("logistic", eta, rng))
+    p = model.n_params
+    cv = TaylorControlVariate(model, rng.normal(0, 0.1, size=p), order=1).build_cache()
+    shift, d = rng.normal(size=p), rng.uniform(0.5, 2.0, size=p)
+    a = GradientEstimator(model.compiled, model.prior.precision, cv).whiten(shift, d)
+    b = GradientEstimator(model.compiled, model.prior.precision, cv).whiten(shift, np.diag(d))
+    z, idx = rng.normal(size=p), rng.integers(0, model.n_data, size=40)
+    np.testing.assert_allclose(a(z, idx), b(z, idx), rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="shapes"):
+        a.whiten(shift, d[:-1])
+
+
+def test_leverages_and_row_geometry_in_a_diagonal_metric():
+    from bayes_subsample.models import RowGeometry
+    X, rng, eta = _sparse_data(700, 9, 4)
+    for design in (X, X.toarray().astype(np.float32)):
+        model = LogisticRegressionModel(design, _targets("logistic", eta, rng))
+        d = rng.uniform(0.5, 3.0, size=model.n_params)
+        np.testing.assert_allclose(model.whitened_row_norms(d),
+                                   model.whitened_row_norms(np.diag(d)), rtol=1e-12)
+    u = rng.normal(size=model.n_params)
+    assert RowGeometry(d, 1.0).norm(u) == pytest.approx(RowGeometry(np.diag(d), 1.0).norm(u))
+
+
+def test_diagonal_random_walk_adapts_to_the_marginal_variances():
+    rng = np.random.default_rng(3)
+    var = np.array([0.01, 1.0, 25.0])
+    prop = RandomWalkProposal(np.ones(3))
+    for i in range(3000):
+        prop.adapt(rng.normal(size=3) * np.sqrt(var), accepted=i % 4 == 0, iteration=i)
+    # 3,000 iid draws: each variance within 10% (its standard error is 2.6%) of
+    # the variance shrunk towards the initial one by 10 pseudo-draws
+    w = 3000 / (3000 + 10.0)
+    target = w * var + (1 - w) * 1.0
+    assert np.all(np.abs(prop.chol ** 2 / target - 1.0) < 0.1), prop.chol ** 2 / target
+    theta, log_q, _ = prop.propose(rng, np.zeros(3))
+    assert theta.shape == (3,) and log_q == 0.0
 
 
 def test_diagonal_metric_refusals():
@@ -375,6 +488,12 @@ def test_diagonal_metric_refusals():
         sample(user, NUTS(metric="diag"), n_samples=10, n_warmup=10, n_chains=1)
     with pytest.raises(ValueError, match="metric"):
         sample(model, HMC(metric="sparse"), n_samples=10, n_warmup=10, n_chains=1)
+    with pytest.raises(ValueError, match="proxy='taylor'"):
+        sample(model, ConfidenceMH(metric="diag", proxy="taylor"), n_samples=10, n_warmup=10,
+               n_chains=1)
+    for cls in (MH, AusterityMH, ConfidenceMH, SGLD, SGHMC, EWSG):
+        with pytest.raises(ValueError, match="metric='diag' needs"):
+            sample(user, cls(metric="diag"), n_samples=10, n_warmup=10, n_chains=1)
     # the estimators pass the metric through
     est = BayesianLinearRegression(sampler=NUTS(metric="diag"), n_samples=50, n_warmup=50,
                                    n_chains=1, random_state=0)

@@ -134,20 +134,25 @@ class RowGeometry:
 
     In the posterior's own metric ``||L^T u||`` is O(1) for a proposal step while
     ``radius`` is O(n^-1/2), which makes range bounds shrink as the data grow,
-    where the Euclidean ``max_k ||x_k|| ||u||`` does not.
+    where the Euclidean ``max_k ||x_k|| ||u||`` does not. A ``(p,)`` ``chol`` is
+    a diagonal ``L`` (wide models: the square roots of the precision's
+    diagonal); the inequality holds for any invertible ``L``.
     """
 
     def __init__(self, chol, radius):
         self.chol = np.ascontiguousarray(chol, dtype=np.float64)
         self.radius = float(radius)
-        if self.chol.ndim != 2 or self.chol.shape[0] != self.chol.shape[1]:
-            raise ValueError(f"chol must be a square matrix, got shape {self.chol.shape}")
+        if not (self.chol.ndim == 1 or (self.chol.ndim == 2
+                                         and self.chol.shape[0] == self.chol.shape[1])):
+            raise ValueError(f"chol must be a square matrix or the (p,) diagonal of one, got "
+                             f"shape {self.chol.shape}")
         if not (self.radius >= 0.0 and np.isfinite(self.radius)):
             raise ValueError(f"radius must be a finite float >= 0, got {radius!r}")
 
     def norm(self, u):
         """``||L^T u||``."""
-        return float(np.linalg.norm(self.chol.T @ np.asarray(u, dtype=np.float64)))
+        u = np.asarray(u, dtype=np.float64)
+        return float(np.linalg.norm(self.chol * u if self.chol.ndim == 1 else self.chol.T @ u))
 
     def __repr__(self):
         return f"RowGeometry(n_params={self.chol.shape[0]}, radius={self.radius:.4g})"
@@ -356,6 +361,29 @@ class GLM(CompiledModel):
         return self._cy.full_pass(self.check_theta(theta), loglik, gradient, hessian,
                                   self.pass_threads())
 
+    def neg_hessian_operator(self, theta):
+        """The posterior precision at ``theta`` (``-d^2 log pi / d theta^2``) as
+        a symmetric :class:`scipy.sparse.linalg.LinearOperator`, without a
+        ``p x p`` matrix (wide models: its largest eigenvalue by Lanczos). One
+        pass for the per-datum curvatures, then each product ``P v`` reads X
+        twice (``X v``, then ``X^T (w X v)``), counted as one pass."""
+        from scipy.sparse.linalg import LinearOperator
+
+        theta = self.check_theta(theta)
+        rows, n = self._cy.rows, self.n_data
+        _, _, w = self._cy.link_terms_array(self.y, rows.py_dot_range(0, n, theta),
+                                            want_ll=False)
+        self._cy.note_passes(1)
+        prec = np.asarray(self.prior.precision, dtype=np.float64)
+
+        def matvec(v):
+            v = np.asarray(v, dtype=np.float64).reshape(-1)
+            self._cy.note_passes(1)
+            return prec * v + rows.py_add_xt_range(0, n, w * rows.py_dot_range(0, n, v))
+
+        p = self.n_params
+        return LinearOperator((p, p), matvec=matvec, rmatvec=matvec, dtype=np.float64)
+
     def full_pass_hessian_estimate(self, theta, *, rows=2**21):
         """A full pass of the log-likelihood and gradient sums with the Hessian sum
         estimated from about ``rows`` rows: those of every k-th chunk of 256
@@ -456,18 +484,32 @@ class GLM(CompiledModel):
 
     def whitened_row_norms(self, chol):
         """``||L^{-1} x_k||`` for every datum (``x_k`` with the intercept's 1),
-        ``L = chol`` lower triangular of shape (n_params, n_params): the rows'
-        leverage in the metric ``L L^T``. One chunked pass over X (dense or CSR,
-        BLAS products); a float64 array of shape (n_data,)."""
+        ``L = chol`` lower triangular of shape (n_params, n_params), or diagonal
+        given as its (n_params,) diagonal: the rows' leverage in the metric ``L
+        L^T``. One chunked pass over X (dense or CSR, BLAS products); a float64
+        array of shape (n_data,)."""
         chol = np.asarray(chol, dtype=np.float64)
         p = self.n_params
-        if chol.shape != (p, p):
-            raise ValueError(f"chol must have shape ({p}, {p}), got {chol.shape}")
-        # the rows of [X, 1] L^{-T} are (L^{-1} x_k)^T
-        M = solve_triangular(chol, np.eye(p), lower=True).T
+        if chol.shape not in ((p, p), (p,)):
+            raise ValueError(f"chol must have shape ({p}, {p}) or ({p},), got {chol.shape}")
         d = self.n_features
         out = np.empty(self.n_data)
         step = 1 << 16
+        if chol.ndim == 1:
+            inv = 1.0 / chol
+            extra = inv[d] ** 2 if self.fit_intercept else 0.0
+            for s in range(0, self.n_data, step):
+                block = self.X[s : s + step]
+                if sparse.issparse(block):
+                    b = block.astype(np.float64)
+                    sq = np.asarray(b.multiply(b) @ (inv[:d] ** 2)).reshape(-1)
+                else:
+                    Z = np.asarray(block, dtype=np.float64) * inv[:d]
+                    sq = np.einsum("ij,ij->i", Z, Z)
+                out[s : s + step] = np.sqrt(sq + extra)
+            return out
+        # the rows of [X, 1] L^{-T} are (L^{-1} x_k)^T
+        M = solve_triangular(chol, np.eye(p), lower=True).T
         for s in range(0, self.n_data, step):
             block = self.X[s : s + step]
             if sparse.issparse(block):

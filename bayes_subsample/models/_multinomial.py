@@ -284,7 +284,13 @@ class MultinomialLogisticModel(CompiledModel):
                                         for a in (theta, theta_new, theta_star))
         R = self.row_norm_max
         r = max(self._spread(theta - theta_star), self._spread(theta_new - theta_star))
-        return R ** 3 * self._spread(theta_new - theta) * r * r / 8.0
+        c = self._spread(theta_new - theta)
+        if c == 0.0 or r == 0.0:
+            return 0.0                  # no move, or no residual: no difference
+        # float64 arithmetic: rows of norm ~1e103 or more overflow to inf (a bound that
+        # never stops a decision), not to Python's OverflowError
+        with np.errstate(over="ignore"):
+            return float(np.float64(R) ** 3 * c * r * r / 8.0)
 
     def scale_problem(self):
         R = self.row_norm_max

@@ -198,8 +198,11 @@ def build_proposal(sampler, prepared, model):
             chol = prepared.init_chol
             alpha0 = d ** (-1.0 / 3.0)
         else:
-            chol = np.eye(d)
-            alpha0 = float(np.min(np.linalg.eigvalsh(prepared.cov))) * d ** (-1.0 / 3.0)
+            chol = np.ones(d)                   # the identity, as its diagonal
+            cov = np.asarray(prepared.cov)
+            # a diagonal Laplace covariance (wide models): its smallest variance
+            smallest = np.min(cov) if cov.ndim == 1 else np.min(np.linalg.eigvalsh(cov))
+            alpha0 = float(smallest) * d ** (-1.0 / 3.0)
         step = sampler.step_size if sampler.step_size is not None else alpha0
         b = sampler.proposal_batch_size
         b = sampler.batch_size if b is None else b
@@ -227,10 +230,11 @@ def model_has_proxy(model):
     return getattr(model, "max_cv_order", 1) >= 2
 
 
-def prepare_proxy(model, prepared):
-    """Add the order-2 control variates at the Laplace mode to ``prepared`` (one
-    pass with the Hessian and one for the per-datum cache)."""
-    cv = TaylorControlVariate(model, prepared.theta_init, order=2).build_cache()
+def prepare_proxy(model, prepared, order=2):
+    """Add the control variates at the Laplace mode to ``prepared``: order 2 (one
+    pass with the Hessian and one for the per-datum cache), or order 1 (wide
+    models, whose diagonal metric avoids the ``p x p`` Hessian sum)."""
+    cv = TaylorControlVariate(model, prepared.theta_init, order=order).build_cache()
     return ProxyPrepared(**{**vars(prepared), "n_evals": prepared.n_evals + cv.n_evals}, cv=cv)
 
 
@@ -243,6 +247,13 @@ class Strata(NamedTuple):
     exact: np.ndarray
     sampled: np.ndarray
     geometry: RowGeometry
+
+
+def precision_factor(precision):
+    """``L`` with ``L L^T = precision``: the Cholesky factor of a dense
+    precision, or the square roots of a diagonal one given as a (p,) vector."""
+    P = np.asarray(precision, dtype=np.float64)
+    return np.sqrt(P) if P.ndim == 1 else np.linalg.cholesky(P)
 
 
 def leverage_strata(model, precision, typical_range, degree, max_fraction=0.1):
@@ -261,7 +272,7 @@ def leverage_strata(model, precision, typical_range, degree, max_fraction=0.1):
     Returns a :class:`Strata` (with an empty ``exact`` when no row is worth
     summing exactly; its geometry then covers every datum).
     """
-    L = np.linalg.cholesky(np.asarray(precision, dtype=np.float64))
+    L = precision_factor(precision)
     r = model.whitened_row_norms(L)
     n = r.shape[0]
     order = np.argsort(-r, kind="stable")

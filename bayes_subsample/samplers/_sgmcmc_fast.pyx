@@ -36,8 +36,9 @@ cdef class GradientEstimator:
     EWSG passes its own.
 
     After :meth:`whiten` the estimator works in whitened coordinates ``z`` with
-    ``theta = shift + L z`` (``L`` lower triangular): it takes ``z`` and returns
-    the gradient in ``z``, ``L^T g(theta)``. With ``L`` the Cholesky factor of
+    ``theta = shift + L z`` (``L`` lower triangular, or diagonal, given as its
+    ``(p,)`` diagonal: wide models): it takes ``z`` and returns the gradient in
+    ``z``, ``L^T g(theta)``. With ``L`` the Cholesky factor of
     the Laplace covariance the posterior is close to ``N(0, I)`` in ``z``, so
     the samplers' identity-metric dynamics are preconditioned by the posterior
     precision at the mode.
@@ -63,7 +64,8 @@ cdef class GradientEstimator:
     cdef readonly Py_ssize_t dim, n_data
     # whitening theta = shift + L z
     cdef readonly bint whitened
-    cdef double[::1] shift, th_buf, g_buf
+    cdef bint diag_whiten
+    cdef double[::1] shift, th_buf, g_buf, L_diag
     cdef double[:, ::1] L
     #: per-datum evaluations of one minibatch term (2 for user models with control
     #: variates, which evaluate gradients at theta and theta*)
@@ -89,7 +91,9 @@ cdef class GradientEstimator:
         self.cv_order = int(cv.order)
         self.theta_star = np.ascontiguousarray(cv.theta_star, dtype=np.float64).copy()
         self.A = np.ascontiguousarray(cv.A, dtype=np.float64).copy()
-        self.B = np.ascontiguousarray(cv.B, dtype=np.float64).copy()
+        if self.cv_order == 2:
+            # the p x p Hessian sum (below order 2 it is zero: no matrix, no product)
+            self.B = np.ascontiguousarray(cv.B, dtype=np.float64).copy()
         self.cache = cv.cache
         if self.cache is not None:
             es = self.cache
@@ -99,13 +103,19 @@ cdef class GradientEstimator:
         self.evals_per_datum = model.cv_cost
 
     def whiten(self, shift, L):
-        """Work in ``z`` with ``theta = shift + L z`` (``L`` lower triangular)."""
+        """Work in ``z`` with ``theta = shift + L z``: ``L`` lower triangular
+        ``(p, p)``, or a ``(p,)`` vector for a diagonal ``L`` (``O(p)`` per
+        gradient: wide models)."""
         shift = np.ascontiguousarray(shift, dtype=np.float64)
         L = np.ascontiguousarray(L, dtype=np.float64)
-        if shift.shape != (self.dim,) or L.shape != (self.dim, self.dim):
+        if shift.shape != (self.dim,) or L.shape not in ((self.dim, self.dim), (self.dim,)):
             raise ValueError(f"shift and L must have shapes ({self.dim},) and "
-                             f"({self.dim}, {self.dim})")
-        self.shift, self.L = shift.copy(), np.tril(L)
+                             f"({self.dim}, {self.dim}) or ({self.dim},)")
+        self.diag_whiten = L.ndim == 1
+        if self.diag_whiten:
+            self.shift, self.L_diag = shift.copy(), L.copy()
+        else:
+            self.shift, self.L = shift.copy(), np.tril(L)
         self.whitened = True
         return self
 
@@ -118,6 +128,14 @@ cdef class GradientEstimator:
         cdef int rc
         if not self.whitened:
             return self._estimate(x, idx, m, lik_scale, prior_scale, out)
+        if self.diag_whiten:
+            for j in range(p):
+                self.th_buf[j] = self.shift[j] + self.L_diag[j] * x[j]
+            rc = self._estimate(&self.th_buf[0], idx, m, lik_scale, prior_scale,
+                                &self.g_buf[0])
+            for j in range(p):
+                out[j] = self.L_diag[j] * self.g_buf[j]
+            return rc
         for j in range(p):
             s = self.shift[j]
             for l in range(j + 1):
@@ -145,12 +163,15 @@ cdef class GradientEstimator:
             return rc
         for j in range(p):
             g[j] = -prior_scale * self.prior_prec[j] * theta[j] + lik_scale * self.tmp[j]
-        if self.cv_order >= 0:
+        if self.cv_order == 2:
             for j in range(p):
                 s = self.A[j]
                 for l in range(p):
                     s += self.B[j, l] * (theta[l] - self.theta_star[l])
                 g[j] += s
+        elif self.cv_order >= 0:
+            for j in range(p):
+                g[j] += self.A[j]
         return 0
 
     def __call__(self, theta, idx, lik_scale=None, double prior_scale=1.0):

@@ -23,7 +23,7 @@ from ._approx_mh import (ApproxMHKernel, DecisionRule, ProxyPrepared, build_prop
                          model_has_proxy, prepare_proxy, resolve_first_batch)
 from .._deprecation import DEPRECATED, deprecated_constraint, renamed
 from .._params import store_params
-from ._base import BaseSampler, prepare_laplace, shared_constraints
+from ._base import BaseSampler, diagonal_metric, prepare_laplace, shared_constraints
 from .mh import resolve_n_steps
 
 __all__ = ["AusterityMH"]
@@ -119,6 +119,15 @@ class AusterityMH(BaseSampler):
         Also compute the full-data decision with the same ``u`` each step and
         record ``wrong_decision`` (0/1) and ``exact_accept`` in the trace stats
         (diagnostic; costs a full pass per step, not counted in ``n_evals``).
+    metric : {"auto", "dense", "diag"}, default="auto"
+        The Laplace approximation the proposal starts from: dense, or diagonal
+        (wide models, compiled GLMs: no ``p x p`` matrix anywhere -- the mode by
+        L-BFGS, the precision's diagonal from one pass, a random walk whose
+        variances adapt to the chain's marginal variances or a diagonally
+        preconditioned SGLD proposal, and first-order Taylor proxies, since the
+        second-order proxies' total needs the ``p x p`` Hessian sum).
+        ``"auto"``: dense up to 2,000 parameters, diagonal beyond. See
+        :ref:`scaling-wide`.
 
     Notes
     -----
@@ -174,7 +183,7 @@ class AusterityMH(BaseSampler):
 
     _parameter_constraints = {
         **shared_constraints("batch_size", "step_size", "adapt", "check_exact", "target_accept",
-                             "n_steps", optional=("target_accept", "n_steps")),
+                             "n_steps", "metric", optional=("target_accept", "n_steps")),
         "epsilon": [Interval(Real, 0, 1, closed="left")],
         "first_batch_size": [Interval(Integral, 2, None, closed="left"), None],
         "proxy": [StrOptions({"auto", "taylor"}), None],
@@ -187,7 +196,7 @@ class AusterityMH(BaseSampler):
     def __init__(self, epsilon=0.05, batch_size=500, first_batch_size=None, proxy="auto",
                  proposal="rw", step_size=None, adapt=True, target_accept=None,
                  proposal_batch_size=None, precondition=True, n_steps=None, check_exact=False,
-                 first_batch=DEPRECATED):
+                 first_batch=DEPRECATED, metric="auto"):
         store_params(self, locals())
 
     def _first_batch_size(self, model, warn=False):
@@ -206,8 +215,12 @@ class AusterityMH(BaseSampler):
     def prepare(self, model, rng):
         self._validate_params()
         self._first_batch_size(model, warn=True)
-        prepared = prepare_laplace(model)
-        return prepare_proxy(model, prepared) if self._uses_proxy(model) else prepared
+        diagonal = diagonal_metric(self.metric, model)
+        prepared = prepare_laplace(model, diagonal=diagonal)
+        if not self._uses_proxy(model):
+            return prepared
+        # wide models: first-order proxies (order 2's total needs the p x p Hessian sum)
+        return prepare_proxy(model, prepared, order=1 if diagonal else 2)
 
     def build(self, model, prepared, n_warmup):
         first = self._first_batch_size(model)

@@ -27,8 +27,9 @@ from .._seqtest import BOUNDS
 from ..models import RowGeometry
 from . import _approx_mh_fast as _fast
 from ._approx_mh import (ApproxMHKernel, DecisionRule, ProxyPrepared, build_proposal,
-                         leverage_strata, model_has_proxy, prepare_proxy, resolve_first_batch)
-from ._base import BaseSampler, prepare_laplace, shared_constraints
+                         leverage_strata, model_has_proxy, precision_factor, prepare_proxy,
+                         resolve_first_batch)
+from ._base import BaseSampler, diagonal_metric, prepare_laplace, shared_constraints
 from .mh import resolve_n_steps
 
 __all__ = ["ConfidenceMH"]
@@ -137,6 +138,15 @@ default="bernstein_serfling"
         Also compute the full-data decision with the same ``u`` each step and
         record ``wrong_decision`` and ``exact_accept`` in the trace stats (not
         counted in ``n_evals``).
+    metric : {"auto", "dense", "diag"}, default="auto"
+        The Laplace approximation the proposal and the leverage strata start
+        from: dense, or diagonal (wide models, compiled GLMs: no ``p x p``
+        matrix anywhere -- the mode by L-BFGS, the precision's diagonal from
+        one pass, a random walk whose variances adapt to the chain's marginal
+        variances, leverages ``||x_k / sqrt(diag P)||``, and the plain bound,
+        since the second-order proxies' total needs the ``p x p`` Hessian sum).
+        ``"auto"``: dense up to 2,000 parameters, diagonal beyond. See
+        :ref:`scaling-wide`.
 
     Notes
     -----
@@ -178,7 +188,7 @@ default="bernstein_serfling"
 
     _parameter_constraints = {
         **shared_constraints("step_size", "adapt", "check_exact", "target_accept", "n_steps",
-                             optional=("target_accept", "n_steps")),
+                             "metric", optional=("target_accept", "n_steps")),
         "delta": [Interval(Real, 0, 1, closed="left")],
         "bound": [StrOptions({"bernstein_serfling", "empirical_bernstein",
                               "hoeffding_serfling"})],
@@ -194,17 +204,25 @@ default="bernstein_serfling"
     def __init__(self, delta=0.01, bound="bernstein_serfling", batch_growth=2.0, p=2.0,
                  first_batch_size=1, proxy="auto", stratify=True, step_size=None, adapt=True,
                  target_accept=None, n_steps=None, check_exact=False, gamma=DEPRECATED,
-                 first_batch=DEPRECATED):
+                 first_batch=DEPRECATED, metric="auto"):
         store_params(self, locals())
 
     def _first_batch_size(self, model, warn=False):
         return resolve_first_batch(renamed(self, "first_batch", "first_batch_size", warn), 1,
                                    model.n_data, type(self).__name__)
 
-    def _resolve_proxy(self, model):
+    def _resolve_proxy(self, model, diagonal=False):
         """``"taylor"`` or None: the proxy this run tests with."""
         if self.proxy is None:
             return None
+        if diagonal:
+            if self.proxy == "auto":
+                return None
+            raise ValueError(
+                f"{type(self).__name__}(proxy='taylor') tests second-order residuals, whose "
+                "proxies' total needs the p x p Hessian sum that the diagonal metric avoids; "
+                "use proxy=None or proxy='auto' (the plain bound on wide models), or "
+                "metric='dense'")
         z = np.zeros(model.n_params)
         try:
             if not model_has_proxy(model):
@@ -231,9 +249,13 @@ default="bernstein_serfling"
         # times the Bernstein-Serfling constant 2 kappa log(5 / delta): a decision
         # examines about that times r^degree of the sampled data
         p = model.n_params
-        L = np.linalg.cholesky(prepared.precision)
-        step = np.linalg.solve(L.T, np.where(np.arange(p) % 2 == 0, 1.0, -1.0))
-        theta = prepared.theta_init + np.linalg.solve(L.T, np.ones(p))
+        L = precision_factor(prepared.precision)
+
+        def solve_t(v):                 # L^-T v
+            return v / L if L.ndim == 1 else np.linalg.solve(L.T, v)
+
+        step = solve_t(np.where(np.arange(p) % 2 == 0, 1.0, -1.0))
+        theta = prepared.theta_init + solve_t(np.ones(p))
         theta_new = theta + 2.38 / np.sqrt(p) * step
         unit = {"geometry": RowGeometry(L, 1.0)}
         C1 = (model.cv_range_bound(theta, theta_new, prepared.theta_init, 2, **unit)
@@ -247,7 +269,8 @@ default="bernstein_serfling"
         name = type(self).__name__
         self._first_batch_size(model, warn=True)
         renamed(self, "gamma", "batch_growth")
-        proxy = self._resolve_proxy(model)
+        diagonal = diagonal_metric(self.metric, model)
+        proxy = self._resolve_proxy(model, diagonal)
         z = np.zeros(model.n_params)
         # surface a missing range bound now, not at the first step
         try:
@@ -264,7 +287,7 @@ default="bernstein_serfling"
             raise model.overflow_error("in the range bound C(theta, theta')")
         if not (np.isscalar(C) and float(C) >= 0.0):
             raise ValueError(f"model.range_bound must return a float >= 0, got {C!r}")
-        prepared = prepare_laplace(model)
+        prepared = prepare_laplace(model, diagonal=diagonal)
         if proxy == "taylor":
             prepared = prepare_proxy(model, prepared)
         strata = self._strata(model, prepared, proxy)

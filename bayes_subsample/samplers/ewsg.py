@@ -21,7 +21,7 @@ from .. import _rng
 from .._params import store_params
 from . import _sgmcmc_fast as _fast
 from ._base import BaseSampler, shared_constraints
-from .sgmcmc import _BIAS_NOTE, _diverged, _SGKernelBase, prepare_sg
+from .sgmcmc import _BIAS_NOTE, _METRIC_PARAM, _diverged, _SGKernelBase, prepare_sg
 
 __all__ = ["EWSG"]
 
@@ -145,6 +145,7 @@ class EWSG(BaseSampler):
         coordinates of the Laplace approximation, i.e. with the posterior
         precision at the mode as the mass matrix in ``theta``; ``h`` is then in
         whitened units. ``False``: unit mass in ``theta``.
+    {metric}
 
     Notes
     -----
@@ -172,13 +173,14 @@ class EWSG(BaseSampler):
     exact = False
     _parameter_constraints = {
         **shared_constraints("step_size", "batch_size", "friction", "n_steps",
-                             "control_variates", "precondition"),
+                             "control_variates", "precondition", "metric"),
         "index_chain_length": [Interval(Integral, 0, None, closed="left")],
         "index_chain": [StrOptions({"restart", "persistent"})],
     }
 
     def __init__(self, step_size=None, batch_size=32, friction=2.0, index_chain_length=1,
-                 index_chain="restart", n_steps=10, control_variates=True, precondition=True):
+                 index_chain="restart", n_steps=10, control_variates=True, precondition=True,
+                 metric="auto"):
         store_params(self, locals())
 
     def prepare(self, model, rng):
@@ -191,4 +193,5 @@ class EWSG(BaseSampler):
         return EWSGKernel(model, prepared, self)
 
 
-EWSG.__doc__ = EWSG.__doc__.replace("{bias}", _BIAS_NOTE)
+EWSG.__doc__ = (EWSG.__doc__.replace("{bias}", _BIAS_NOTE)
+                .replace("    {metric}\n", _METRIC_PARAM))

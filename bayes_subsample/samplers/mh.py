@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import _rng
 from .._params import store_params
-from ._base import BaseSampler, Kernel, prepare_laplace, shared_constraints
+from ._base import BaseSampler, Kernel, diagonal_metric, prepare_laplace, shared_constraints
 from ._proposals import RandomWalkProposal
 
 __all__ = ["MH"]
@@ -145,6 +145,13 @@ class MH(BaseSampler):
         ``d = 29`` on the HIGGS sample); ``d`` transitions per draw keep the
         draws' inefficiency near 5 for ``d`` times the cost per draw. Warmup
         iterations make as many, and the proposal adapts at each.
+    metric : {"auto", "dense", "diag"}, default="auto"
+        The Laplace approximation the proposal starts from: dense, or diagonal
+        (wide models, compiled GLMs: no ``p x p`` matrix anywhere -- the mode by
+        L-BFGS, the precision's diagonal from one pass, a random walk whose
+        variances adapt to the chain's marginal variances; ``O(p)`` work a
+        proposal). ``"auto"``: dense up to 2,000 parameters, diagonal beyond.
+        See :ref:`scaling-wide`.
 
     Examples
     --------
@@ -162,16 +169,17 @@ class MH(BaseSampler):
     name = "mh"
     exact = True
     _parameter_constraints = {
-        **shared_constraints("step_size", "adapt", "target_accept", "n_steps",
+        **shared_constraints("step_size", "adapt", "target_accept", "n_steps", "metric",
                              optional=("target_accept", "n_steps")),
     }
 
-    def __init__(self, step_size=None, adapt=True, target_accept=None, n_steps=None):
+    def __init__(self, step_size=None, adapt=True, target_accept=None, n_steps=None,
+                 metric="auto"):
         store_params(self, locals())
 
     def prepare(self, model, rng):
         self._validate_params()
-        return prepare_laplace(model)
+        return prepare_laplace(model, diagonal=diagonal_metric(self.metric, model))
 
     def build(self, model, prepared, n_warmup):
         return MHKernel(model, RandomWalkProposal(prepared.cov, scale0=self.step_size,

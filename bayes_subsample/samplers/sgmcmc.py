@@ -21,8 +21,7 @@ from numbers import Integral, Real
 from typing import NamedTuple, Optional
 
 import numpy as np
-from scipy import linalg
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.exceptions import ConvergenceWarning, EfficiencyWarning
 from sklearn.utils._param_validation import StrOptions
 
 from .._deprecation import DEPRECATED, deprecated_constraint
@@ -30,7 +29,9 @@ from .._params import store_params
 from ..control_variates import TaylorControlVariate
 from ..exceptions import SamplingError
 from . import _sgmcmc_fast as _fast
-from ._base import BaseSampler, Kernel, LaplacePrepared, prepare_laplace, shared_constraints
+from .._linalg import scale_draws, solve_chol
+from ._base import (BaseSampler, Kernel, LaplacePrepared, diagonal_metric, prepare_laplace,
+                    shared_constraints)
 from ._hamiltonian import Metric
 from ._sgmcmc_fast import GradientEstimator
 
@@ -45,6 +46,19 @@ _BIAS_NOTE = """
        step size goes to 0, at the price of slower mixing. Start from
        :func:`suggest_step_size` and check that halving ``step_size`` does not
        change the summaries you report.
+"""
+
+#: the ``metric`` parameter of SGLD, SGHMC and EWSG
+_METRIC_PARAM = """\
+    metric : {"auto", "dense", "diag"}, default="auto"
+        The Laplace approximation that starts the chains, preconditions the
+        dynamics and checks for runaways: dense, or diagonal (wide models,
+        compiled GLMs: no ``p x p`` matrix anywhere -- the mode by L-BFGS, the
+        precision's diagonal from one pass, control variates of order 1,
+        since order 2 needs the ``p x p`` Hessian sum, and the default step
+        size from the largest curvature in the diagonally whitened
+        coordinates, by Lanczos; ``O(p)`` work a step). ``"auto"``: dense up
+        to 2,000 parameters, diagonal beyond. See :ref:`scaling-wide`.
 """
 
 # the data set-up of the SGLD and SGHMC examples ({example_data} in their docstrings)
@@ -104,7 +118,8 @@ _DEFAULT_FRICTION = {"sghmc": 1.0, "ewsg": 2.0}
 
 
 def suggest_step_size(model, sampler="sgld", *, batch_size=None, control_variates=True,
-                      friction=None, precondition=False, c=0.3, precision=None, mass=None):
+                      friction=None, precondition=False, c=0.3, precision=None, mass=None,
+                      metric="auto"):
     """A conservative step size from the curvature of the posterior at its mode.
 
     With ``P`` the posterior precision at the MAP (``-Hessian`` of the log
@@ -119,7 +134,13 @@ def suggest_step_size(model, sampler="sgld", *, batch_size=None, control_variate
       ``h = c min(lam^-1/2, 1/C, q C / lam)``;
 
     where ``q = min(1, b / n)`` for uniform minibatches without control
-    variates and ``q = 1`` with control variates.
+    variates and ``q = min(1, lam / v)`` with them, ``v`` the largest
+    per-coordinate variance of the estimate's noise in the coordinates the
+    dynamics move, measured at draws of the Laplace approximation (when the
+    Laplace approximation is computed here, ``precision=None``; with a given
+    ``precision``, ``q = 1``). On tall data with order-2 control variates
+    ``v`` is far below ``lam`` and ``q = 1``; with order 1 on wide models, or
+    far from the Laplace approximation, it is not.
 
     Why: on the Gaussian approximation with exact gradients, the SGLD
     recursion ``theta' = (1 - eps lam/2) theta + N(0, eps)`` has stationary
@@ -137,7 +158,7 @@ def suggest_step_size(model, sampler="sgld", *, batch_size=None, control_variate
     9% of full-data NUTS for all three samplers (the table of bias
     against step size is printed by ``benchmarks/bench_mixing.py``); smaller
     ``c`` is more accurate and mixes more slowly. Curvature far from the mode
-    and the gradient noise of control variates are not accounted for.
+    is not accounted for.
 
     Parameters
     ----------
@@ -161,6 +182,12 @@ def suggest_step_size(model, sampler="sgld", *, batch_size=None, control_variate
         passes) when not given.
     mass : {"identity", "laplace"}, optional
         Deprecated: ``"laplace"`` is ``precondition=True``.
+    metric : {"auto", "dense", "diag"}, default="auto"
+        With ``precision=None``: the Laplace approximation computed, dense or
+        diagonal (``"auto"``: diagonal beyond 2,000 parameters, as the
+        samplers' own ``metric``). With a diagonal one (``M`` the precision's
+        diagonal when ``precondition``) ``lam`` is found by Lanczos iterations
+        on products with ``P`` (two reads of X each), no ``p x p`` matrix.
 
     Returns
     -------
@@ -185,6 +212,7 @@ def suggest_step_size(model, sampler="sgld", *, batch_size=None, control_variate
         if friction is None:
             friction = getattr(obj, "friction", None)
         precondition = getattr(obj, "precondition", precondition)
+        metric = getattr(obj, "metric", metric)
     if sampler not in ("sgld", "sghmc", "ewsg"):
         raise ValueError(f"sampler must be 'sgld', 'sghmc' or 'ewsg', got {sampler!r}")
     if mass is not None:
@@ -201,21 +229,135 @@ def suggest_step_size(model, sampler="sgld", *, batch_size=None, control_variate
         friction = _DEFAULT_FRICTION.get(sampler, 1.0)
     if not (np.isfinite(friction) and friction > 0):
         raise ValueError(f"friction must be a finite number > 0, got {friction!r}")
+    noise = None
     if precision is None:
         from .._optimize import laplace
-        precision = laplace(model)["precision"]
-    precision = np.asarray(precision, dtype=np.float64)
-    if precision.shape != (model.n_params, model.n_params):
-        raise ValueError(f"precision must have shape ({model.n_params}, {model.n_params}), "
-                         f"got {precision.shape}")
-    lam = 1.0 if precondition else \
-        float(np.max(np.linalg.eigvalsh(0.5 * (precision + precision.T))))
-    if not (np.isfinite(lam) and lam > 0):
-        raise ValueError("the posterior precision at the mode is not positive definite")
-    q = min(1.0, batch_size / model.n_data) if (batch_size and not control_variates) else 1.0
+        diagonal = diagonal_metric(metric, model)
+        lap = laplace(model, diagonal=diagonal)
+        lam = max_curvature(model, lap["theta_map"], lap["chol_cov"] if diagonal else None,
+                            precondition, lap["precision"])
+        if control_variates and batch_size:
+            cv = TaylorControlVariate(model, lap["theta_map"], order=cv_order(model, diagonal))
+            noise = gradient_noise(model, cv, lap["chol_cov"], precondition, batch_size)[0]
+    else:
+        precision = np.asarray(precision, dtype=np.float64)
+        if precision.shape != (model.n_params, model.n_params):
+            raise ValueError(f"precision must have shape ({model.n_params}, "
+                             f"{model.n_params}), got {precision.shape}")
+        lam = max_curvature(model, None, None, precondition, precision)
+    return step_from_curvature(sampler, lam, batch_size=batch_size,
+                               control_variates=control_variates, friction=friction,
+                               n_data=model.n_data, c=c, noise=noise)
+
+
+def step_from_curvature(sampler, lam, *, batch_size, control_variates, friction, n_data,
+                        c=0.3, noise=None):
+    """The rule of :func:`suggest_step_size` given ``lam`` (and, with control
+    variates, the gradient ``noise`` of :func:`gradient_noise`)."""
+    if friction is None:
+        friction = _DEFAULT_FRICTION.get(sampler, 1.0)
+    q = noise_factor(lam, batch_size, control_variates, n_data, noise)
     if sampler == "sgld":
         return c * q / lam
     return c * min(lam ** -0.5, 1.0 / friction, q * friction / lam)
+
+
+def cv_order(model, diagonal):
+    """The SG samplers' control-variate order: 2 where the model has per-datum
+    Hessians, 1 with a diagonal metric (order 2 needs the ``p x p`` Hessian
+    sum) and for other models."""
+    return min(1 if diagonal else 2, model.max_cv_order)
+
+
+#: rows and points of the gradient-noise estimate (:func:`gradient_noise`)
+NOISE_ROWS, NOISE_POINTS = 2048, 4
+
+
+def gradient_noise(model, cv, chol, precondition, batch_size):
+    """``(v, n_evals)``: ``v`` the largest variance, over the coordinates the
+    dynamics move, of the control-variate gradient estimate's noise on a
+    minibatch of ``batch_size`` iid rows, ``n^2 / b Var_k(grad d_k)``
+    (``L^T grad d_k`` when ``precondition``), averaged over ``NOISE_POINTS``
+    draws ``theta* + L z`` of the Laplace approximation (``L = chol``, dense or
+    diagonal), the variance over ``NOISE_ROWS`` rows drawn without
+    replacement. The residual gradients are taken in chunks of at most 2^18
+    entries (no ``rows x p`` array on wide models). Deterministic (a fixed
+    seed: the same value for the sampler's default and
+    :func:`suggest_step_size`).
+
+    Near the mode with order-2 control variates on tall data ``v`` is tiny;
+    it grows as ``p / b`` with order 1 (wide models: each residual gradient
+    is ``O(|theta - theta*|)``), which the curvature rule alone ignores."""
+    rng = np.random.default_rng(0)
+    n, p = model.n_data, model.n_params
+    m = int(min(n, NOISE_ROWS))
+    idx = np.sort(rng.choice(n, size=m, replace=False))
+    chunk = max(1, (1 << 18) // p)
+    var = np.zeros(p)
+    for _ in range(NOISE_POINTS):
+        theta = cv.theta_star + scale_draws(chol, rng.standard_normal(p))
+        s1, s2 = np.zeros(p), np.zeros(p)
+        for start in range(0, m, chunk):
+            _, G = cv.residuals(theta, idx[start:start + chunk])
+            if precondition:
+                G = G * chol if np.ndim(chol) == 1 else G @ chol
+            s1 += G.sum(axis=0)
+            s2 += np.einsum("ij,ij->j", G, G)
+        mean = s1 / m
+        var += np.maximum(s2 / m - mean * mean, 0.0)
+    v = float(np.max(var)) / NOISE_POINTS * n * (n / batch_size)
+    return v, NOISE_POINTS * m * model.compiled.cv_cost
+
+
+def noise_factor(lam, batch_size, control_variates, n_data, noise=None):
+    """``q`` of :func:`suggest_step_size`: ``b / n`` without control variates,
+    with them ``min(1, lam / noise)`` (1 when the noise is not known)."""
+    if not batch_size:
+        return 1.0
+    if not control_variates:
+        return min(1.0, batch_size / n_data)
+    if noise is None or not np.isfinite(noise) or noise <= lam:
+        return 1.0
+    return lam / noise
+
+
+def max_curvature(model, theta, chol, precondition, precision):
+    """``lambda_max`` of the posterior precision ``P`` at the mode ``theta``
+    in the coordinates the dynamics move: ``theta`` itself, or ``z`` with
+    ``theta = theta_map + L z`` when ``precondition``.
+
+    ``chol`` None: ``precision`` is the dense ``P`` and ``L`` its Cholesky
+    factor's inverse transpose, so preconditioned ``lam = 1``. ``chol`` a
+    ``(p,)`` vector (the diagonal Laplace approximation: ``L = diag(chol)``,
+    ``chol = diag(P)^-1/2``): ``lambda_max(L P L)`` (or of ``P``) by Lanczos
+    (ARPACK) on ``model.neg_hessian_operator(theta)``, tolerance ``1e-3``;
+    it is at least 1 when preconditioned, more where features correlate."""
+    if chol is None:
+        lam = 1.0 if precondition else \
+            float(np.max(np.linalg.eigvalsh(0.5 * (precision + precision.T))))
+    else:
+        from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+
+        op = P = model.neg_hessian_operator(theta)
+        if precondition:
+            d = np.asarray(chol, dtype=np.float64)
+            op = LinearOperator(P.shape, matvec=lambda v: d * P.matvec(d * np.ravel(v)),
+                                dtype=np.float64)
+        p = op.shape[0]
+        if p <= 2:
+            lam = float(np.max(np.linalg.eigvalsh(op.matmat(np.eye(p)))))
+        else:
+            try:
+                lam = float(eigsh(op, k=1, which="LA", tol=1e-3, v0=np.ones(p),
+                                  return_eigenvectors=False)[0])
+            except ArpackNoConvergence as e:
+                if len(e.eigenvalues) == 0:
+                    raise ValueError("the largest curvature of the posterior at the mode "
+                                     "was not found (Lanczos did not converge)") from e
+                lam = float(np.max(e.eigenvalues))
+    if not (np.isfinite(lam) and lam > 0):
+        raise ValueError("the posterior precision at the mode is not positive definite")
+    return lam
 
 
 # --------------------------------------------------------------------------------------
@@ -235,18 +377,41 @@ class SGPrepared(LaplacePrepared):
 def prepare_sg(sampler, model, *, control_variates, batch_size, friction=None,
                precondition=None):
     """MAP / Laplace, control variates at the MAP (order 2 for GLMs, 1 otherwise;
-    their cache built), and the step size."""
+    their cache built), and the step size. With a diagonal metric (wide models)
+    the Laplace approximation is diagonal and the control variates are of
+    order 1 (order 2 needs the ``p x p`` Hessian sum): ``O(p)`` work a step."""
     precondition = sampler.precondition if precondition is None else precondition
-    lap = prepare_laplace(model)
+    diagonal = diagonal_metric(sampler.metric, model)
+    lap = prepare_laplace(model, diagonal=diagonal)
     n_evals, cv = lap.n_evals, None
     if control_variates:
-        cv = TaylorControlVariate(model, lap.theta_init, order=min(2, model.max_cv_order))
+        cv = TaylorControlVariate(model, lap.theta_init, order=cv_order(model, diagonal))
         cv.build_cache()
         n_evals += cv.n_evals
     if sampler.step_size is None:
-        step = suggest_step_size(model, sampler.name, batch_size=batch_size,
-                                 control_variates=control_variates, friction=friction,
-                                 precondition=precondition, precision=lap.precision)
+        passes = model.n_full_passes
+        lam = max_curvature(model, lap.theta_init, lap.init_chol if diagonal else None,
+                            precondition, lap.precision)
+        n_evals += (model.n_full_passes - passes) * model.n_data
+        noise = None
+        if cv is not None:
+            noise, ev = gradient_noise(model, cv, lap.init_chol, precondition, batch_size)
+            n_evals += ev
+        step = step_from_curvature(sampler.name, lam, batch_size=batch_size,
+                                   control_variates=control_variates, friction=friction,
+                                   n_data=model.n_data, noise=noise)
+        q = noise_factor(lam, batch_size, control_variates, model.n_data, noise)
+        if cv is not None and q < 0.1:
+            needed = batch_size / q
+            cure = (f"A batch_size of about {needed:.0f} restores it" if needed < model.n_data
+                    else "No batch smaller than the data restores it")
+            warnings.warn(
+                f"{type(sampler).__name__}: the control variates' gradient noise on minibatches "
+                f"of {batch_size} rows is {1 / q:.3g} times what the posterior's curvature "
+                f"allows (order-{cv.order} control variates, {model.n_params} parameters), so "
+                f"the default step size is {1 / q:.3g} times smaller and the chains mix that "
+                f"much more slowly. {cure}; on wide models HMC-ECS or NUTS (diagonal "
+                "metric) are the better choice.", EfficiencyWarning, stacklevel=3)
     else:
         step = float(sampler.step_size)
     return SGPrepared(**{**vars(lap), "n_evals": n_evals}, cv=cv, step_size=step,
@@ -307,14 +472,14 @@ class _SGKernelBase(Kernel):
         theta = self.model.check_theta(theta).copy()
         if not self.precondition:
             return theta
-        return linalg.solve_triangular(self.chol, theta - self.shift, lower=True)
+        return solve_chol(self.chol, theta - self.shift)
 
     def _theta(self, position):
         """The draw of a position; raises if the chain ran away."""
         if self.precondition:
-            z, theta = position, self.shift + self.chol @ position
+            z, theta = position, self.shift + scale_draws(self.chol, position)
         else:
-            z = linalg.solve_triangular(self.chol, position - self.shift, lower=True)
+            z = solve_chol(self.chol, position - self.shift)
             theta = position.copy()
         dist = float(np.max(np.abs(z)))
         if not dist < RUNAWAY_SD:
@@ -406,6 +571,7 @@ class SGLD(BaseSampler):
         approximation (the identity metric there is the posterior precision at
         the mode in ``theta``). ``False``: the identity metric in ``theta``,
         whose stable step size is set by the stiffest direction.
+    {metric}
 
     A chain that leaves the finite numbers, or runs more than ``1000`` posterior
     standard deviations (of the Laplace approximation) away from the mode,
@@ -433,10 +599,10 @@ class SGLD(BaseSampler):
     name = "sgld"
     exact = False
     _parameter_constraints = shared_constraints("step_size", "batch_size", "control_variates",
-                                                "n_steps", "precondition")
+                                                "n_steps", "precondition", "metric")
 
     def __init__(self, step_size=None, batch_size=32, control_variates=True, n_steps=10,
-                 precondition=True):
+                 precondition=True, metric="auto"):
         store_params(self, locals())
 
     def prepare(self, model, rng):
@@ -520,6 +686,7 @@ class SGHMC(BaseSampler):
         Mass matrix ``M``: the posterior precision at the MAP (True) or the
         identity (False). Replaces ``mass="laplace"`` / ``mass="identity"``
         (``mass`` is deprecated).
+    {metric}
     refresh_momentum : bool, default=True
         Redraw ``p ~ N(0, M)`` at the start of every iteration. Note that
         with this first-order (``theta`` first) integrator a refresh discards
@@ -550,14 +717,14 @@ class SGHMC(BaseSampler):
     exact = False
     _parameter_constraints = {
         **shared_constraints("step_size", "batch_size", "n_steps", "friction", "control_variates",
-                             "precondition"),
+                             "precondition", "metric"),
         "refresh_momentum": ["boolean"],
         "mass": deprecated_constraint(StrOptions({"identity", "laplace"})),
     }
 
     def __init__(self, step_size=None, batch_size=32, n_steps=10, friction=1.0,
                  control_variates=True, precondition=True, refresh_momentum=True,
-                 mass=DEPRECATED):
+                 mass=DEPRECATED, metric="auto"):
         store_params(self, locals())
 
     def prepare(self, model, rng):
@@ -579,4 +746,5 @@ class SGHMC(BaseSampler):
 
 for _cls in (SGLD, SGHMC):
     _cls.__doc__ = (_cls.__doc__.replace("{bias}", _BIAS_NOTE)
+                    .replace("    {metric}\n", _METRIC_PARAM)
                     .replace("    {example_data}", _EXAMPLE_DATA))
