@@ -9,7 +9,7 @@ import numpy as np
 from scipy import linalg
 
 __all__ = ["inv_lower", "PrecisionFactors", "factor_precision", "factor_diagonal", "solve_chol",
-           "scale_draws"]
+           "scale_draws", "precision_factor"]
 
 
 def inv_lower(L):
@@ -108,10 +108,18 @@ def scale_draws(chol, z):
     return chol @ z if np.ndim(z) == 1 else z @ chol.T
 
 
-def solve_chol(chol, v):
-    """``chol^-1 v`` for a lower Cholesky factor, dense (p, p) or diagonal
-    (p,): the inverse of :func:`scale_draws` on one vector."""
+def solve_chol(chol, v, trans=False):
+    """``chol^-1 v`` (``chol^-T v`` with ``trans``) for a lower Cholesky factor,
+    dense (p, p) or diagonal (p,): the inverse of :func:`scale_draws` on one
+    vector."""
     chol = np.asarray(chol)
     if chol.ndim == 1:
         return v / chol
-    return linalg.solve_triangular(chol, v, lower=True)
+    return linalg.solve_triangular(chol, v, lower=True, trans="T" if trans else "N")
+
+
+def precision_factor(precision):
+    """``L`` with ``L L^T = precision``: the Cholesky factor of a dense
+    precision, or the square roots of a diagonal one given as a (p,) vector."""
+    P = np.asarray(precision, dtype=np.float64)
+    return np.sqrt(P) if P.ndim == 1 else np.linalg.cholesky(P)

@@ -501,3 +501,32 @@ def test_diagonal_metric_refusals():
         warnings.simplefilter("ignore", ConvergenceWarning)
         est.fit(X, _targets("gaussian", eta, rng))
     assert np.shape(est.diagnostics_["tuning"][0]["mass_matrix"]) == (X.shape[1] + 1,)
+
+
+@pytest.mark.parametrize("cls", [SGLD, SGHMC, EWSG])
+def test_sg_default_step_counts_the_gradient_noise_and_agrees_with_suggest_step_size(cls):
+    """Order-1 control variates on a wide model: the minibatch noise, not the
+    curvature, sets the default step (q = lam / v < 1, with a warning naming
+    the batch size that restores it); suggest_step_size gives the same step;
+    a larger batch gives a proportionally larger one (v ~ 1 / b)."""
+    from sklearn.exceptions import EfficiencyWarning
+
+    from bayes_subsample.samplers import suggest_step_size
+    from bayes_subsample.samplers.sgmcmc import curvature_and_noise, step_from_curvature
+    X, rng, _ = _sparse_data(6000, 400, 8)
+    X.data = rng.normal(size=X.nnz)         # centred entries: lam near 1, q about 0.03
+    model = LogisticRegressionModel(X, _targets("logistic", X @ rng.normal(0, 0.3, 400), rng))
+    sampler = cls(metric="diag")
+    with pytest.warns(EfficiencyWarning, match="batch_size of about"):
+        prepared = sampler.prepare(model, np.random.default_rng(0))
+    assert prepared.cv.order == 1
+    lam, q, _ = curvature_and_noise(model, prepared.theta_init, prepared.init_chol,
+                                    prepared.precision, True, True, prepared.cv, 32)
+    assert q < 0.1
+    assert prepared.step_size == pytest.approx(
+        step_from_curvature(sampler.name, lam, q, friction=getattr(sampler, "friction", None)))
+    assert suggest_step_size(model, sampler) == pytest.approx(prepared.step_size)
+    # v ~ 1 / b: eight times the batch, eight times q (while q < 1)
+    _, q8, _ = curvature_and_noise(model, prepared.theta_init, prepared.init_chol,
+                                   prepared.precision, True, True, prepared.cv, 256)
+    assert q8 == pytest.approx(8 * q, rel=1e-9)

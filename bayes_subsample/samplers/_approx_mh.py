@@ -17,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import _rng
+from .._linalg import precision_factor
 from ..control_variates import TaylorControlVariate
 from ..models import RowGeometry
 from . import _approx_mh_fast as _fast
@@ -247,13 +248,6 @@ class Strata(NamedTuple):
     exact: np.ndarray
     sampled: np.ndarray
     geometry: RowGeometry
-
-
-def precision_factor(precision):
-    """``L`` with ``L L^T = precision``: the Cholesky factor of a dense
-    precision, or the square roots of a diagonal one given as a (p,) vector."""
-    P = np.asarray(precision, dtype=np.float64)
-    return np.sqrt(P) if P.ndim == 1 else np.linalg.cholesky(P)
 
 
 def leverage_strata(model, precision, typical_range, degree, max_fraction=0.1):

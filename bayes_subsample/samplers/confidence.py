@@ -24,11 +24,11 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from .._deprecation import DEPRECATED, deprecated_constraint, renamed
 from .._params import store_params
 from .._seqtest import BOUNDS
+from .._linalg import precision_factor, solve_chol
 from ..models import RowGeometry
 from . import _approx_mh_fast as _fast
 from ._approx_mh import (ApproxMHKernel, DecisionRule, ProxyPrepared, build_proposal,
-                         leverage_strata, model_has_proxy, precision_factor, prepare_proxy,
-                         resolve_first_batch)
+                         leverage_strata, model_has_proxy, prepare_proxy, resolve_first_batch)
 from ._base import BaseSampler, diagonal_metric, prepare_laplace, shared_constraints
 from .mh import resolve_n_steps
 
@@ -250,12 +250,8 @@ default="bernstein_serfling"
         # examines about that times r^degree of the sampled data
         p = model.n_params
         L = precision_factor(prepared.precision)
-
-        def solve_t(v):                 # L^-T v
-            return v / L if L.ndim == 1 else np.linalg.solve(L.T, v)
-
-        step = solve_t(np.where(np.arange(p) % 2 == 0, 1.0, -1.0))
-        theta = prepared.theta_init + solve_t(np.ones(p))
+        step = solve_chol(L, np.where(np.arange(p) % 2 == 0, 1.0, -1.0), trans=True)
+        theta = prepared.theta_init + solve_chol(L, np.ones(p), trans=True)
         theta_new = theta + 2.38 / np.sqrt(p) * step
         unit = {"geometry": RowGeometry(L, 1.0)}
         C1 = (model.cv_range_bound(theta, theta_new, prepared.theta_init, 2, **unit)

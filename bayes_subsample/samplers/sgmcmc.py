@@ -229,34 +229,30 @@ def suggest_step_size(model, sampler="sgld", *, batch_size=None, control_variate
         friction = _DEFAULT_FRICTION.get(sampler, 1.0)
     if not (np.isfinite(friction) and friction > 0):
         raise ValueError(f"friction must be a finite number > 0, got {friction!r}")
-    noise = None
     if precision is None:
         from .._optimize import laplace
         diagonal = diagonal_metric(metric, model)
         lap = laplace(model, diagonal=diagonal)
-        lam = max_curvature(model, lap["theta_map"], lap["chol_cov"] if diagonal else None,
-                            precondition, lap["precision"])
+        cv = None
         if control_variates and batch_size:
             cv = TaylorControlVariate(model, lap["theta_map"], order=cv_order(model, diagonal))
-            noise = gradient_noise(model, cv, lap["chol_cov"], precondition, batch_size)[0]
+        lam, q, _ = curvature_and_noise(model, lap["theta_map"], lap["chol_cov"],
+                                        lap["precision"], diagonal, precondition, cv,
+                                        batch_size)
     else:
         precision = np.asarray(precision, dtype=np.float64)
         if precision.shape != (model.n_params, model.n_params):
             raise ValueError(f"precision must have shape ({model.n_params}, "
                              f"{model.n_params}), got {precision.shape}")
         lam = max_curvature(model, None, None, precondition, precision)
-    return step_from_curvature(sampler, lam, batch_size=batch_size,
-                               control_variates=control_variates, friction=friction,
-                               n_data=model.n_data, c=c, noise=noise)
+        q = min(1.0, batch_size / model.n_data) if (batch_size and not control_variates) else 1.0
+    return step_from_curvature(sampler, lam, q, friction=friction, c=c)
 
 
-def step_from_curvature(sampler, lam, *, batch_size, control_variates, friction, n_data,
-                        c=0.3, noise=None):
-    """The rule of :func:`suggest_step_size` given ``lam`` (and, with control
-    variates, the gradient ``noise`` of :func:`gradient_noise`)."""
+def step_from_curvature(sampler, lam, q, *, friction=None, c=0.3):
+    """The rule of :func:`suggest_step_size` given ``lam`` and ``q``."""
     if friction is None:
         friction = _DEFAULT_FRICTION.get(sampler, 1.0)
-    q = noise_factor(lam, batch_size, control_variates, n_data, noise)
     if sampler == "sgld":
         return c * q / lam
     return c * min(lam ** -0.5, 1.0 / friction, q * friction / lam)
@@ -309,16 +305,23 @@ def gradient_noise(model, cv, chol, precondition, batch_size):
     return v, NOISE_POINTS * m * model.compiled.cv_cost
 
 
-def noise_factor(lam, batch_size, control_variates, n_data, noise=None):
-    """``q`` of :func:`suggest_step_size`: ``b / n`` without control variates,
-    with them ``min(1, lam / noise)`` (1 when the noise is not known)."""
-    if not batch_size:
-        return 1.0
-    if not control_variates:
-        return min(1.0, batch_size / n_data)
-    if noise is None or not np.isfinite(noise) or noise <= lam:
-        return 1.0
-    return lam / noise
+def curvature_and_noise(model, theta_map, chol_cov, precision, diagonal, precondition, cv,
+                        batch_size):
+    """``(lam, q, n_evals)`` of the SG step-size rule at the Laplace
+    approximation ``N(theta_map, chol_cov chol_cov^T)``: the largest curvature
+    (:func:`max_curvature`), ``q = min(1, lam / v)`` with ``v`` the control
+    variates' ``cv`` gradient noise (:func:`gradient_noise`), ``min(1, b / n)``
+    without them (``cv`` None; 1 without a ``batch_size``), and the per-datum
+    evaluations both spent."""
+    passes = model.n_full_passes
+    lam = max_curvature(model, theta_map, chol_cov if diagonal else None, precondition,
+                        precision)
+    n_evals = (model.n_full_passes - passes) * model.n_data
+    if cv is None:
+        return lam, min(1.0, batch_size / model.n_data) if batch_size else 1.0, n_evals
+    v, ev = gradient_noise(model, cv, chol_cov, precondition, batch_size)
+    q = 1.0 if not (np.isfinite(v) and v > lam) else lam / v
+    return lam, q, n_evals + ev
 
 
 def max_curvature(model, theta, chol, precondition, precision):
@@ -389,18 +392,10 @@ def prepare_sg(sampler, model, *, control_variates, batch_size, friction=None,
         cv.build_cache()
         n_evals += cv.n_evals
     if sampler.step_size is None:
-        passes = model.n_full_passes
-        lam = max_curvature(model, lap.theta_init, lap.init_chol if diagonal else None,
-                            precondition, lap.precision)
-        n_evals += (model.n_full_passes - passes) * model.n_data
-        noise = None
-        if cv is not None:
-            noise, ev = gradient_noise(model, cv, lap.init_chol, precondition, batch_size)
-            n_evals += ev
-        step = step_from_curvature(sampler.name, lam, batch_size=batch_size,
-                                   control_variates=control_variates, friction=friction,
-                                   n_data=model.n_data, noise=noise)
-        q = noise_factor(lam, batch_size, control_variates, model.n_data, noise)
+        lam, q, ev = curvature_and_noise(model, lap.theta_init, lap.init_chol, lap.precision,
+                                         diagonal, precondition, cv, batch_size)
+        n_evals += ev
+        step = step_from_curvature(sampler.name, lam, q, friction=friction)
         if cv is not None and q < 0.1:
             needed = batch_size / q
             cure = (f"A batch_size of about {needed:.0f} restores it" if needed < model.n_data
