@@ -494,6 +494,8 @@ def test_diagonal_metric_refusals():
     for cls in (MH, AusterityMH, ConfidenceMH, SGLD, SGHMC, EWSG):
         with pytest.raises(ValueError, match="metric='diag' needs"):
             sample(user, cls(metric="diag"), n_samples=10, n_warmup=10, n_chains=1)
+        with pytest.raises(ValueError, match="metric"):
+            sample(model, cls(metric="sparse"), n_samples=10, n_warmup=10, n_chains=1)
     # the estimators pass the metric through
     est = BayesianLinearRegression(sampler=NUTS(metric="diag"), n_samples=50, n_warmup=50,
                                    n_chains=1, random_state=0)
