@@ -85,6 +85,13 @@ def diagonal_metric(metric, model):
     return able
 
 
+def cv_order(model, diagonal):
+    """The default Taylor control-variate order on ``model``: 2 where the model
+    has per-datum Hessians, 1 with a diagonal metric (order 2 needs the ``p x
+    p`` Hessian sum, which the diagonal metric avoids) and for other models."""
+    return min(1 if diagonal else 2, model.max_cv_order)
+
+
 def shared_constraints(*names, optional=()):
     """The ``_parameter_constraints`` entries of the shared hyperparameters ``names``;
     those also in ``optional`` accept ``None`` too."""

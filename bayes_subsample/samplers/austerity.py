@@ -23,7 +23,7 @@ from ._approx_mh import (ApproxMHKernel, DecisionRule, ProxyPrepared, build_prop
                          model_has_proxy, prepare_proxy, resolve_first_batch)
 from .._deprecation import DEPRECATED, deprecated_constraint, renamed
 from .._params import store_params
-from ._base import BaseSampler, diagonal_metric, prepare_laplace, shared_constraints
+from ._base import BaseSampler, cv_order, diagonal_metric, prepare_laplace, shared_constraints
 from .mh import resolve_n_steps
 
 __all__ = ["AusterityMH"]
@@ -220,7 +220,7 @@ class AusterityMH(BaseSampler):
         if not self._uses_proxy(model):
             return prepared
         # wide models: first-order proxies (order 2's total needs the p x p Hessian sum)
-        return prepare_proxy(model, prepared, order=1 if diagonal else 2)
+        return prepare_proxy(model, prepared, order=cv_order(model, diagonal))
 
     def build(self, model, prepared, n_warmup):
         first = self._first_batch_size(model)

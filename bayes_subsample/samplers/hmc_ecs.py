@@ -31,7 +31,8 @@ from ..control_variates import TaylorControlVariate
 from ..models import CyGLM
 from ..models._cymultinomial import CyMultinomial
 from ._adapt import VarianceWindows, diagonal_windows
-from ._base import BaseSampler, Kernel, Prepared, diagonal_metric, shared_constraints
+from ._base import (BaseSampler, Kernel, Prepared, cv_order, diagonal_metric,
+                    shared_constraints)
 from ._ecs_numpy import NumpyECSPotential
 from ._ecs_tuning import (choose_n_products, choose_strata, choose_subsample_size,
                           initial_theta_star, residual_scan,
@@ -626,8 +627,9 @@ class HMCECS(BaseSampler):
     def prepare(self, model, rng):
         self._validate_params()
         signed = self.signed
+        diagonal = diagonal_metric(self.metric, model)
         order = self.cv_order if self.cv_order not in (None, "auto") else \
-            min(2, model.max_cv_order)
+            cv_order(model, diagonal)
         if order > model.max_cv_order:
             raise ValueError(f"cv_order={order} needs per-datum Hessians, which "
                              f"{type(model).__name__} does not provide; use "
@@ -647,12 +649,9 @@ class HMCECS(BaseSampler):
         if signed and model.max_cv_order < 2:
             raise TypeError("the signed HMC-ECS variant is implemented for the compiled GLMs; "
                             "use variant='perturbed' for user models")
-        diagonal = diagonal_metric(self.metric, model)
         if diagonal:
             # wide models: no p x p matrix (B needs one: order 1 by default)
-            if self.cv_order in (None, "auto"):
-                order = 1
-            elif order == 2:
+            if order == 2:
                 raise ValueError("cv_order=2 needs the p x p Hessian sum, which the diagonal "
                                  "metric avoids: use cv_order=1 (the default with "
                                  "metric='diag') or metric='dense'")

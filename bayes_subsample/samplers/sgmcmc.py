@@ -30,7 +30,7 @@ from ..control_variates import TaylorControlVariate
 from ..exceptions import SamplingError
 from . import _sgmcmc_fast as _fast
 from .._linalg import scale_draws, solve_chol
-from ._base import (BaseSampler, Kernel, LaplacePrepared, diagonal_metric, prepare_laplace,
+from ._base import (BaseSampler, Kernel, LaplacePrepared, cv_order, diagonal_metric, prepare_laplace,
                     shared_constraints)
 from ._hamiltonian import Metric
 from ._sgmcmc_fast import GradientEstimator
@@ -256,13 +256,6 @@ def step_from_curvature(sampler, lam, q, *, friction=None, c=0.3):
     if sampler == "sgld":
         return c * q / lam
     return c * min(lam ** -0.5, 1.0 / friction, q * friction / lam)
-
-
-def cv_order(model, diagonal):
-    """The SG samplers' control-variate order: 2 where the model has per-datum
-    Hessians, 1 with a diagonal metric (order 2 needs the ``p x p`` Hessian
-    sum) and for other models."""
-    return min(1 if diagonal else 2, model.max_cv_order)
 
 
 #: rows and points of the gradient-noise estimate (:func:`gradient_noise`)
