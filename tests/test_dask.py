@@ -62,7 +62,7 @@ def _quiet(fn, *args, **kw):
 @pytest.mark.parametrize("family", ["logistic", "poisson", "gaussian"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("intercept", [True, False])
-def test_full_pass_matches_in_memory_glm(family, dtype, intercept):
+def test_full_pass_matches_in_memory_glm(family, dtype, intercept, hessian_atol):
     X, y = _data(family, dtype=dtype)
     # uneven row chunks, and columns split in two (merged by the model)
     Xd = da.from_array(X, chunks=((1000, 2500, 7, 2493), (2, 2)))
@@ -75,8 +75,9 @@ def test_full_pass_matches_in_memory_glm(family, dtype, intercept):
         b = m.full_pass(theta, hessian=hessian)
         assert a[0] == pytest.approx(b[0], rel=1e-12)
         np.testing.assert_allclose(a[1], b[1], rtol=1e-11, atol=1e-9)
-        if hessian:
-            np.testing.assert_allclose(a[2], b[2], rtol=1e-11, atol=1e-9)
+        if hessian:   # float32 rows: blocks of different rows (the chunks differ)
+            bound = 1e-11 * np.abs(b[2]) + 1e-9 + hessian_atol(b[2], dtype, 2)
+            assert np.all(np.abs(a[2] - b[2]) <= bound)
     assert dm.n_full_passes == 2
     assert dm.n_data == m.n_data and dm.n_params == m.n_params
     np.testing.assert_array_equal(dm.prior.scale, m.prior.scale)
@@ -336,7 +337,7 @@ def test_local_cluster_fit_agrees_and_moves_few_rows(cluster):
     _agree(est.trace_, ref.trace_)
 
 
-def test_open_npy_dask_reads_the_file_lazily(tmp_path):
+def test_open_npy_dask_reads_the_file_lazily(tmp_path, hessian_atol):
     from bayes_subsample.datasets import open_npy_dask
     X, y = _data("logistic", n=5000, dtype=np.float32)
     np.save(tmp_path / "X.npy", X)
@@ -347,7 +348,8 @@ def test_open_npy_dask_reads_the_file_lazily(tmp_path):
     np.testing.assert_array_equal(yd.compute(), y)
     a = DaskGLM(Xd, yd, "logistic").full_pass(np.zeros(5), hessian=True)
     b = GLM(X, y, "logistic").full_pass(np.zeros(5), hessian=True)
-    np.testing.assert_allclose(a[2], b[2], rtol=1e-12)
+    bound = 1e-12 * np.abs(b[2]) + hessian_atol(b[2], np.float32, 2)
+    assert np.all(np.abs(a[2] - b[2]) <= bound)
     np.save(tmp_path / "F.npy", np.asfortranarray(X))
     with pytest.raises(ValueError, match="C-ordered"):
         open_npy_dask(tmp_path / "F.npy")

@@ -16,7 +16,7 @@ from bayes_subsample.models import (
     PoissonRegressionModel,
 )
 from bayes_subsample.models._cymodel import _simd_exp, _simd_log1p01
-from bayes_subsample.models._rows import make_rows
+from bayes_subsample.models._rows import FLOAT32_HESSIAN_RTOL, make_rows
 
 
 def ulps(a, ref):
@@ -196,17 +196,20 @@ def test_full_pass_against_numpy(family, dtype):
 @pytest.mark.parametrize("intercept", [True, False])
 def test_dense_hessian_sum_against_numpy(dtype, d, intercept):
     """The lower triangle of sum_i w_i x_i x_i^T over row ranges of every length
-    modulo 8 (eight-row blocks, a padded tail), weights of both signs; the strict
-    upper triangle is not touched."""
+    modulo 8 (eight-row blocks, a padded tail) and across the float32 kernel's
+    32-row blocks, weights of both signs; the strict upper triangle is not
+    touched. float32 rows may be summed in float32 blocks of 32 rows (AVX2 and
+    FMA), each block within FLOAT32_HESSIAN_RTOL of its sum of absolute
+    products."""
     rng = np.random.default_rng(d + 1)
-    n = 45
+    n = 100
     X = rng.normal(size=(n, d)).astype(dtype)
     rows = make_rows(X, intercept)
     X1 = np.hstack([X.astype(np.float64), np.ones((n, 1))]) if intercept else X.astype(float)
     p = X1.shape[1]
     w = rng.normal(size=n)
-    eps = 64 * np.finfo(np.float64).eps
-    for start, stop in ((0, n), (4, 4), (3, 4), (2, 17), (8, 16), (5, 44)):
+    eps = 64 * np.finfo(np.float64).eps + (FLOAT32_HESSIAN_RTOL if dtype == np.float32 else 0)
+    for start, stop in ((0, n), (4, 4), (3, 4), (2, 17), (8, 16), (5, 44), (31, 97)):
         H0 = np.full((p, p), 7.0)
         got = rows.py_add_xwx_range(start, stop, w[start:stop], out=H0.copy())
         ww, Xs = w[start:stop], X1[start:stop]

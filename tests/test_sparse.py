@@ -36,7 +36,7 @@ from bayes_subsample import (BayesianLinearRegression, BayesianLogisticRegressio
 from bayes_subsample.control_variates import TaylorControlVariate
 from bayes_subsample.models import GLM, GaussianRegressionModel, MultinomialLogisticModel
 from bayes_subsample.models._glm import check_design
-from bayes_subsample.models._rows import CsrRows, DenseRows, make_rows
+from bayes_subsample.models._rows import FLOAT32_HESSIAN_RTOL, CsrRows, DenseRows, make_rows
 from bayes_subsample.samplers import SAMPLERS
 from bayes_subsample.samplers._hmc_ecs_fast import ECSCore
 
@@ -85,11 +85,16 @@ row_cases = pytest.mark.parametrize(
     ids=lambda v: v.__name__ if isinstance(v, type) else str(v))
 
 
-def close(a, b, scale):
-    """``|a - b| <= 1e-12 * scale`` elementwise (``scale``: the sum of absolute terms)."""
+def close(a, b, scale, rtol=1e-12):
+    """``|a - b| <= rtol * scale`` elementwise (``scale``: the sum of absolute terms)."""
     a, b = np.asarray(a), np.asarray(b)
     assert a.shape == b.shape
-    assert np.all(np.abs(a - b) <= 1e-12 * (np.asarray(scale) + 1e-300)), np.max(np.abs(a - b))
+    assert np.all(np.abs(a - b) <= rtol * (np.asarray(scale) + 1e-300)), np.max(np.abs(a - b))
+
+
+def hessian_rtol(rows):
+    """Dense float32 rows' Hessian sums: summed in float32 blocks (``_rows.pyx``)."""
+    return 1e-12 + (FLOAT32_HESSIAN_RTOL if isinstance(rows, DenseRows) and rows.is32 else 0)
 
 
 # ---------------------------------------------------------------------------
@@ -137,7 +142,8 @@ def test_csr_rows_methods_match_dense_and_numpy(data_dtype, index_dtype, interce
         ref = X1.T @ (w[:, None] * X1)
         lower = np.tril_indices(p)
         upper = np.triu_indices(p, 1)
-        close(H[lower], (H0 + ref)[lower], (np.abs(H0) + absX.T @ (np.abs(w)[:, None] * absX))[lower])
+        close(H[lower], (H0 + ref)[lower], (np.abs(H0) + absX.T @ (np.abs(w)[:, None] * absX))[lower],
+              rtol=hessian_rtol(rows))
         np.testing.assert_array_equal(H[upper], H0[upper])
         # gather / row write every entry (the buffers start as NaN)
         np.testing.assert_array_equal(rows.py_gather(idx), X1[idx])
@@ -163,8 +169,14 @@ def test_dense_hessian_pass_equals_csr(dtype):
     theta = rng.normal(size=6) * 0.3
     dense = GLM(X, y, "logistic").full_pass(theta, hessian=True)
     csr = GLM(sparse.csr_matrix(X), y, "logistic").full_pass(theta, hessian=True)
-    for a, b in zip(dense, csr):
+    for a, b in zip(dense[:2], csr[:2]):
         np.testing.assert_allclose(a, b, rtol=1e-12)
+    # the Hessian's terms w_i x_ij x_ik (w > 0): dense float32 rows in float32 blocks
+    X1 = np.column_stack([X.astype(np.float64), np.ones(X.shape[0])])
+    w = np.exp(-np.logaddexp(0, X1 @ theta) - np.logaddexp(0, -X1 @ theta))
+    scale = (np.abs(X1) * w[:, None]).T @ np.abs(X1)
+    rtol = 1e-12 + (FLOAT32_HESSIAN_RTOL if dtype == np.float32 else 0)
+    close(dense[2], csr[2], scale, rtol=rtol)
 
 
 @pytest.mark.parametrize("intercept", [True, False])
@@ -364,8 +376,12 @@ def test_glm_on_csr_matches_dense(family, data_dtype, index_dtype, fit_intercept
     # the full pass (and its threads: bit-identical for any count)
     sums = ms.full_pass(theta, hessian=True)
     ref = md.full_pass(theta, hessian=True)
-    for s, r in zip(sums, ref):
+    for s, r in zip(sums[:2], ref[:2]):
         np.testing.assert_allclose(s, r, rtol=1e-11, atol=1e-11 * np.max(np.abs(r)))
+    # the Hessian (dense float32 rows: in float32 blocks) against its absolute terms
+    w = np.abs(md.compiled.link_terms_array(md.y, md.linear_predictor(theta), False)[2])
+    rtol = 1e-11 + (FLOAT32_HESSIAN_RTOL if data_dtype == np.float32 else 0)
+    close(sums[2], ref[2], (np.abs(X1) * w[:, None]).T @ np.abs(X1), rtol=rtol)
     for s, t in zip(sums, ms.compiled.full_pass(theta, True, True, True, 2)):
         np.testing.assert_array_equal(s, t)
     # per-datum terms and their sums

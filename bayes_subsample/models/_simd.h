@@ -405,7 +405,188 @@ BS_DOT_RANGE(f32, float)
 BS_DOT_RANGE(f64, double)
 BS_ADD_XT_RANGE(f32, float)
 BS_ADD_XT_RANGE(f64, double)
-BS_ADD_XWX_RANGE(f32, float)
+BS_ADD_XWX_RANGE(f32_portable, float)
 BS_ADD_XWX_RANGE(f64, double)
+
+/* The Hessian sum of float32 rows with AVX2 and FMA (chosen at run time): the
+ * compute-bound part of a full pass, p(p+1)/2 multiply-adds per row against p for the
+ * gradient. The rows of [start, stop) are taken in blocks of BS_XWX32_ROWS, copied
+ * into a zero-padded scratch Z (P = p rounded up to 8 columns, the intercept's ones
+ * last) beside C = w Z (w rounded to float, each product rounded once). For each band
+ * of 8 rows of H and its 8-column tiles at or left of the diagonal (in groups of up to
+ * four), the block's sums sum_i c_ij z_ik are accumulated in eight-lane float32
+ * registers by fused multiply-adds and added to H in double once per block. A block's
+ * float32 sum of 32 products has a relative error below 34 * 2^-24 (2e-6) of
+ * sum_i |w_i x_ij x_ik|, about the precision of the float32 data themselves; the
+ * blocks are added in double in row order, so the result depends on start and stop
+ * alone (not on the thread; it does depend on whether the CPU has AVX2 and FMA). 1e6 x
+ * 28 float32 rows, one thread: about 15 ms, against 31 ms for the double loop above
+ * (both reading X from memory). */
+#if BS_HAVE_AVX2_DOT
+#define BS_XWX32_ROWS 32   /* Z and C in 8 KB (p <= 32): in L1 */
+#define BS_XWX32_STACK_P 32
+/* rows j0 .. j0+J-1 of H, columns k0 .. k0+8T-1, over the b rows of the block: J T
+ * accumulators (at least 8 fused multiply-adds in flight, the latency of one times
+ * the two issued per cycle), T tiles of the row and one broadcast: at most 13 of the
+ * 16 registers. J and T are constants in each expansion, so the compiler keeps the
+ * accumulators in registers. */
+#define BS_XWX32_KERNEL(J, T)                                                             \
+    __attribute__((target("avx2,fma"), unused)) static void                              \
+    bs_xwx32_kernel_##J##_##T(const float* BS_RESTRICT Z, const float* BS_RESTRICT C,    \
+                              ptrdiff_t P, ptrdiff_t b, ptrdiff_t j0, ptrdiff_t k0,       \
+                              double* BS_RESTRICT H, ptrdiff_t p)                         \
+    {                                                                                     \
+        __m256 acc[J][T];                                                                 \
+        ptrdiff_t r;                                                                      \
+        int jj, t;                                                                        \
+        for (jj = 0; jj < J; jj++)                                                        \
+            for (t = 0; t < T; t++)                                                       \
+                acc[jj][t] = _mm256_setzero_ps();                                         \
+        for (r = 0; r < b; r++) {                                                         \
+            const float* z = Z + r * P + k0;                                              \
+            const float* c = C + r * P + j0;                                              \
+            __m256 zt[T];                                                                 \
+            _Pragma("GCC unroll 4")                                                       \
+            for (t = 0; t < T; t++)                                                       \
+                zt[t] = _mm256_loadu_ps(z + 8 * t);                                       \
+            _Pragma("GCC unroll 8")                                                       \
+            for (jj = 0; jj < J; jj++) {                                                  \
+                __m256 cj = _mm256_broadcast_ss(c + jj);                                  \
+                _Pragma("GCC unroll 4")                                                   \
+                for (t = 0; t < T; t++)                                                   \
+                    acc[jj][t] = _mm256_fmadd_ps(cj, zt[t], acc[jj][t]);                  \
+            }                                                                             \
+        }                                                                                 \
+        float out[J * T * 8];                                                             \
+        _Pragma("GCC unroll 8")                                                           \
+        for (jj = 0; jj < J; jj++)                                                        \
+            _Pragma("GCC unroll 4")                                                       \
+            for (t = 0; t < T; t++)                                                       \
+                _mm256_storeu_ps(out + (jj * T + t) * 8, acc[jj][t]);                     \
+        for (jj = 0; jj < J; jj++)                                                        \
+            for (t = 0; t < T; t++)                                                       \
+                bs_xwx32_flush(H, p, j0 + jj, k0 + 8 * t, out + (jj * T + t) * 8);        \
+    }
+
+/* H[j p + k] += acc[k - k0] (double) for the k <= j, k < p of one 8-column tile */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+bs_xwx32_flush(double* BS_RESTRICT H, ptrdiff_t p, ptrdiff_t j, ptrdiff_t k0,
+               const float* BS_RESTRICT v)
+{
+    double* h = H + j * p + k0;
+    ptrdiff_t k;
+    if (j >= p || k0 > j)
+        return;
+    if (k0 + 8 <= j + 1) {          /* the whole tile in the lower triangle (and k < p) */
+        _mm256_storeu_pd(h, _mm256_add_pd(_mm256_loadu_pd(h),
+                                          _mm256_cvtps_pd(_mm_loadu_ps(v))));
+        _mm256_storeu_pd(h + 4, _mm256_add_pd(_mm256_loadu_pd(h + 4),
+                                              _mm256_cvtps_pd(_mm_loadu_ps(v + 4))));
+    } else {
+        for (k = 0; k < 8 && k0 + k <= j; k++)
+            h[k] += (double) v[k];
+    }
+}
+
+BS_XWX32_KERNEL(8, 1)
+BS_XWX32_KERNEL(4, 2)
+BS_XWX32_KERNEL(2, 3)
+BS_XWX32_KERNEL(2, 4)
+
+__attribute__((target("avx2,fma"), unused))
+static void bs_add_xwx_range_f32_fma(const float* X, ptrdiff_t d, int icpt,
+                                     ptrdiff_t start, ptrdiff_t stop,
+                                     const double* BS_RESTRICT w, double* BS_RESTRICT H)
+{
+    ptrdiff_t p = d + (icpt != 0), P = (p + 7) & ~(ptrdiff_t) 7, i, r, k, q, k0, j;
+    float stack[2 * BS_XWX32_ROWS * BS_XWX32_STACK_P];
+    float* Z = P <= BS_XWX32_STACK_P ? stack
+                                     : (float*) malloc(2 * BS_XWX32_ROWS * P * sizeof(float));
+    if (Z == NULL) {                /* no scratch: the double loop */
+        bs_add_xwx_range_f32_portable(X, d, icpt, start, stop, w, H);
+        return;
+    }
+    float* C = Z + BS_XWX32_ROWS * P;
+    ptrdiff_t d8 = d - d % 8;
+    int lanes[8], one[8];
+    for (k = 0; k < 8; k++) {
+        lanes[k] = d8 + k < d ? -1 : 0;              /* x's values in the tail tile */
+        one[k] = icpt && d8 + k == d ? -1 : 0;       /* the intercept's 1 */
+    }
+    __m256i tail_mask = _mm256_loadu_si256((const __m256i*) lanes);
+    __m256i icpt_lane = _mm256_loadu_si256((const __m256i*) one);
+    for (i = start; i < stop; i += BS_XWX32_ROWS) {
+        ptrdiff_t b = stop - i < BS_XWX32_ROWS ? stop - i : BS_XWX32_ROWS;
+        for (r = 0; r < b; r++) {
+            const float* x = X + (i + r) * d;
+            float* zr = Z + r * P;
+            float* cr = C + r * P;
+            __m256 wr = _mm256_set1_ps((float) w[i - start + r]), v;
+            /* from registers to both scratches (a copy then a reload would stall on
+             * store forwarding) */
+            for (k = 0; k < d8; k += 8) {
+                v = _mm256_loadu_ps(x + k);
+                _mm256_storeu_ps(zr + k, v);
+                _mm256_storeu_ps(cr + k, _mm256_mul_ps(wr, v));
+            }
+            if (d8 < P) {           /* one tail tile: x's last d - d8 values, the 1 */
+                v = _mm256_blendv_ps(_mm256_maskload_ps(x + d8, tail_mask),
+                                     _mm256_set1_ps(1.0f), _mm256_castsi256_ps(icpt_lane));
+                _mm256_storeu_ps(zr + d8, v);
+                _mm256_storeu_ps(cr + d8, _mm256_mul_ps(wr, v));
+            }
+        }
+        /* band q: rows 8q .. 8q+7 of H, tiles 0 .. q (at and left of the diagonal), in
+         * groups of up to four tiles */
+        for (q = 0; 8 * q < p; q++) {
+            for (k0 = 0; k0 <= 8 * q; k0 += 32) {
+                ptrdiff_t T = q + 1 - k0 / 8;
+                if (T > 4)
+                    T = 4;
+                if (T == 1)
+                    bs_xwx32_kernel_8_1(Z, C, P, b, 8 * q, k0, H, p);
+                else if (T == 2)
+                    for (j = 8 * q; j < 8 * q + 8; j += 4)
+                        bs_xwx32_kernel_4_2(Z, C, P, b, j, k0, H, p);
+                else if (T == 3)
+                    for (j = 8 * q; j < 8 * q + 8; j += 2)
+                        bs_xwx32_kernel_2_3(Z, C, P, b, j, k0, H, p);
+                else
+                    for (j = 8 * q; j < 8 * q + 8; j += 2)
+                        bs_xwx32_kernel_2_4(Z, C, P, b, j, k0, H, p);
+            }
+        }
+    }
+    if (Z != stack)
+        free(Z);
+}
+
+BS_UNUSED static int bs_avx2_fma(void)
+{
+    static int has = -1;     /* a benign race: every thread finds the same answer */
+    if (has < 0) {
+        __builtin_cpu_init();
+        has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
+    }
+    return has;
+}
+
+BS_UNUSED static void bs_add_xwx_range_f32(const float* X, ptrdiff_t d, int icpt,
+                                           ptrdiff_t start, ptrdiff_t stop, const double* w,
+                                           double* H)
+{
+    if (bs_avx2_fma())
+        bs_add_xwx_range_f32_fma(X, d, icpt, start, stop, w, H);
+    else
+        bs_add_xwx_range_f32_portable(X, d, icpt, start, stop, w, H);
+}
+#else
+BS_UNUSED static void bs_add_xwx_range_f32(const float* X, ptrdiff_t d, int icpt,
+                                           ptrdiff_t start, ptrdiff_t stop, const double* w,
+                                           double* H)
+{
+    bs_add_xwx_range_f32_portable(X, d, icpt, start, stop, w, H);
+}
+#endif
 
 #endif /* BS_SIMD_H */
