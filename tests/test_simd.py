@@ -16,7 +16,7 @@ from bayes_subsample.models import (
     PoissonRegressionModel,
 )
 from bayes_subsample.models._cymodel import _simd_exp, _simd_log1p01
-from bayes_subsample.models._rows import FLOAT32_HESSIAN_RTOL, make_rows
+from bayes_subsample.models._rows import FLOAT32_HESSIAN_RTOL, all_finite, make_rows
 
 
 def ulps(a, ref):
@@ -219,3 +219,29 @@ def test_dense_hessian_sum_against_numpy(dtype, d, intercept):
         assert np.all(np.abs(got[low] - ref[low]) <= bound[low]), (start, stop)
         up = np.triu_indices(p, 1)
         np.testing.assert_array_equal(got[up], 7.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_all_finite_against_numpy(dtype):
+    """The threaded finiteness check of check_design: NaN and +-inf found at
+    every place (the first and last value, the edges of its slices and of its
+    4096-value blocks), the largest finite values are finite, any threads."""
+    n, d = (3 << 20) // 7 + 5, 7      # m = n d just above 3 * 2^20: three slices
+    X = np.random.default_rng(0).normal(size=(n, d)).astype(dtype)
+    m = X.size
+    assert all_finite(X) and all_finite(X, 2) and all_finite(X, 3)
+    X.reshape(-1)[[0, -1]] = np.finfo(dtype).max
+    assert all_finite(X, 2)
+    S = 3
+    places = [0, m - 1, 4095, 4096, m // S - 1, m // S, 2 * m // S, m - 4097]
+    for bad in (np.nan, np.inf, -np.inf):
+        for k in places:
+            Y = X.copy()
+            Y.reshape(-1)[k] = bad
+            assert not np.isfinite(Y).all()
+            assert not all_finite(Y) and not all_finite(Y, 2), (bad, k)
+    assert all_finite(np.zeros((0, 3), dtype=dtype))
+    with pytest.raises(TypeError, match="C-contiguous"):
+        all_finite(np.asfortranarray(X[:10]))
+    with pytest.raises(TypeError, match="float32 or float64"):
+        all_finite(np.zeros((2, 2), dtype=np.int64))

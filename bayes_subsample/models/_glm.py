@@ -18,7 +18,7 @@ from scipy.linalg import solve_triangular
 from .._threads import available_cores, thread_budget
 from ._base import CompiledModel, GaussianPrior, _digest
 from ._cymodel import CyGaussian, CyLogistic, CyPoisson
-from ._rows import make_rows
+from ._rows import all_finite, make_rows
 
 __all__ = ["GLM", "LogisticRegressionModel", "PoissonRegressionModel", "GaussianRegressionModel",
            "RowGeometry", "logistic_residual_range_bound"]
@@ -54,11 +54,9 @@ def check_design(X, name="X", accept_sparse=False):
         raise ValueError(f"{name} must have at least one row and one column, got {X.shape}")
     if not X.flags.c_contiguous:
         X = np.ascontiguousarray(X)  # deliberate copy: kernels read rows
-    # chunked finiteness check (no full-size temporary)
-    step = max(1, 2**22 // X.shape[1])
-    for s in range(0, X.shape[0], step):
-        if not np.isfinite(X[s : s + step]).all():
-            raise ValueError(f"{name} contains NaN or infinity")
+    # one threaded read, no temporary
+    if not all_finite(X, thread_budget(available_cores()) if X.size >= 1_000_000 else 1):
+        raise ValueError(f"{name} contains NaN or infinity")
     return X
 
 

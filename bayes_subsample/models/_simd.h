@@ -589,4 +589,26 @@ BS_UNUSED static void bs_add_xwx_range_f32(const float* X, ptrdiff_t d, int icpt
 }
 #endif
 
+/* 1 if every value of x[0:m] is finite, else 0: v - v is 0 for a finite v and NaN for
+ * an infinity or a NaN; the flags are OR-reduced (an integer reduction, so the loop
+ * compiles to SIMD code without reassociating floating-point sums). Blocks of 4096
+ * values, so a non-finite value stops the scan early. */
+#define BS_ALL_FINITE(S, T)                                                               \
+    BS_CLONES static int bs_all_finite_##S(const T* BS_RESTRICT x, ptrdiff_t m)          \
+    {                                                                                     \
+        ptrdiff_t s, i, e;                                                                \
+        for (s = 0; s < m; s += 4096) {                                                   \
+            int bad = 0;                                                                  \
+            e = m - s < 4096 ? m : s + 4096;                                              \
+            for (i = s; i < e; i++)                                                       \
+                bad |= !(x[i] - x[i] == (T) 0);                                           \
+            if (bad)                                                                      \
+                return 0;                                                                 \
+        }                                                                                 \
+        return 1;                                                                         \
+    }
+
+BS_ALL_FINITE(f32, float)
+BS_ALL_FINITE(f64, double)
+
 #endif /* BS_SIMD_H */
