@@ -57,22 +57,19 @@ def gaussian_model():
     return GaussianRegressionModel(X, y, noise_scale=1.0)
 
 
-def _hessian_atol(H, dtype, n_sums=1):
-    """The error allowed in each entry of a GLM Hessian sum ``H`` (weights w_i >= 0)
-    from ``n_sums`` float32 sums of dense float32 rows (summed in float32 blocks:
-    within FLOAT32_HESSIAN_RTOL of sum_i w_i |x_ij x_ik| <= sqrt(|H_jj H_kk|));
-    zeros for float64 rows."""
-    from bayes_subsample.models._rows import FLOAT32_HESSIAN_RTOL
+def _hessian_atol(H, rtol, n_sums=1):
+    """The error allowed in each entry of a GLM Hessian sum ``H`` (weights
+    w_i >= 0) from ``n_sums`` sums of rows whose ``Rows.hessian_rtol`` is
+    ``rtol``: each within ``rtol`` of sum_i w_i |x_ij x_ik| <= sqrt(|H_jj H_kk|)."""
     dg = np.sqrt(np.abs(np.diag(np.atleast_2d(H))))
-    rtol = FLOAT32_HESSIAN_RTOL if dtype == np.float32 else 0.0
     return n_sums * rtol * np.outer(dg, dg)
 
 
 @pytest.fixture
 def hessian_atol():
-    """``hessian_atol(H, dtype, n_sums=1)``: the error allowed in each entry of a
-    GLM Hessian sum of dense rows of ``dtype`` (float32 rows: summed in float32
-    blocks), for ``assert_allclose(..., atol=...)``."""
+    """``hessian_atol(H, rtol, n_sums=1)``: the error allowed in each entry of a
+    GLM Hessian sum of rows with ``hessian_rtol`` ``rtol`` (dense float32 rows:
+    summed in float32 blocks), an array to compare against elementwise."""
     return _hessian_atol
 
 

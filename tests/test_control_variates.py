@@ -19,7 +19,6 @@ from scipy.special import expit, gammaln
 
 from bayes_subsample.control_variates import TaylorControlVariate
 from bayes_subsample.models import GLM
-from bayes_subsample.models._rows import FLOAT32_HESSIAN_RTOL
 
 FAMILIES = ["logistic", "poisson", "gaussian"]
 DTYPES = [np.float64, np.float32]
@@ -102,14 +101,15 @@ def test_Q_and_grad_Q_vs_bruteforce(family, dtype, order):
     assert cv.n_evals == model.n_data
     q, gq, scale = ref_q(model, theta_star, theta, order)
     atol_q, atol_g = 1e-12 * scale.sum(), 1e-12 * np.abs(gq).sum()
-    if order == 2 and dtype == np.float32:
-        # the Hessian sum B of float32 rows, summed in float32 blocks: each entry
-        # within FLOAT32_HESSIAN_RTOL of sum_k |w_k x_kj x_kl|
+    rtol = model.compiled.rows.hessian_rtol
+    if order == 2 and rtol:
+        # the Hessian sum B of dense float32 rows, summed in float32 blocks: each
+        # entry within rtol of sum_k |w_k x_kj x_kl|
         X1 = np.abs(design(model.X, model.fit_intercept))
         w = np.abs(ref_terms(model, theta_star)[3])
         a = X1 @ np.abs(theta - theta_star)
-        atol_q += 0.5 * FLOAT32_HESSIAN_RTOL * np.sum(w * a * a)
-        atol_g += FLOAT32_HESSIAN_RTOL * np.max((w * a) @ X1)
+        atol_q += 0.5 * rtol * np.sum(w * a * a)
+        atol_g += rtol * np.max((w * a) @ X1)
     np.testing.assert_allclose(cv.Q(theta), q.sum(), rtol=1e-11, atol=atol_q)
     np.testing.assert_allclose(cv.grad_Q(theta), gq.sum(axis=0), rtol=1e-11, atol=atol_g)
     # at the centre Q is the full log-likelihood and grad Q its gradient (order >= 1)

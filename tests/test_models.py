@@ -24,7 +24,6 @@ from scipy.special import expit, gammaln
 
 from bayes_subsample import _optimize
 from bayes_subsample.control_variates import TaylorControlVariate
-from bayes_subsample.models._rows import FLOAT32_HESSIAN_RTOL
 from bayes_subsample.models import (
     GLM,
     FunctionModel,
@@ -126,12 +125,6 @@ def ref_terms(family, X, y, theta, fit_intercept, phi):
     return eta, ll, r, w, X1
 
 
-def hessian_rtol(dtype):
-    """The relative error allowed in a dense Hessian sum against its sum of
-    absolute terms (float32 rows: summed in float32 blocks)."""
-    return 1e-12 + (FLOAT32_HESSIAN_RTOL if dtype == np.float32 else 0.0)
-
-
 def assert_close(actual, desired, scale, rtol=1e-12):
     """|actual - desired| <= rtol * (|desired| + scale), elementwise."""
     actual, desired = np.asarray(actual), np.asarray(desired)
@@ -227,7 +220,7 @@ def test_full_pass(family, dtype, fit_intercept):
     assert_close(g_got, gterms.sum(axis=0), np.abs(gterms).sum(axis=0) + 1.0)
     h_ref = -(X1 * w[:, None]).T @ X1
     assert_close(h_got, h_ref, (np.abs(X1) * w[:, None]).T @ np.abs(X1) + 1e-300,
-                 rtol=hessian_rtol(dtype))
+                 rtol=1e-12 + model.compiled.rows.hessian_rtol)
     np.testing.assert_array_equal(h_got, h_got.T)
     # partial requests give the same numbers (None where not asked)
     ll2, g2, h2 = model.full_pass(theta, gradient=False)
@@ -279,7 +272,8 @@ def test_full_pass_slots_of_several_chunks_bit_identical_and_exact():
     np.testing.assert_allclose(results[0][1], Xd.T @ (y - prob), rtol=1e-10, atol=1e-8)
     w = prob * (1 - prob)
     assert_close(results[0][2], -(Xd * w[:, None]).T @ Xd,
-                 (np.abs(Xd) * w[:, None]).T @ np.abs(Xd), rtol=hessian_rtol(np.float32))
+                 (np.abs(Xd) * w[:, None]).T @ np.abs(Xd),
+                 rtol=1e-12 + model.compiled.rows.hessian_rtol)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -310,7 +304,8 @@ def test_sampled_hessian_pass_exact_on_its_rows_and_bit_identical(family, dtype)
             np.testing.assert_array_equal(h_s, full[2])
         Xk, wk = X1[keep], w[keep]
         assert_close(h_s, -(Xk * wk[:, None]).T @ Xk,
-                     (np.abs(Xk) * wk[:, None]).T @ np.abs(Xk) + 1e-300, rtol=hessian_rtol(dtype))
+                     (np.abs(Xk) * wk[:, None]).T @ np.abs(Xk) + 1e-300,
+                     rtol=1e-12 + model.compiled.rows.hessian_rtol)
     with pytest.raises(ValueError, match="hess_every"):
         model.compiled.sampled_hessian_pass(theta, 0)
 

@@ -68,7 +68,7 @@ def test_gaussian_laplace_is_exact(dtype, fit_intercept, hessian_atol):
     P = np.linalg.inv(cov)
     # float32 rows: the Hessian sum in float32 blocks, each entry off by at most dP,
     # so the covariance by at most ||C|| ||dP|| ||C|| (to first order, twice that here)
-    dP = hessian_atol(P, dtype)
+    dP = hessian_atol(P, model.compiled.rows.hessian_rtol)
     dC = 2 * np.linalg.norm(cov, 2) ** 2 * np.linalg.norm(dP, 2)
     assert np.all(np.abs(lap["precision"] - P) <= 1e-10 * np.abs(P) + dP)
     np.testing.assert_allclose(lap["cov"], cov, rtol=1e-9, atol=1e-14 + dC)

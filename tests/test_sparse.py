@@ -36,7 +36,7 @@ from bayes_subsample import (BayesianLinearRegression, BayesianLogisticRegressio
 from bayes_subsample.control_variates import TaylorControlVariate
 from bayes_subsample.models import GLM, GaussianRegressionModel, MultinomialLogisticModel
 from bayes_subsample.models._glm import check_design
-from bayes_subsample.models._rows import FLOAT32_HESSIAN_RTOL, CsrRows, DenseRows, make_rows
+from bayes_subsample.models._rows import CsrRows, DenseRows, make_rows
 from bayes_subsample.samplers import SAMPLERS
 from bayes_subsample.samplers._hmc_ecs_fast import ECSCore
 
@@ -92,11 +92,6 @@ def close(a, b, scale, rtol=1e-12):
     assert np.all(np.abs(a - b) <= rtol * (np.asarray(scale) + 1e-300)), np.max(np.abs(a - b))
 
 
-def hessian_rtol(rows):
-    """Dense float32 rows' Hessian sums: summed in float32 blocks (``_rows.pyx``)."""
-    return 1e-12 + (FLOAT32_HESSIAN_RTOL if isinstance(rows, DenseRows) and rows.is32 else 0)
-
-
 # ---------------------------------------------------------------------------
 # CsrRows against DenseRows and NumPy
 # ---------------------------------------------------------------------------
@@ -143,7 +138,7 @@ def test_csr_rows_methods_match_dense_and_numpy(data_dtype, index_dtype, interce
         lower = np.tril_indices(p)
         upper = np.triu_indices(p, 1)
         close(H[lower], (H0 + ref)[lower], (np.abs(H0) + absX.T @ (np.abs(w)[:, None] * absX))[lower],
-              rtol=hessian_rtol(rows))
+              rtol=1e-12 + rows.hessian_rtol)
         np.testing.assert_array_equal(H[upper], H0[upper])
         # gather / row write every entry (the buffers start as NaN)
         np.testing.assert_array_equal(rows.py_gather(idx), X1[idx])
@@ -167,7 +162,8 @@ def test_dense_hessian_pass_equals_csr(dtype):
     X = rng.normal(size=(4096 + 300, 5)).astype(dtype)
     y = (rng.random(X.shape[0]) < 0.5).astype(float)
     theta = rng.normal(size=6) * 0.3
-    dense = GLM(X, y, "logistic").full_pass(theta, hessian=True)
+    dm = GLM(X, y, "logistic")
+    dense = dm.full_pass(theta, hessian=True)
     csr = GLM(sparse.csr_matrix(X), y, "logistic").full_pass(theta, hessian=True)
     for a, b in zip(dense[:2], csr[:2]):
         np.testing.assert_allclose(a, b, rtol=1e-12)
@@ -175,7 +171,7 @@ def test_dense_hessian_pass_equals_csr(dtype):
     X1 = np.column_stack([X.astype(np.float64), np.ones(X.shape[0])])
     w = np.exp(-np.logaddexp(0, X1 @ theta) - np.logaddexp(0, -X1 @ theta))
     scale = (np.abs(X1) * w[:, None]).T @ np.abs(X1)
-    rtol = 1e-12 + (FLOAT32_HESSIAN_RTOL if dtype == np.float32 else 0)
+    rtol = 1e-12 + dm.compiled.rows.hessian_rtol
     close(dense[2], csr[2], scale, rtol=rtol)
 
 
@@ -380,7 +376,7 @@ def test_glm_on_csr_matches_dense(family, data_dtype, index_dtype, fit_intercept
         np.testing.assert_allclose(s, r, rtol=1e-11, atol=1e-11 * np.max(np.abs(r)))
     # the Hessian (dense float32 rows: in float32 blocks) against its absolute terms
     w = np.abs(md.compiled.link_terms_array(md.y, md.linear_predictor(theta), False)[2])
-    rtol = 1e-11 + (FLOAT32_HESSIAN_RTOL if data_dtype == np.float32 else 0)
+    rtol = 1e-11 + md.compiled.rows.hessian_rtol
     close(sums[2], ref[2], (np.abs(X1) * w[:, None]).T @ np.abs(X1), rtol=rtol)
     for s, t in zip(sums, ms.compiled.full_pass(theta, True, True, True, 2)):
         np.testing.assert_array_equal(s, t)

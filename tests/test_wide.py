@@ -33,7 +33,7 @@ from bayes_subsample._optimize import diagonal_mode, find_map
 from bayes_subsample.control_variates import TaylorControlVariate
 from bayes_subsample.models import (GaussianRegressionModel, LogisticRegressionModel,
                                     PoissonRegressionModel)
-from bayes_subsample.models._rows import FLOAT32_HESSIAN_RTOL, make_rows
+from bayes_subsample.models._rows import make_rows
 from bayes_subsample.samplers import (EWSG, HMC, HMCECS, MH, NUTS, SGHMC, SGLD, AusterityMH,
                                       ConfidenceMH)
 from bayes_subsample.samplers._proposals import RandomWalkProposal
@@ -85,8 +85,8 @@ def test_add_xwx_diag_range_matches_numpy(fmt, dtype, intercept):
     np.testing.assert_allclose(out, expect, rtol=1e-12, atol=1e-12)
     # the diagonal of the full weighted product (dense float32 rows: in float32 blocks)
     H = rows.py_add_xwx_range(100, 220, w)
-    f32 = FLOAT32_HESSIAN_RTOL if fmt == "dense" and dtype == np.float32 else 0.0
-    bound = 1e-12 * np.abs(expect - 0.5) + 1e-12 + f32 * (np.abs(w)[:, None] * Xd * Xd).sum(axis=0)
+    bound = (1e-12 * np.abs(expect - 0.5) + 1e-12
+             + rows.hessian_rtol * (np.abs(w)[:, None] * Xd * Xd).sum(axis=0))
     assert np.all(np.abs(np.diag(H) - (expect - 0.5)) <= bound)
 
 
@@ -104,7 +104,7 @@ def test_diag_hessian_pass_is_the_hessian_diagonal(family, fmt, dtype):
     assert model.n_full_passes == before + 1
     assert hd.shape == (model.n_params,)
     # the full Hessian of dense float32 rows: in float32 blocks (w >= 0)
-    rtol = 1e-10 + (FLOAT32_HESSIAN_RTOL if fmt == "dense" and dtype == np.float32 else 0)
+    rtol = 1e-10 + model.compiled.rows.hessian_rtol
     np.testing.assert_allclose(hd, np.diag(h), rtol=rtol)
     np.testing.assert_allclose(g_d, g, rtol=1e-10, atol=1e-8)
     assert ll_d == pytest.approx(ll, rel=1e-12)
@@ -416,7 +416,7 @@ def test_neg_hessian_operator_is_the_posterior_precision(fmt, hessian_atol):
     op = model.neg_hessian_operator(theta)
     V = rng.normal(size=(model.n_params, 3))
     # P of dense float32 rows: summed in float32 blocks (the operator is in double)
-    dP = hessian_atol(P, np.float32 if fmt == "dense32" else np.float64)
+    dP = hessian_atol(P, model.compiled.rows.hessian_rtol)
     PV = P @ V
     assert np.all(np.abs(op.matmat(V) - PV) <= 1e-10 * np.abs(PV) + 1e-10 + dP @ np.abs(V))
     assert model.n_full_passes == before + 1 + 3       # the curvatures, one per product

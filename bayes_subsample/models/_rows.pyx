@@ -7,10 +7,11 @@
 ``DenseRows`` wraps a C-contiguous float32 or float64 array without copying
 it (read-only and memory-mapped arrays work); ``CsrRows`` a canonical
 scipy.sparse CSR matrix, also without copying it. Every accumulation is in
-double, but for the Hessian sums of dense float32 rows on CPUs with AVX2 and FMA,
-summed in float32 over blocks of 32 rows (``_simd.h``), each block within
-``FLOAT32_HESSIAN_RTOL`` of its sum of absolute terms. The float32/float64 (and, for CSR, int32/int64 index) choice is made
-once per call (a fused-type function per method), not once per row.
+double, but for the Hessian sums of dense float32 rows on CPUs with AVX2 and
+FMA, summed in float32 over blocks of 32 rows (``_simd.h``), each block within
+``FLOAT32_HESSIAN_RTOL`` of its sum of absolute terms (``Rows.hessian_rtol``).
+The float32/float64 (and, for CSR, int32/int64 index) choice is made once per
+call (a fused-type function per method), not once per row.
 :func:`make_rows` picks the class for a validated design matrix.
 """
 import numpy as np
@@ -110,6 +111,13 @@ cdef class Rows:
 
     cdef void row(self, Py_ssize_t k, double* out) noexcept nogil:
         pass
+
+    @property
+    def hessian_rtol(self):
+        """The relative error of the Hessian sums (``add_xwx_range``) beyond
+        double rounding, against their sums of absolute terms ``sum_i |w_i
+        x_ij x_ik|``: ``FLOAT32_HESSIAN_RTOL`` for dense float32 rows, else 0."""
+        return 0.0
 
     # ---- Python entry points of the nogil methods (tests, debugging) -------------------
     # Each validates its arguments and calls the method once on the whole chunk, so a
@@ -443,6 +451,12 @@ cdef class DenseRows(Rows):
     cdef void row(self, Py_ssize_t k, double* out) noexcept nogil:
         cdef int64_t kk = k
         self.gather(&kk, 1, out)
+
+    @property
+    def hessian_rtol(self):
+        """``FLOAT32_HESSIAN_RTOL`` for float32 rows (summed in float32 blocks),
+        0 for float64 rows (see ``Rows.hessian_rtol``)."""
+        return FLOAT32_HESSIAN_RTOL if self.is32 else 0.0
 
     def row_norms(self, start=0, stop=None):
         """``||x_k||`` (the intercept column included) for ``k`` in ``[start, stop)``."""
