@@ -155,21 +155,44 @@ def test_random_state_variants(reg_data):
 @pytest.mark.parametrize("y", [np.arange(1000) % 2 * 1.0, (np.arange(1000) % 3 == 0),
                                np.where(np.arange(1000) % 2, "yes", "no"),
                                np.where(np.arange(1000) % 2, 7, -3).astype(np.int8),
-                               np.arange(1000) % 3])
+                               np.arange(1000) % 3, (np.arange(1000) % 2).astype(np.uint8),
+                               (np.arange(1000) % 2).astype(np.float32),
+                               np.arange(1000) % 2, np.ones(1000), np.zeros(1000, np.uint8)])
 def test_label_encoding_in_chunks_matches_unique(y, monkeypatch):
     """Issue 14 (memory): labels are encoded chunk by chunk (no sorted copy or
-    index arrays of tall y); float64 0/1 labels are used without a copy."""
+    index arrays of tall y), numeric 0/1 labels in one compiled read; the codes
+    are float64 0/1 labels themselves, 0/1 bytes and bools in place, else one
+    byte a row."""
     from bayes_subsample.linear_model import _estimators
     monkeypatch.setattr(_estimators, "_LABEL_CHUNK", 64)
     classes, y01 = _estimators._encode_labels(y)
     ref_classes, ref_codes = np.unique(y, return_inverse=True)
     np.testing.assert_array_equal(classes, ref_classes)
+    assert classes.dtype == ref_classes.dtype
     if len(classes) == 2:
-        assert y01.dtype == np.float64
+        assert y01.dtype == (np.float64 if y.dtype == np.float64 else np.uint8)
         np.testing.assert_array_equal(y01, ref_codes)
-        assert (y01 is y) == (y.dtype == np.float64)
+        assert np.shares_memory(y01, y) == (y.dtype in (np.float64, np.uint8, np.bool_))
     else:
         assert y01 is None
+
+
+def test_compact_labels_reach_the_model_in_place_and_fit_the_same(clf_data):
+    """bool and uint8 0/1 labels are the model's targets (one byte a row, no
+    copy), int labels become one byte a row; the draws equal those of float64
+    labels."""
+    X, y = clf_data
+    fits = {}
+    for dtype in (np.float64, np.uint8, np.bool_, np.int64):
+        yy = y.astype(dtype)
+        est = BayesianLogisticRegression(sampler="hmc", warm_start=True, random_state=0,
+                                         **FAST).fit(X, yy)
+        model_y = est.trace_.run_state.model.y
+        assert model_y.dtype == (np.float64 if dtype == np.float64 else np.uint8)
+        assert np.shares_memory(model_y, yy) == (dtype != np.int64)
+        fits[dtype] = est.posterior_draws_
+    for dtype in (np.uint8, np.bool_, np.int64):
+        np.testing.assert_array_equal(fits[dtype], fits[np.float64])
 
 
 def test_float_labels_reach_the_model_without_a_copy(clf_data):

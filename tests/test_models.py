@@ -22,8 +22,11 @@ import pytest
 from scipy import sparse, stats
 from scipy.special import expit, gammaln
 
-from bayes_subsample import _optimize
+from bayes_subsample import _optimize, sample
 from bayes_subsample.control_variates import TaylorControlVariate
+from bayes_subsample.models._cymodel import CyLogistic
+from bayes_subsample.models._rows import make_rows
+from bayes_subsample.samplers import HMCECS
 from bayes_subsample.models import (
     GLM,
     FunctionModel,
@@ -678,6 +681,18 @@ def test_target_domains():
         yb[0] = bad
         with pytest.raises(ValueError, match=r"y in \{0, 1\}"):
             LogisticRegressionModel(X, yb)
+    # other label types: uint8 0/1 in place, int and float32 as bytes, others refused
+    for bad in (2, 255):
+        with pytest.raises(ValueError, match=r"y in \{0, 1\}"):
+            LogisticRegressionModel(X, np.where(y > 0, bad, 0).astype(np.uint8))
+        with pytest.raises(ValueError, match=r"y in \{0, 1\}"):
+            LogisticRegressionModel(X, np.where(y > 0, bad, 0).astype(np.int64))
+    yf = y.astype(np.float32)
+    yf[1] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        LogisticRegressionModel(X, yf)
+    with pytest.raises(ValueError, match="uint8 targets must be 0/1"):
+        CyLogistic(make_rows(X, True), np.full(20, 3, np.uint8))
     yc = np.arange(20.0) % 4
     PoissonRegressionModel(X, yc)  # fine
     for bad in (-1.0, 0.5, 2.25):
@@ -798,3 +813,36 @@ def test_repr_and_attributes():
     np.testing.assert_array_equal(m.prior.scale, np.full(4, 2.0))
     m2 = PoissonRegressionModel(X, y, prior_scale=2.0, intercept_prior_scale=5.0)
     np.testing.assert_array_equal(m2.prior.scale, [2.0, 2.0, 2.0, 2.0, 5.0])
+
+
+@pytest.mark.parametrize("layout", ["dense32", "dense64", "csr"])
+def test_compact_labels_give_the_same_numbers(layout):
+    """Logistic labels stored as one byte a row (uint8 and bool used in place,
+    other integer types copied to bytes) give bit-identical terms, passes,
+    control-variate residuals and gathered targets to float64 labels, and the
+    same HMC-ECS draws (its core reads the targets through CyGLM.target)."""
+    X, y, theta = make_data("logistic", np.float64, True, n=4096 + 300, d=4, seed=4,
+                            extreme=False)
+    X = sparse.csr_matrix(X) if layout == "csr" else X.astype(
+        np.float32 if layout == "dense32" else np.float64)
+    ref = LogisticRegressionModel(X, y)
+    idx = np.random.default_rng(0).integers(0, ref.n_data, 500)
+    for labels in (y.astype(np.uint8), y.astype(bool), y.astype(np.int32)):
+        m = LogisticRegressionModel(X, labels)
+        assert m.y.dtype == np.uint8 and m.compiled.labels8 and not ref.compiled.labels8
+        assert np.shares_memory(m.y, labels) == (labels.dtype != np.int32)
+        for a, b in zip(m.full_pass(theta, hessian=True), ref.full_pass(theta, hessian=True)):
+            np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(m.loglik_terms(theta, idx), ref.loglik_terms(theta, idx))
+        np.testing.assert_array_equal(m.grad_sum(theta, idx), ref.grad_sum(theta, idx))
+        got = m.compiled.targets(idx)
+        assert got.dtype == np.float64
+        np.testing.assert_array_equal(got, ref.compiled.targets(idx))
+        cm = TaylorControlVariate(m, theta * 0.9, order=2)
+        cr = TaylorControlVariate(ref, theta * 0.9, order=2)
+        np.testing.assert_array_equal(cm.residuals(theta, idx)[0], cr.residuals(theta, idx)[0])
+    kw = dict(n_samples=50, n_warmup=50, n_chains=1, random_state=3, check_convergence=False)
+    a = sample(LogisticRegressionModel(X, y.astype(bool)), HMCECS(), **kw)
+    b = sample(ref, HMCECS(), **kw)
+    assert not a.tuning[0].get("full_data", False)
+    np.testing.assert_array_equal(a.draws, b.draws)

@@ -15,6 +15,7 @@ from .._driver import seed_sequence
 from .._params import store_params
 from ..models import (GaussianRegressionModel, LogisticRegressionModel,
                       MultinomialLogisticModel, PoissonRegressionModel)
+from ..models._cymodel import count_binary
 from ..models._dask import is_dask_array
 from ._base import BayesianGLMBase, all_or_nothing, times_coef
 
@@ -89,14 +90,26 @@ _LABEL_CHUNK = 1 << 20
 
 def _encode_labels(y):
     """``(classes, y01)``: the sorted distinct labels and, for two classes,
-    ``y == classes[1]`` as float64 (``y`` itself when it already is a float64
-    0/1 array: no copy), else None.
+    ``y == classes[1]`` as 0/1 bytes (``y`` itself when it already is a float64
+    0/1 array or 0/1 bytes or bools: no copy), else None.
 
-    Both run over chunks of ``y`` (the distinct labels of each chunk, then a
+    Numeric 0/1 labels are recognised in one compiled read (``count_binary``).
+    Other labels are read in chunks (the distinct labels of each chunk, then a
     comparison per chunk), so tall label arrays need no sorted copy or index
-    arrays: the memory added is the float64 labels at most. Labels that cannot
-    be ordered (str mixed with numbers, None) raise a clear ValueError.
+    arrays: the memory added is one byte a row at most. Labels that cannot be
+    ordered (str mixed with numbers, None) raise a clear ValueError.
     """
+    if y.dtype.kind in "iub" or y.dtype in (np.float32, np.float64):
+        zeros, ones = count_binary(y)
+        if zeros + ones == y.shape[0]:
+            classes = np.array([v for v, c in ((0, zeros), (1, ones)) if c], dtype=y.dtype)
+            check_classification_targets(classes)
+            if classes.shape[0] != 2:
+                return classes, None
+            if y.dtype == np.float64 or y.dtype in (np.uint8, np.bool_):
+                if y.flags.c_contiguous:
+                    return classes, (y.view(np.uint8) if y.dtype == np.bool_ else y)
+            return classes, np.ascontiguousarray(y, dtype=np.uint8)
     try:
         parts = [np.unique(y[s:s + _LABEL_CHUNK]) for s in range(0, y.shape[0], _LABEL_CHUNK)]
         classes = np.unique(np.concatenate(parts)) if parts else np.unique(y)
@@ -112,7 +125,7 @@ def _encode_labels(y):
     if (y.dtype == np.float64 and y.flags.c_contiguous and classes[0] == 0.0
             and classes[1] == 1.0):
         return classes, y
-    y01 = np.empty(y.shape[0], dtype=np.float64)
+    y01 = np.empty(y.shape[0], dtype=np.uint8)
     for s in range(0, y.shape[0], _LABEL_CHUNK):
         np.equal(y[s:s + _LABEL_CHUNK], classes[1], out=y01[s:s + _LABEL_CHUNK],
                  casting="unsafe")

@@ -20,7 +20,7 @@
 # ``CyCallbackModel`` (``_callback.pxd``) runs a Python ``Model`` (e.g.
 # ``FunctionModel``) through the same interface, calling back into NumPy with
 # the GIL, so user models go through the very same kernels.
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint8_t
 
 cdef extern from *:
     """
@@ -122,11 +122,17 @@ cdef class CyModel:
 cdef class CyGLM(CyModel):
     cdef readonly Rows rows
     cdef readonly bint dense            # rows is a DenseRows
-    cdef const double[::1] y
+    cdef const double[::1] y            # the targets as float64 ...
+    cdef const uint8_t[::1] y8          # ... or as 0/1 bytes (labels8: 1 byte a row)
+    cdef readonly bint labels8
     cdef readonly double phi            # dispersion (Gaussian: noise variance)
     cdef readonly Py_ssize_t n_features
     cdef readonly bint intercept
     cdef GLMFamily family               # set by the family subclass
+
+    # y_k as a double, whichever way the targets are stored
+    cdef inline double target(self, Py_ssize_t k) noexcept nogil:
+        return <double> self.y8[k] if self.labels8 else self.y[k]
 
     # ---- the family's per-datum scalar terms of eta over a chunk ---------------------
     # ll = log-likelihood term, r = d ll / d eta, w = -d^2 ll / d eta^2

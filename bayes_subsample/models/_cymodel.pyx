@@ -11,7 +11,8 @@ import threading
 
 import numpy as np
 from cython.parallel cimport prange
-from libc.stdint cimport int64_t
+from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
+                           uint64_t)
 from libc.string cimport memset
 from libc.stdlib cimport calloc, free, malloc
 from bayes_subsample.models._rows cimport Rows, DenseRows
@@ -48,6 +49,100 @@ cdef inline void _cv_terms(Family f, int order, Py_ssize_t m, const double* y,
 # ---------------------------------------------------------------------------------------
 # Python entry points of the SIMD math (_simd.h), for the tests
 # ---------------------------------------------------------------------------------------
+ctypedef fused label_t:
+    double
+    float
+    int64_t
+    int32_t
+    int16_t
+    int8_t
+    uint64_t
+    uint32_t
+    uint16_t
+    uint8_t
+
+
+cdef void _count01(const label_t* y, Py_ssize_t n, Py_ssize_t* zeros,
+                   Py_ssize_t* ones) noexcept nogil:
+    cdef Py_ssize_t i, z = 0, o = 0
+    for i in range(n):
+        z += y[i] == 0
+        o += y[i] == 1
+    zeros[0] = z
+    ones[0] = o
+
+
+def count_binary(y):
+    """``(zeros, ones)``: how many values of the 1-D numeric array ``y`` are 0
+    and how many are 1 (NaN neither), in one compiled read without temporaries:
+    the check that labels are 0/1 (``zeros + ones == len(y)``) and which of the
+    two occur. bool arrays count as bytes."""
+    y = np.ascontiguousarray(y)
+    if y.ndim != 1:
+        raise ValueError(f"y must be 1-D, got shape {y.shape}")
+    if y.dtype == np.bool_:
+        y = y.view(np.uint8)
+    elif not y.dtype.isnative:
+        y = y.astype(y.dtype.newbyteorder("="))
+    cdef Py_ssize_t n = y.shape[0], zeros = 0, ones = 0
+    if n == 0:
+        return 0, 0
+    cdef const double[::1] f8
+    cdef const float[::1] f4
+    cdef const int64_t[::1] i8
+    cdef const int32_t[::1] i4
+    cdef const int16_t[::1] i2
+    cdef const int8_t[::1] i1
+    cdef const uint64_t[::1] u8
+    cdef const uint32_t[::1] u4
+    cdef const uint16_t[::1] u2
+    cdef const uint8_t[::1] u1
+    code = y.dtype.str[1:]
+    if code == "f8":
+        f8 = y
+        with nogil:
+            _count01(&f8[0], n, &zeros, &ones)
+    elif code == "f4":
+        f4 = y
+        with nogil:
+            _count01(&f4[0], n, &zeros, &ones)
+    elif code == "i8":
+        i8 = y
+        with nogil:
+            _count01(&i8[0], n, &zeros, &ones)
+    elif code == "i4":
+        i4 = y
+        with nogil:
+            _count01(&i4[0], n, &zeros, &ones)
+    elif code == "i2":
+        i2 = y
+        with nogil:
+            _count01(&i2[0], n, &zeros, &ones)
+    elif code == "i1":
+        i1 = y
+        with nogil:
+            _count01(&i1[0], n, &zeros, &ones)
+    elif code == "u8":
+        u8 = y
+        with nogil:
+            _count01(&u8[0], n, &zeros, &ones)
+    elif code == "u4":
+        u4 = y
+        with nogil:
+            _count01(&u4[0], n, &zeros, &ones)
+    elif code == "u2":
+        u2 = y
+        with nogil:
+            _count01(&u2[0], n, &zeros, &ones)
+    elif code == "u1":
+        u1 = y
+        with nogil:
+            _count01(&u1[0], n, &zeros, &ones)
+    else:
+        raise TypeError(f"count_binary needs a numeric array, got dtype {y.dtype}")
+    return int(zeros), int(ones)
+
+
 def _simd_exp(x):
     """``bs_exp`` elementwise over a float64 array (tests)."""
     cdef double[::1] a = np.ascontiguousarray(x, dtype=np.float64).ravel()
@@ -299,7 +394,8 @@ cdef class CyGLM(CyModel):
     rows : Rows
         The design (``DenseRows(X, intercept)``).
     y : array-like of shape (n,)
-        Targets (float64).
+        Targets: float64, or 0/1 labels as uint8 or bool (read in place, one
+        byte a row; the logistic family's compact labels).
     phi : float, default=1.0
         Dispersion (the Gaussian family's noise variance).
     """
@@ -308,14 +404,22 @@ cdef class CyGLM(CyModel):
         if type(self) is CyGLM:
             raise TypeError("CyGLM is abstract: use its family subclasses "
                             "(CyLogistic, CyPoisson, CyGaussian)")
-        y = np.ascontiguousarray(y, dtype=np.float64)
+        y = np.asarray(y)
+        self.labels8 = y.dtype == np.uint8 or y.dtype == np.bool_
+        y = np.ascontiguousarray(y.view(np.uint8) if self.labels8 else y,
+                                 dtype=np.uint8 if self.labels8 else np.float64)
         if y.shape != (rows.n_rows,):
             raise ValueError(f"y must have shape ({rows.n_rows},), got {y.shape}")
         if not phi > 0:
             raise ValueError(f"phi must be > 0, got {phi}")
         self.rows = rows
         self.dense = isinstance(rows, DenseRows) and rows.n_features > 0
-        self.y = y
+        if self.labels8:
+            if y.shape[0] and np.max(y) > 1:
+                raise ValueError("uint8 targets must be 0/1 labels")
+            self.y8 = y
+        else:
+            self.y = y
         self.phi = phi
         self.n_data = rows.n_rows
         self.n_params = rows.n_cols
@@ -388,7 +492,7 @@ cdef class CyGLM(CyModel):
         (from the cache eta_star if given) and Taylor constants."""
         cdef Py_ssize_t i
         for i in range(c):
-            b.y[i] = self.y[idx[i]]
+            b.y[i] = self.target(idx[i])
         if order < 0:
             return
         if eta_star != NULL:
@@ -470,7 +574,7 @@ cdef class CyGLM(CyModel):
         cdef Py_ssize_t i
         self.rows.gather(idx, m, X)
         for i in range(m):
-            y[i] = self.y[idx[i]]
+            y[i] = self.target(idx[i])
 
     cdef double pass_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta,
                            bint want_ll, double* grad, double* neg_hess,
@@ -482,7 +586,12 @@ cdef class CyGLM(CyModel):
         while s < stop:
             c = _imin(MODEL_CHUNK, stop - s)
             self.rows.dot_range(s, s + c, theta, b.eta)
-            self.link_terms(c, &self.y[s], b.eta, want_ll, b.t, b.dt, b.w)
+            if self.labels8:    # 0/1 bytes to the chunk's doubles
+                for i in range(c):
+                    b.y[i] = self.y8[s + i]
+                self.link_terms(c, &b.y[0], b.eta, want_ll, b.t, b.dt, b.w)
+            else:
+                self.link_terms(c, &self.y[s], b.eta, want_ll, b.t, b.dt, b.w)
             if want_ll:
                 for i in range(c):
                     llsum += b.t[i]
@@ -562,7 +671,10 @@ cdef class CyGLM(CyModel):
 
     def targets(self, idx=None):
         """``y_k`` for ``k`` in ``idx`` (a copy)."""
-        return np.asarray(self.y)[_indices(self, idx)]
+        ix = _indices(self, idx)
+        if self.labels8:
+            return np.asarray(self.y8)[ix].astype(np.float64)
+        return np.asarray(self.y)[ix]
 
     def link_terms_array(self, y, eta, bint want_ll=True):
         """``(ll, r, w)`` of the family for arrays of targets and linear predictors."""

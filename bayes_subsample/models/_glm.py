@@ -17,7 +17,7 @@ from scipy.linalg import solve_triangular
 
 from .._threads import available_cores, thread_budget
 from ._base import CompiledModel, GaussianPrior, _digest
-from ._cymodel import CyGaussian, CyLogistic, CyPoisson
+from ._cymodel import CyGaussian, CyLogistic, CyPoisson, count_binary
 from ._rows import all_finite, make_rows
 
 __all__ = ["GLM", "LogisticRegressionModel", "PoissonRegressionModel", "GaussianRegressionModel",
@@ -199,17 +199,31 @@ def logistic_residual_range_bound(theta, theta_new, theta_star, row_norm_max, ge
 
 def check_targets(y, n, family):
     """Validate the targets of a GLM with ``n`` rows; returns them as C-contiguous
-    float64."""
+    float64, or for the logistic family as 0/1 bytes (uint8) unless they are
+    float64 already: uint8 and bool labels are used in place, other types
+    copied at one byte a row."""
     y = np.asarray(y)
     if y.ndim != 1 or y.shape[0] != n:
         raise ValueError(f"y must have shape ({n},) to match X, got {y.shape}")
     if y.dtype.kind not in "iubf":
         raise TypeError(f"y must be numeric, got dtype {y.dtype}")
+    if y.dtype.kind == "f" and y.dtype not in (np.float32, np.float64):
+        y = y.astype(np.float64)           # float16, long double
+    if family == "logistic":
+        zeros, ones = count_binary(y)      # one compiled read, no temporaries
+        if zeros + ones != n:
+            if y.dtype.kind == "f" and not np.isfinite(y).all():
+                raise ValueError("y contains NaN or infinity")
+            raise ValueError("logistic regression needs y in {0, 1}")
+        if y.dtype == np.float64:
+            return np.ascontiguousarray(y)
+        # 0/1 labels of other types: one byte a row (uint8 and bool in place)
+        if y.dtype in (np.uint8, np.bool_):
+            return np.ascontiguousarray(y).view(np.uint8)
+        return np.ascontiguousarray(y, dtype=np.uint8)
     y = np.ascontiguousarray(y, dtype=np.float64)
     if not np.isfinite(y).all():
         raise ValueError("y contains NaN or infinity")
-    if family == "logistic" and not np.isin(y, (0.0, 1.0)).all():
-        raise ValueError("logistic regression needs y in {0, 1}")
     if family == "poisson" and (np.any(y < 0) or np.any(y != np.round(y))):
         raise ValueError("Poisson regression needs non-negative integer counts y")
     return y

@@ -366,7 +366,7 @@ cdef class ECSCore(Potential):
         cdef Py_ssize_t i
         if self.direct:
             for i in range(count):
-                ydst[i] = self.glm.y[idx[i]]
+                ydst[i] = self.glm.target(idx[i])
         elif self.multi:
             self.mult.gather_rows(idx, count, &Xdst[0, 0], &ydst[0])
         else:
