@@ -11,8 +11,9 @@ fits ``BayesianLogisticRegression`` (HMC-ECS, 2 chains in 2 threads,
   the process holds, the interpreter included);
 * ``added / X``: what the fit added to the RSS it started from, over X.
 
-Labels are passed as float64 0/1 (used without a copy) and as int64 (encoded
-to a float64 0/1 copy, 8 bytes per row).
+Labels are passed as float64 0/1 (used without a copy), as uint8 0/1 (used
+without a copy, 1 byte per row) and as int64 (encoded to a 0/1 copy of 1 byte
+per row).
 
 Usage::
 
@@ -39,8 +40,8 @@ from bayes_subsample.datasets import make_logistic_data
 
 n, labels = int(float(sys.argv[1])), sys.argv[2]
 X, y = make_logistic_data(n, dtype=np.float32, random_state=0)
-if labels == "int64":
-    y = y.astype(np.int64)
+if labels != "float64":
+    y = y.astype(labels)
 before = status()["VmRSS"]
 reset_peak_rss()
 t0 = time.perf_counter()
@@ -70,7 +71,7 @@ def main(argv=None):
     print("| n | labels | X GB | RSS before fit / X | peak RSS / X | added by fit / X | fit s |")
     print("|---|---|---|---|---|---|---|")
     for n in args.sizes:
-        for labels in ("float64", "int64"):
+        for labels in ("float64", "uint8", "int64"):
             r = run(int(n), labels)
             rows.append(r)
             print(f"| {int(n):,} | {labels} | {r['X_bytes'] / 1e9:.2f} | "

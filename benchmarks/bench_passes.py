@@ -1,7 +1,8 @@
 """Benchmark: how an HMC-ECS fit scales with n -- full data passes, time, memory.
 
 Each size runs in a fresh subprocess: it draws HIGGS-shaped logistic data
-(``datasets.make_logistic_data``, float32 X, d = 28, float64 0/1 labels), notes
+(``datasets.make_logistic_data``, float32 X, d = 28, float64 0/1 labels, or
+uint8 with ``--labels uint8``), notes
 the resident set size (RSS) before the fit, resets the kernel's peak-RSS counter
 (``/proc/self/clear_refs``, Linux) and fits ``BayesianLogisticRegression``
 (HMC-ECS at its defaults, 2 chains in 2 threads, 300 warmup + 500 draws). It
@@ -24,6 +25,7 @@ Usage::
 
     python benchmarks/bench_passes.py                    # n = 1e7 and 3e7 (~2 minutes, 8 GB)
     python benchmarks/bench_passes.py --sizes 1e6 3e6    # quick
+    python benchmarks/bench_passes.py --labels uint8 --out benchmarks/results/passes_uint8.json
 
 Writes ``benchmarks/results/passes.json`` (or ``--out``) and prints a Markdown
 table. Linux only (reads /proc).
@@ -45,6 +47,8 @@ from bayes_subsample.datasets import make_logistic_data
 
 n = int(float(sys.argv[1]))
 X, y = make_logistic_data(n, dtype=np.float32, random_state=0)
+if sys.argv[2] != "float64":
+    y = y.astype(sys.argv[2])
 before = status()["VmRSS"]
 reset_peak_rss()
 t0 = time.perf_counter()
@@ -56,7 +60,8 @@ seconds = time.perf_counter() - t0
 peak = status()["VmHWM"]
 d = est.diagnostics_
 tr = est.trace_
-print(json.dumps({"n": n, "X_bytes": X.nbytes, "y_bytes": y.nbytes, "rss_before": before,
+print(json.dumps({"n": n, "labels": str(y.dtype), "X_bytes": X.nbytes, "y_bytes": y.nbytes,
+                  "rss_before": before,
                   "peak_rss": peak, "fit_seconds": seconds,
                   "prepare_seconds": tr.wall_time["prepare"],
                   "data_passes": d["data_passes"],
@@ -67,14 +72,16 @@ print(json.dumps({"n": n, "X_bytes": X.nbytes, "y_bytes": y.nbytes, "rss_before"
 """
 
 
-def run(n):
-    r = run_child(_CHILD, n)
+def run(n, labels):
+    r = run_child(_CHILD, n, labels)
     return rss_ratios(r, r["X_bytes"], "X")
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=float, nargs="*", default=[1e7, 3e7])
+    ap.add_argument("--labels", choices=["float64", "uint8"], default="float64",
+                    help="dtype of the 0/1 labels (uint8: one byte a row, used in place)")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results",
                                                   "passes.json"))
     args = ap.parse_args(argv)
@@ -83,7 +90,7 @@ def main(argv=None):
           "added by fit / X | min bulk ESS | ESS/s | m |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for n in args.sizes:
-        r = run(int(n))
+        r = run(int(n), args.labels)
         rows.append(r)
         p = r["data_passes"]
         print(f"| {int(n):,} | {r['X_bytes'] / 1e9:.2f} | {r['fit_seconds']:.2f} | "

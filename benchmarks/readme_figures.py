@@ -98,9 +98,12 @@ def table():
         runs = {(r["n"], r["labels"]): r for r in mem["runs"]}
         big_n = max(n for n, _ in runs)
         f64, i64 = runs.get((big_n, "float64")), runs.get((big_n, "int64"))
+        u8 = runs.get((big_n, "uint8"))
         fig = (f"peak RSS {f64['peak_over_X']:.2f}x X with float64 0/1 labels (RSS before the "
                f"fit, X + y + interpreter: {f64['before_over_X']:.2f}x; the fit adds "
                f"{f64['added_over_X']:.2f}x)")
+        if u8 is not None:
+            fig += f"; {u8['peak_over_X']:.2f}x with uint8 labels (one byte a row)"
         if i64 is not None:
             fig += f"; {i64['peak_over_X']:.2f}x with int64 labels"
         rows.append(f"| memory of an HMC-ECS fit, n = {_n(big_n)}, d = 28, float32 X | {fig} | "

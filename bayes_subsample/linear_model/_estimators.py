@@ -183,6 +183,14 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
     def fit(self, X, y):
         """Sample the posterior of the coefficients given ``X`` and binary ``y``.
 
+        Parameters
+        ----------
+        X : array-like, sparse matrix or Dask array of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Class labels. Two classes: float64 0/1 labels and 0/1 labels stored
+            as uint8 or bool are used in place; other labels are encoded once,
+            at one byte a row. More than two: multinomial regression.
+
         Returns
         -------
         self
