@@ -24,7 +24,7 @@ from scipy.special import expit, gammaln
 
 from bayes_subsample import _optimize, sample
 from bayes_subsample.control_variates import TaylorControlVariate
-from bayes_subsample.models._cymodel import CyLogistic
+from bayes_subsample.models._cymodel import CyLogistic, count_binary
 from bayes_subsample.models._rows import make_rows
 from bayes_subsample.samplers import HMCECS
 from bayes_subsample.models import (
@@ -846,3 +846,25 @@ def test_compact_labels_give_the_same_numbers(layout):
     b = sample(ref, HMCECS(), **kw)
     assert not a.tuning[0].get("full_data", False)
     np.testing.assert_array_equal(a.draws, b.draws)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.int32, np.int16,
+                                   np.int8, np.uint64, np.uint32, np.uint16, np.uint8,
+                                   np.bool_, np.longlong, ">f8", ">i4"])
+def test_count_binary_against_numpy(dtype):
+    """The compiled 0/1 label count behind the logistic targets' check, for every
+    integer and float type NumPy has on this platform (non-native byte order
+    included), against NumPy; NaN is neither 0 nor 1; float16 is refused."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3 if dtype != np.bool_ else 2, size=1001).astype(dtype)
+    assert count_binary(y) == (int(np.sum(y == 0)), int(np.sum(y == 1)))
+    assert count_binary(y[::2]) == (int(np.sum(y[::2] == 0)), int(np.sum(y[::2] == 1)))
+    if np.dtype(dtype).kind == "f":
+        z = y.copy()
+        z[[0, 5]] = np.nan
+        assert count_binary(z) == (int(np.sum(z == 0)), int(np.sum(z == 1)))
+    assert count_binary(np.zeros(0, dtype)) == (0, 0)
+    with pytest.raises(TypeError, match="numeric"):
+        count_binary(np.zeros(3, np.float16))
+    with pytest.raises(TypeError, match="numeric"):
+        count_binary(np.array(["0", "1"]))

@@ -62,14 +62,15 @@ ctypedef fused label_t:
     uint8_t
 
 
-cdef void _count01(const label_t* y, Py_ssize_t n, Py_ssize_t* zeros,
-                   Py_ssize_t* ones) noexcept nogil:
+def _count01(const label_t[::1] y):
+    """``(zeros, ones)`` of a 1-D array of one of the ``label_t`` types (the
+    type is dispatched on once, by Cython, from the buffer's format)."""
     cdef Py_ssize_t i, z = 0, o = 0
-    for i in range(n):
-        z += y[i] == 0
-        o += y[i] == 1
-    zeros[0] = z
-    ones[0] = o
+    with nogil:
+        for i in range(y.shape[0]):
+            z += y[i] == 0
+            o += y[i] == 1
+    return int(z), int(o)
 
 
 def count_binary(y):
@@ -82,65 +83,11 @@ def count_binary(y):
         raise ValueError(f"y must be 1-D, got shape {y.shape}")
     if y.dtype == np.bool_:
         y = y.view(np.uint8)
+    elif y.dtype.kind not in "iuf" or y.dtype.itemsize > 8 or y.dtype == np.float16:
+        raise TypeError(f"count_binary needs a numeric array, got dtype {y.dtype}")
     elif not y.dtype.isnative:
         y = y.astype(y.dtype.newbyteorder("="))
-    cdef Py_ssize_t n = y.shape[0], zeros = 0, ones = 0
-    if n == 0:
-        return 0, 0
-    cdef const double[::1] f8
-    cdef const float[::1] f4
-    cdef const int64_t[::1] i8
-    cdef const int32_t[::1] i4
-    cdef const int16_t[::1] i2
-    cdef const int8_t[::1] i1
-    cdef const uint64_t[::1] u8
-    cdef const uint32_t[::1] u4
-    cdef const uint16_t[::1] u2
-    cdef const uint8_t[::1] u1
-    code = y.dtype.str[1:]
-    if code == "f8":
-        f8 = y
-        with nogil:
-            _count01(&f8[0], n, &zeros, &ones)
-    elif code == "f4":
-        f4 = y
-        with nogil:
-            _count01(&f4[0], n, &zeros, &ones)
-    elif code == "i8":
-        i8 = y
-        with nogil:
-            _count01(&i8[0], n, &zeros, &ones)
-    elif code == "i4":
-        i4 = y
-        with nogil:
-            _count01(&i4[0], n, &zeros, &ones)
-    elif code == "i2":
-        i2 = y
-        with nogil:
-            _count01(&i2[0], n, &zeros, &ones)
-    elif code == "i1":
-        i1 = y
-        with nogil:
-            _count01(&i1[0], n, &zeros, &ones)
-    elif code == "u8":
-        u8 = y
-        with nogil:
-            _count01(&u8[0], n, &zeros, &ones)
-    elif code == "u4":
-        u4 = y
-        with nogil:
-            _count01(&u4[0], n, &zeros, &ones)
-    elif code == "u2":
-        u2 = y
-        with nogil:
-            _count01(&u2[0], n, &zeros, &ones)
-    elif code == "u1":
-        u1 = y
-        with nogil:
-            _count01(&u1[0], n, &zeros, &ones)
-    else:
-        raise TypeError(f"count_binary needs a numeric array, got dtype {y.dtype}")
-    return int(zeros), int(ones)
+    return _count01(y)
 
 
 def _simd_exp(x):
