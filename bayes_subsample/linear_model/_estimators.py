@@ -90,8 +90,9 @@ _LABEL_CHUNK = 1 << 20
 
 def _encode_labels(y):
     """``(classes, y01)``: the sorted distinct labels and, for two classes,
-    ``y == classes[1]`` as 0/1 bytes (``y`` itself when it already is a float64
-    0/1 array or 0/1 bytes or bools: no copy), else None.
+    ``y == classes[1]``: ``y`` itself when its labels are numeric 0/1 (the
+    model stores them, ``check_targets``: one byte a row at most), else 0/1
+    bytes; None for other numbers of classes.
 
     Numeric 0/1 labels are recognised in one compiled read (``count_binary``).
     Other labels are read in chunks (the distinct labels of each chunk, then a
@@ -104,12 +105,7 @@ def _encode_labels(y):
         if zeros + ones == y.shape[0]:
             classes = np.array([v for v, c in ((0, zeros), (1, ones)) if c], dtype=y.dtype)
             check_classification_targets(classes)
-            if classes.shape[0] != 2:
-                return classes, None
-            if y.dtype == np.float64 or y.dtype in (np.uint8, np.bool_):
-                if y.flags.c_contiguous:
-                    return classes, (y.view(np.uint8) if y.dtype == np.bool_ else y)
-            return classes, np.ascontiguousarray(y, dtype=np.uint8)
+            return classes, (y if classes.shape[0] == 2 else None)
     try:
         parts = [np.unique(y[s:s + _LABEL_CHUNK]) for s in range(0, y.shape[0], _LABEL_CHUNK)]
         classes = np.unique(np.concatenate(parts)) if parts else np.unique(y)
@@ -122,9 +118,6 @@ def _encode_labels(y):
             "one type (all strings or all numbers, no None)") from e
     if classes.shape[0] != 2:
         return classes, None
-    if (y.dtype == np.float64 and y.flags.c_contiguous and classes[0] == 0.0
-            and classes[1] == 1.0):
-        return classes, y
     y01 = np.empty(y.shape[0], dtype=np.uint8)
     for s in range(0, y.shape[0], _LABEL_CHUNK):
         np.equal(y[s:s + _LABEL_CHUNK], classes[1], out=y01[s:s + _LABEL_CHUNK],

@@ -200,8 +200,8 @@ def logistic_residual_range_bound(theta, theta_new, theta_star, row_norm_max, ge
 def check_targets(y, n, family):
     """Validate the targets of a GLM with ``n`` rows; returns them as C-contiguous
     float64, or for the logistic family as 0/1 bytes (uint8) unless they are
-    float64 already: uint8 and bool labels are used in place, other types
-    copied at one byte a row."""
+    C-contiguous float64 already: uint8 and bool labels are used in place,
+    other types copied at one byte a row."""
     y = np.asarray(y)
     if y.ndim != 1 or y.shape[0] != n:
         raise ValueError(f"y must have shape ({n},) to match X, got {y.shape}")
@@ -215,11 +215,11 @@ def check_targets(y, n, family):
             if y.dtype.kind == "f" and not np.isfinite(y).all():
                 raise ValueError("y contains NaN or infinity")
             raise ValueError("logistic regression needs y in {0, 1}")
-        if y.dtype == np.float64:
-            return np.ascontiguousarray(y)
-        # 0/1 labels of other types: one byte a row (uint8 and bool in place)
-        if y.dtype in (np.uint8, np.bool_):
-            return np.ascontiguousarray(y).view(np.uint8)
+        # float64, uint8 and bool labels in place; others copied at one byte a row
+        if y.flags.c_contiguous and y.dtype == np.float64:
+            return y
+        if y.flags.c_contiguous and y.dtype in (np.uint8, np.bool_):
+            return y.view(np.uint8)
         return np.ascontiguousarray(y, dtype=np.uint8)
     y = np.ascontiguousarray(y, dtype=np.float64)
     if not np.isfinite(y).all():
