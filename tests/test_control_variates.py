@@ -411,6 +411,17 @@ def test_order0_residual_derivative_is_full_score(rng):
     np.testing.assert_allclose(dp, r[idx], rtol=1e-12, atol=1e-12)
 
 
+def test_logistic_order0_score_has_the_full_pass_bits(rng):
+    """The scalar sigmoid of the residuals and the SIMD block terms of the passes
+    compute y - sigmoid(eta) with the same arithmetic: the same bits."""
+    model, theta_star, theta = make_model("logistic")
+    cy = model._cy
+    idx = np.arange(model.n_data)
+    g_cv, _ = cy.cv_grad_sum_terms(0, theta_star, theta, idx)
+    g, _ = cy.grad_sum_terms(theta, idx)
+    np.testing.assert_array_equal(g_cv, g)
+
+
 def test_validation():
     model, theta_star, theta = make_model("poisson", n=100)
     for bad in (3, -1, 1.5, "2"):

@@ -159,6 +159,32 @@ def test_dense_row_loops_against_numpy(dtype, d, intercept):
                                    rtol=1e-12, atol=1e-12 * (1 + np.abs(ref).max(initial=0)))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("d", [1, 3, 4, 7, 16, 19, 28, 33])
+def test_gradient_sum_in_its_documented_order(dtype, d):
+    """``add_xt_range`` adds, per column, the groups of four rows
+    ``(c0 x0 + c1 x1) + (c2 x2 + c3 x3)`` in order, then the rows left one by one:
+    the same bits whatever kernel runs (on x86-64 with AVX2, columns in registers,
+    16 and 4 at a time and the d mod 4 left by masked loads), replayed here in NumPy."""
+    rng = np.random.default_rng(40 + d)
+    n = 43
+    X = rng.normal(size=(n, d)).astype(dtype)
+    rows = make_rows(X, True)
+    X1 = np.hstack([X.astype(np.float64), np.ones((n, 1))])
+    c = rng.normal(size=n)
+    c[5] = 1e300           # a large product in a group: no reassociation hides it
+    for start, stop in ((0, n), (1, 6), (7, 40), (2, 3)):
+        out = np.zeros(d + 1)
+        i = start
+        while i + 4 <= stop:
+            x, ci = X1[i:i + 4], c[i:i + 4]
+            out = out + ((ci[0] * x[0] + ci[1] * x[1]) + (ci[2] * x[2] + ci[3] * x[3]))
+            i += 4
+        for k in range(i, stop):
+            out = out + c[k] * X1[k]
+        np.testing.assert_array_equal(rows.py_add_xt_range(start, stop, c[start:stop]), out)
+
+
 @pytest.mark.parametrize("family", ["logistic", "poisson", "gaussian"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_full_pass_against_numpy(family, dtype):

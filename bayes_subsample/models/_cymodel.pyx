@@ -18,7 +18,7 @@ from libc.stdlib cimport calloc, free, malloc
 from bayes_subsample.models._rows cimport Rows, DenseRows
 from bayes_subsample.models._glm_terms cimport (
     GLMFamily, GLM_LOGISTIC, GLM_POISSON, GLM_GAUSSIAN, Family, Logistic, Poisson, Gaussian,
-    glm_terms, glm_cv_consts, glm_cv_residual, bs_exp, bs_log1p01)
+    glm_terms, glm_cv_consts, glm_cv_residual, bs_exp, bs_log1p01, bs_sum)
 
 # rows per task of the threaded full pass: the reduction is over fixed chunks
 # in a fixed order, so the result does not depend on the number of threads
@@ -508,8 +508,7 @@ cdef class CyGLM(CyModel):
             self._setup(&b, order, theta_star, eta_star, idx + s, c)
             self._terms(&b, order, c, b.eta, total != NULL, b.t, b.dt)
             if total != NULL:
-                for i in range(c):
-                    tsum += b.t[i]
+                tsum += bs_sum(c, b.t)
             self.rows.add_xt(idx + s, c, b.dt, grad)
             s += c
         if total != NULL:
@@ -540,8 +539,7 @@ cdef class CyGLM(CyModel):
             else:
                 self.link_terms(c, &self.y[s], b.eta, want_ll, b.t, b.dt, b.w)
             if want_ll:
-                for i in range(c):
-                    llsum += b.t[i]
+                llsum += bs_sum(c, b.t)
             if grad != NULL:
                 self.rows.add_xt_range(s, s + c, b.dt, grad)
             if neg_hess != NULL and diag:

@@ -18,6 +18,7 @@ from libc.math cimport log, expm1, fabs, lgamma, M_PI
 cdef extern from "_simd.h" nogil:
     double bs_exp(double x)
     double bs_log1p01(double x)
+    double bs_sum(Py_ssize_t m, const double* x)
     void bs_logistic_terms(Py_ssize_t m, const double* y, const double* eta, int want_ll,
                            double* ll, double* r, double* w)
     void bs_poisson_terms(Py_ssize_t m, const double* y, const double* eta, int want_ll,
@@ -29,8 +30,9 @@ cdef inline double softplus(double eta) noexcept nogil:
 
 
 cdef inline double sigmoid(double eta) noexcept nogil:
+    # the bits of bs_logistic_terms' (r = y - sigmoid): times the reciprocal
     cdef double e = bs_exp(-fabs(eta))
-    return (1.0 if eta >= 0 else e) / (1.0 + e)
+    return (1.0 if eta >= 0 else e) * (1.0 / (1.0 + e))
 
 
 # ---- ll, r = dl/deta, w = -d2l/deta2 ------------------------------------------------------
@@ -113,7 +115,7 @@ cdef inline void logistic_cv_residual(int order, double y, double eta, double et
     else:
         e = bs_exp(-fabs(eta))        # one exp serves softplus and sigmoid
         sp = (eta if eta > 0 else 0.0) + bs_log1p01(e)
-        sg = (1.0 if eta >= 0 else e) / (1.0 + e)
+        sg = (1.0 if eta >= 0 else e) * (1.0 / (1.0 + e))
         d2 = -(sp - c0 - c1 * delta - 0.5 * c2 * delta * delta)
         d2p = -(sg - c1 - c2 * delta)
     finish_order(order, delta, c2, d2, d2p, d, dp)

@@ -3,7 +3,7 @@
  * loops of a full pass (dot products, gradient sums, Hessian sums).
  *
  * A full pass over the data computes, per row, a dot product (memory-bound), the
- * family's terms (exp, log1p, two divisions) and a gradient update. With libm's scalar
+ * family's terms (exp, log1p, divisions) and a gradient update. With libm's scalar
  * exp/log1p the terms cost about 30 ns per row, three times the two row loops, so a
  * float32 pass ran no faster than a float64 one. The functions here are plain C
  * arithmetic without branches or calls, so a loop over them compiles to SIMD code
@@ -84,15 +84,15 @@ static inline double bs_exp(double x)
 }
 
 /* log1p(x) for x in [0, 1]: u = 1 + x, with the rounding error c of that sum carried
- * (as fdlibm's log1p does); u = 2^k m with m in [sqrt(1/2), sqrt(2)), k in {0, 1};
- * log m = 2 atanh(s), s = (m - 1)/(m + 1), |s| < 0.1716, by its series to s^21
- * (truncation below 3e-18 relative). */
-static inline double bs_log1p01(double x)
+ * (as fdlibm's log1p does; c = (x - (u - 1)) inv_u with inv_u = 1 / u, which the
+ * logistic terms have already: one division less); u = 2^k m with m in
+ * [sqrt(1/2), sqrt(2)), k in {0, 1}; log m = 2 atanh(s), s = (m - 1)/(m + 1),
+ * |s| < 0.1716, by its series to s^21 (truncation below 3e-18 relative). */
+static inline double bs_log1p01_q(double x, double u, double inv_u)
 {
     const double ln2_hi = 6.93147180369123816490e-01;
     const double ln2_lo = 1.90821492927058770002e-10;
-    double u = 1.0 + x;
-    double c = (x - (u - 1.0)) / u;                    /* log(1 + x) = log(u) + c */
+    double c = (x - (u - 1.0)) * inv_u;                  /* log(1 + x) = log(u) + c */
     double m = u > 1.4142135623730951 ? 0.5 * u : u;
     double k = u > 1.4142135623730951 ? 1.0 : 0.0;
     double f = m - 1.0;                                /* exact (Sterbenz) */
@@ -116,24 +116,63 @@ static inline double bs_log1p01(double x)
     return k * ln2_hi + ((logm + c) + k * ln2_lo);
 }
 
+/* log1p(x) for x in [0, 1], the same bits as bs_log1p01_q(x, 1 + x, 1 / (1 + x)) */
+static inline double bs_log1p01(double x)
+{
+    double u = 1.0 + x;
+    return bs_log1p01_q(x, u, 1.0 / u);
+}
+
 /* ---- GLM terms: ll = log-likelihood, r = dl/deta, w = -d2l/deta2 -------------------- */
-/* logistic: b(eta) = softplus(eta); one exp of -|eta| serves softplus and sigmoid */
+/* logistic: b(eta) = softplus(eta); one exp of -|eta| serves softplus and sigmoid.
+ * In blocks of BS_TERMS_BLOCK data, one loop per polynomial (exp; the sigmoid and
+ * its derivative; log1p only when the log-likelihood is wanted): the long dependency
+ * chains of Horner's rule are then the loop's only work, and the processor overlaps
+ * many iterations of each (one loop holding both chains ran at about half the speed).
+ * The arithmetic of each datum is the same in any block, lane or tail. */
+#define BS_TERMS_BLOCK 256
 BS_CLONES
 static void bs_logistic_terms(ptrdiff_t m, const double* BS_RESTRICT y,
                               const double* BS_RESTRICT eta, int want_ll,
                               double* BS_RESTRICT ll, double* BS_RESTRICT r,
                               double* BS_RESTRICT w)
 {
-    ptrdiff_t i;
-    /* want_ll is the same for the whole loop: the compiler splits it in two (-O3
-     * unswitches loops), so a gradient pass evaluates no log1p */
-    for (i = 0; i < m; i++) {
-        double a = eta[i], e = bs_exp(-fabs(a)), t = 1.0 + e;
-        r[i] = y[i] - (a >= 0.0 ? 1.0 : e) / t;
-        w[i] = e / (t * t);
+    double eb[BS_TERMS_BLOCK], qb[BS_TERMS_BLOCK];
+    ptrdiff_t s, i, c;
+    for (s = 0; s < m; s += c) {
+        c = m - s < BS_TERMS_BLOCK ? m - s : BS_TERMS_BLOCK;
+        const double* BS_RESTRICT a = eta + s;
+        const double* BS_RESTRICT yb = y + s;
+        for (i = 0; i < c; i++)
+            eb[i] = bs_exp(-fabs(a[i]));
+        for (i = 0; i < c; i++) {
+            double e = eb[i], q = 1.0 / (1.0 + e);
+            r[s + i] = yb[i] - (a[i] >= 0.0 ? 1.0 : e) * q;
+            w[s + i] = (e * q) * q;
+            qb[i] = q;
+        }
         if (want_ll)
-            ll[i] = y[i] * a - ((a > 0.0 ? a : 0.0) + bs_log1p01(e));
+            for (i = 0; i < c; i++) {
+                double e = eb[i];
+                ll[s + i] = yb[i] * a[i]
+                            - ((a[i] > 0.0 ? a[i] : 0.0) + bs_log1p01_q(e, 1.0 + e, qb[i]));
+            }
     }
+}
+
+/* sum of x[0..m) in eight partial sums (x[i] into s[i mod 8]) added pairwise at the end:
+ * a SIMD loop without the latency chain of one running sum; the order depends on m alone */
+BS_CLONES
+static double bs_sum(ptrdiff_t m, const double* BS_RESTRICT x)
+{
+    double s[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    ptrdiff_t i, l, m8 = m - m % 8;
+    for (i = 0; i < m8; i += 8)
+        for (l = 0; l < 8; l++)
+            s[l] += x[i + l];
+    for (l = 0; l < m - m8; l++)
+        s[l] += x[m8 + l];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
 /* Poisson: b = exp; log y! (lgamma, scalar) only when the log-likelihood is wanted */
@@ -155,6 +194,25 @@ static void bs_poisson_terms(ptrdiff_t m, const double* BS_RESTRICT y,
         for (i = 0; i < m; i++)
             ll[i] -= lgamma(y[i] + 1.0);
 }
+
+/* Prefetch (into L2) the nbytes of rows that start BS_PREFETCH_ROWS rows after x:
+ * a full pass reads X in chunks of 256 rows (MODEL_CHUNK), with the family's terms
+ * between the chunk's dot products and its gradient sum; prefetching the next chunk
+ * while this one is computed keeps the memory busy during the arithmetic (hardware
+ * prefetchers follow the demand loads only). Prefetches never fault, also past the
+ * end of X; the arithmetic, hence every result, is unchanged. */
+#define BS_PREFETCH_ROWS 256
+#if defined(__GNUC__) || defined(__clang__)
+#define BS_PREFETCH_AHEAD(x, nbytes)                                                     \
+    do {                                                                                 \
+        const char* pf_ = (const char*) ((x) + BS_PREFETCH_ROWS * d);                    \
+        ptrdiff_t b_, nb_ = (nbytes);                                                    \
+        for (b_ = 0; b_ < nb_; b_ += 64)                                                 \
+            __builtin_prefetch(pf_ + b_, 0, 2);                                          \
+    } while (0)
+#else
+#define BS_PREFETCH_AHEAD(x, nbytes) ((void) 0)
+#endif
 
 /* ---- dense rows ---------------------------------------------------------------------- */
 /* x . theta[:d] (+ theta[d]), the one row dot product of the package, in double: four
@@ -221,6 +279,7 @@ static void bs_poisson_terms(ptrdiff_t m, const double* BS_RESTRICT y,
             const T* x1 = x0 + d;                                                         \
             const T* x2 = x1 + d;                                                         \
             const T* x3 = x2 + d;                                                         \
+            BS_PREFETCH_AHEAD(x0, 4 * d * (ptrdiff_t) sizeof(T));                         \
             __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;                  \
             for (j = 0; j < d4; j += 4) {                                                 \
                 __m256d t = _mm256_loadu_pd(theta + j);                                   \
@@ -254,14 +313,23 @@ static void bs_poisson_terms(ptrdiff_t m, const double* BS_RESTRICT y,
             out[i - start] = bs_row_dot_##S(X + i * d, theta, d, icpt);                   \
     }
 
+/* the processor's features that choose the kernels, probed once */
+#define BS_CPU_AVX2 1
+#define BS_CPU_FMA 2
+BS_UNUSED static int bs_cpu_features(void)
+{
+    static int flags = -1;   /* a benign race: every thread finds the same answer */
+    if (flags < 0) {
+        __builtin_cpu_init();
+        flags = (__builtin_cpu_supports("avx2") ? BS_CPU_AVX2 : 0)
+                | (__builtin_cpu_supports("fma") ? BS_CPU_FMA : 0);
+    }
+    return flags;
+}
+
 BS_UNUSED static int bs_avx2(void)
 {
-    static int has = -1;     /* a benign race: every thread finds the same answer */
-    if (has < 0) {
-        __builtin_cpu_init();
-        has = __builtin_cpu_supports("avx2") ? 1 : 0;
-    }
-    return has;
+    return (bs_cpu_features() & BS_CPU_AVX2) != 0;
 }
 #else
 #define BS_HAVE_AVX2_DOT 0
@@ -294,11 +362,11 @@ BS_UNUSED static int bs_avx2(void)
 /* out += sum_i c[i - start] x_i over the rows of [start, stop), four rows at a time
  * (out[j] += (c0 x0j + c1 x1j) + (c2 x2j + c3 x3j): a quarter of the loads and stores
  * of out), then row by row; the order depends on start and stop alone */
-#define BS_ADD_XT_RANGE(S, T)                                                             \
-    BS_CLONES static void bs_add_xt_range_##S(const T* X, ptrdiff_t d, int icpt,          \
-                                              ptrdiff_t start, ptrdiff_t stop,            \
-                                              const double* BS_RESTRICT c,                \
-                                              double* BS_RESTRICT out)                    \
+#define BS_ADD_XT_RANGE_PORTABLE(S, T)                                                    \
+    BS_UNUSED static void bs_add_xt_range_portable_##S(const T* X, ptrdiff_t d, int icpt,  \
+                                                       ptrdiff_t start, ptrdiff_t stop,   \
+                                                       const double* BS_RESTRICT c,       \
+                                                       double* BS_RESTRICT out)           \
     {                                                                                     \
         ptrdiff_t i, j;                                                                   \
         for (i = start; i + 4 <= stop; i += 4) {                                          \
@@ -308,12 +376,18 @@ BS_UNUSED static int bs_avx2(void)
             const T* BS_RESTRICT x3 = x2 + d;                                             \
             const double* ci = c + (i - start);                                           \
             double c0 = ci[0], c1 = ci[1], c2 = ci[2], c3 = ci[3];                        \
+            BS_PREFETCH_AHEAD(x0, 4 * d * (ptrdiff_t) sizeof(T));                         \
             for (j = 0; j < d; j++)                                                       \
                 out[j] += (c0 * (double) x0[j] + c1 * (double) x1[j])                     \
                           + (c2 * (double) x2[j] + c3 * (double) x3[j]);                  \
             if (icpt)                                                                     \
                 out[d] += (c0 + c1) + (c2 + c3);                                          \
         }                                                                                 \
+        BS_ADD_XT_ROWS_LEFT(S, T)                                                         \
+    }
+
+/* the rows of [i, stop) that are left after the groups of four, one by one */
+#define BS_ADD_XT_ROWS_LEFT(S, T)                                                         \
         for (; i < stop; i++) {                                                           \
             const T* BS_RESTRICT x = X + i * d;                                           \
             double ci = c[i - start];                                                     \
@@ -321,8 +395,108 @@ BS_UNUSED static int bs_avx2(void)
                 out[j] += ci * (double) x[j];                                             \
             if (icpt)                                                                     \
                 out[d] += ci;                                                             \
+        }
+
+#if BS_HAVE_AVX2_DOT
+/* With AVX2: the same sums, in the same order for each column, with the columns in
+ * blocks of four doubles whose running sums stay in registers while the groups of
+ * four rows go by (16 columns per sweep over the rows, then 4, then the d mod 4 left
+ * by masked loads): no loads and stores of out per group, and no compiler epilogue
+ * for d not a multiple of the vector width. */
+#define BS_TAIL4_f32(p) _mm256_cvtps_pd(_mm_maskload_ps((p), m32))
+#define BS_TAIL4_f64(p) _mm256_maskload_pd((p), m64)
+/* acc += (c0 x0 + c1 x1) + (c2 x2 + c3 x3) in the columns [j, j + 4) */
+#define BS_XT_GROUP(acc, LOAD, j)                                                         \
+    acc = _mm256_add_pd(acc, _mm256_add_pd(                                               \
+              _mm256_add_pd(_mm256_mul_pd(vc0, LOAD(x0 + (j))),                           \
+                            _mm256_mul_pd(vc1, LOAD(x1 + (j)))),                          \
+              _mm256_add_pd(_mm256_mul_pd(vc2, LOAD(x2 + (j))),                           \
+                            _mm256_mul_pd(vc3, LOAD(x3 + (j))))))
+/* a sweep over the groups of four rows of [start, i4) */
+#define BS_XT_SWEEP(T, BODY)                                                              \
+    for (i = start; i < i4; i += 4) {                                                     \
+        const T* x0 = X + i * d;                                                          \
+        const T* x1 = x0 + d;                                                             \
+        const T* x2 = x1 + d;                                                             \
+        const T* x3 = x2 + d;                                                             \
+        const double* ci = c + (i - start);                                               \
+        __m256d vc0 = _mm256_set1_pd(ci[0]), vc1 = _mm256_set1_pd(ci[1]);                 \
+        __m256d vc2 = _mm256_set1_pd(ci[2]), vc3 = _mm256_set1_pd(ci[3]);                 \
+        if (first)                                                                        \
+            BS_PREFETCH_AHEAD(x0, 4 * d * (ptrdiff_t) sizeof(T));                         \
+        BODY;                                                                             \
+    }                                                                                     \
+    first = 0
+#define BS_ADD_XT_RANGE_AVX2(S, T)                                                        \
+    __attribute__((target("avx2"), unused))                                               \
+    static void bs_add_xt_range_avx2_##S(const T* X, ptrdiff_t d, int icpt,               \
+                                         ptrdiff_t start, ptrdiff_t stop,                 \
+                                         const double* BS_RESTRICT c,                     \
+                                         double* BS_RESTRICT out)                         \
+    {                                                                                     \
+        ptrdiff_t i, j, l, i4 = start + (stop - start) / 4 * 4, d4 = d - d % 4;           \
+        int first = 1;                                                                    \
+        int32_t k32[4];                                                                   \
+        int64_t k64[4];                                                                   \
+        for (l = 0; l < 4; l++) {                                                         \
+            k32[l] = d4 + l < d ? -1 : 0;                                                 \
+            k64[l] = d4 + l < d ? -1 : 0;                                                 \
         }                                                                                 \
+        __m128i m32 = _mm_loadu_si128((const __m128i*) k32);                              \
+        __m256i m64 = _mm256_loadu_si256((const __m256i*) k64);                           \
+        (void) m32;                                                                       \
+        for (j = 0; j + 16 <= d4; j += 16) {                                              \
+            __m256d a0 = _mm256_loadu_pd(out + j), a1 = _mm256_loadu_pd(out + j + 4);     \
+            __m256d a2 = _mm256_loadu_pd(out + j + 8), a3 = _mm256_loadu_pd(out + j + 12);\
+            BS_XT_SWEEP(T, BS_XT_GROUP(a0, BS_LOAD4_##S, j);                              \
+                           BS_XT_GROUP(a1, BS_LOAD4_##S, j + 4);                          \
+                           BS_XT_GROUP(a2, BS_LOAD4_##S, j + 8);                          \
+                           BS_XT_GROUP(a3, BS_LOAD4_##S, j + 12));                        \
+            _mm256_storeu_pd(out + j, a0);                                                \
+            _mm256_storeu_pd(out + j + 4, a1);                                            \
+            _mm256_storeu_pd(out + j + 8, a2);                                            \
+            _mm256_storeu_pd(out + j + 12, a3);                                           \
+        }                                                                                 \
+        for (; j < d4; j += 4) {                                                          \
+            __m256d a0 = _mm256_loadu_pd(out + j);                                        \
+            BS_XT_SWEEP(T, BS_XT_GROUP(a0, BS_LOAD4_##S, j));                             \
+            _mm256_storeu_pd(out + j, a0);                                                \
+        }                                                                                 \
+        if (d4 < d) {                                                                     \
+            __m256d a0 = _mm256_maskload_pd(out + d4, m64);                               \
+            BS_XT_SWEEP(T, BS_XT_GROUP(a0, BS_TAIL4_##S, d4));                            \
+            _mm256_maskstore_pd(out + d4, m64, a0);                                       \
+        }                                                                                 \
+        if (icpt)                                                                         \
+            for (i = start; i < i4; i += 4) {                                             \
+                const double* ci = c + (i - start);                                       \
+                out[d] += (ci[0] + ci[1]) + (ci[2] + ci[3]);                              \
+            }                                                                             \
+        i = i4;                                                                           \
+        BS_ADD_XT_ROWS_LEFT(S, T)                                                         \
     }
+#define BS_ADD_XT_RANGE(S, T)                                                             \
+    BS_ADD_XT_RANGE_PORTABLE(S, T)                                                        \
+    BS_ADD_XT_RANGE_AVX2(S, T)                                                            \
+    BS_UNUSED static void bs_add_xt_range_##S(const T* X, ptrdiff_t d, int icpt,          \
+                                              ptrdiff_t start, ptrdiff_t stop,            \
+                                              const double* c, double* out)               \
+    {                                                                                     \
+        if (bs_avx2())                                                                    \
+            bs_add_xt_range_avx2_##S(X, d, icpt, start, stop, c, out);                    \
+        else                                                                              \
+            bs_add_xt_range_portable_##S(X, d, icpt, start, stop, c, out);                \
+    }
+#else
+#define BS_ADD_XT_RANGE(S, T)                                                             \
+    BS_ADD_XT_RANGE_PORTABLE(S, T)                                                        \
+    BS_UNUSED static void bs_add_xt_range_##S(const T* X, ptrdiff_t d, int icpt,          \
+                                              ptrdiff_t start, ptrdiff_t stop,            \
+                                              const double* c, double* out)               \
+    {                                                                                     \
+        bs_add_xt_range_portable_##S(X, d, icpt, start, stop, c, out);                    \
+    }
+#endif
 
 /* H[j p + k] += sum_i w_i x_ij x_ik for k <= j: the lower triangle of X^T W X (row-major,
  * leading dimension p = d + icpt, the intercept's column of ones last) over the rows of
@@ -563,12 +737,7 @@ static void bs_add_xwx_range_f32_fma(const float* X, ptrdiff_t d, int icpt,
 
 BS_UNUSED static int bs_avx2_fma(void)
 {
-    static int has = -1;     /* a benign race: every thread finds the same answer */
-    if (has < 0) {
-        __builtin_cpu_init();
-        has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
-    }
-    return has;
+    return (bs_cpu_features() & (BS_CPU_AVX2 | BS_CPU_FMA)) == (BS_CPU_AVX2 | BS_CPU_FMA);
 }
 
 BS_UNUSED static void bs_add_xwx_range_f32(const float* X, ptrdiff_t d, int icpt,
