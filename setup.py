@@ -19,7 +19,7 @@ use_openmp = sys.platform.startswith("linux") and not os.environ.get(
     "BAYES_SUBSAMPLE_NO_OPENMP"
 )
 # -ffp-contract=off: no fused multiply-adds formed, so a SIMD loop (see
-# models/_vmath.h, compiled for several instruction sets) and its scalar tail give
+# models/_simd.h, compiled for several instruction sets) and its scalar tail give
 # the same bits, on every machine (x86-64's baseline has no FMA anyway)
 compile_args = ["-O3", "-ffp-contract=off"]
 link_args = []

@@ -12,7 +12,10 @@ import os
 import threading
 from contextlib import contextmanager
 
-__all__ = ["available_cores", "thread_budget", "limit_threads"]
+__all__ = ["available_cores", "thread_budget", "threads_for_pass", "limit_threads"]
+
+#: values a full pass reads from which it runs in threads (below, one thread is faster)
+THREADED_PASS_MIN_VALUES = 1_000_000
 
 _local = threading.local()
 
@@ -30,6 +33,13 @@ def thread_budget(default):
     :func:`limit_threads` value, else ``default``."""
     limit = getattr(_local, "limit", None)
     return default if limit is None else min(default, limit)
+
+
+def threads_for_pass(n_values, default):
+    """Threads of a full pass that reads ``n_values`` values in this thread:
+    ``thread_budget(default)`` from :data:`THREADED_PASS_MIN_VALUES` values
+    on, where threads pay off, else 1."""
+    return thread_budget(default) if n_values >= THREADED_PASS_MIN_VALUES else 1
 
 
 @contextmanager

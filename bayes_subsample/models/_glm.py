@@ -15,7 +15,7 @@ import numpy as np
 from scipy import sparse
 from scipy.linalg import solve_triangular
 
-from .._threads import available_cores, thread_budget
+from .._threads import available_cores, threads_for_pass
 from ._base import CompiledModel, GaussianPrior, _digest
 from ._cymodel import CyGaussian, CyLogistic, CyPoisson, count_binary
 from ._rows import all_finite, make_rows
@@ -55,7 +55,7 @@ def check_design(X, name="X", accept_sparse=False):
     if not X.flags.c_contiguous:
         X = np.ascontiguousarray(X)  # deliberate copy: kernels read rows
     # one threaded read, no temporary
-    if not all_finite(X, thread_budget(available_cores()) if X.size >= 1_000_000 else 1):
+    if not all_finite(X, threads_for_pass(X.size, available_cores())):
         raise ValueError(f"{name} contains NaN or infinity")
     return X
 
@@ -357,9 +357,7 @@ class GLM(CompiledModel):
         """Threads of a full pass in the calling thread: the thread budget
         (``n_threads``, capped by the driver's per-chain share) on large data,
         where they pay off, else 1. Results do not depend on it."""
-        if design_size(self.X) >= 1_000_000:
-            return thread_budget(self.n_threads)
-        return 1
+        return threads_for_pass(design_size(self.X), self.n_threads)
 
     def full_pass(self, theta, *, gradient=True, hessian=False, loglik=True):
         """One fused read of X: ``(sum l_k, sum grad l_k, sum Hessian l_k)``;

@@ -28,7 +28,7 @@ from scipy import sparse
 from scipy.special import logsumexp, softmax
 from threadpoolctl import threadpool_limits
 
-from .._threads import available_cores, thread_budget
+from .._threads import available_cores, threads_for_pass
 from ._base import CompiledModel, GaussianPrior, _digest
 from ._cymultinomial import CyMultinomial
 from ._glm import check_design, design_fingerprint, design_size
@@ -205,9 +205,8 @@ class MultinomialLogisticModel(CompiledModel):
         """Threads of a full pass in the calling thread: the thread budget
         (``n_threads``, capped by the driver's per-chain share) on large data,
         where they pay off, else 1. Results do not depend on it."""
-        if (design_size(self.X) + self.n_data) * self.n_classes >= 1_000_000:
-            return thread_budget(self.n_threads)
-        return 1
+        return threads_for_pass((design_size(self.X) + self.n_data) * self.n_classes,
+                                self.n_threads)
 
     def full_pass(self, theta, *, gradient=True, hessian=False, loglik=True):
         """One fused read of X: ``(sum l_k, sum grad l_k, sum Hessian l_k)``.
