@@ -51,9 +51,10 @@ cdef class CyMultinomial(CyModel):
     # slots of the full pass (a function of n and p only)
     cdef Py_ssize_t _n_slots(self) noexcept nogil
     # rows [start, stop) of the full pass: ll[0] = sum l, grad += sum grad l, lower
-    # triangle of G += sum (p (x) x)(p (x) x)^T (grad, G may be NULL); -1 if out of memory
+    # triangles of the class pairs' G_q += sum p_a p_b x x^T (grad, G may be NULL; the
+    # pairs in n_threads threads); -1 if out of memory
     cdef int _pass_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta,
-                         double* ll, double* grad, double* G) noexcept nogil
+                         double* ll, double* grad, double* G, int n_threads) noexcept nogil
     # out[k * (2K + 1) :] = the cache of datum k at theta_star, k in [start, stop)
     cdef int _cache_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta_star,
                           double* out) noexcept nogil

@@ -32,18 +32,20 @@ bit-identical for any ``n_threads``. The Hessian uses
 whose block ``(a, b)`` is ``G_ab`` for ``a != b`` and ``-sum_{b != a} G_ab`` for
 ``a = b``, with ``G_ab = sum_k p_ka p_kb x_k x_k^T`` (as ``p_a (1 - p_a) = p_a
 sum_{b != a} p_b``): the diagonal blocks come without the cancellation of ``p_a
-- p_a^2`` when ``p_a`` is near 1. ``G = Z^T Z`` with ``Z_k = p_k (x) x_k`` is one
-BLAS ``dsyrk`` per chunk of rows gathered into a dense buffer (``Rows.gather``),
-called from one thread (the BLAS library threads it; see ``full_sums``): 2 s
-for n = 581,012, d = 54, K = 7 (p = 385) on one core, near the core's peak
-floating-point rate (``benchmarks/bench_multinomial.py``).
+- p_a^2`` when ``p_a`` is near 1. Only the ``K (K - 1) / 2`` blocks ``G_ab``,
+``a > b``, are summed, each a symmetric ``p1 x p1`` matrix: the weighted sum
+of the rows' outer products ``sum_k w_k x_k x_k^T`` with ``w_k = p_ka p_kb``,
+which the rows' Hessian kernel (``Rows.add_xwx_range``, the one the GLMs use)
+computes in place, without copying the rows, the pairs of each chunk of rows
+in threads. That is ``K (K - 1) / 2 x p1 (p1 + 1) / 2`` multiply-adds per row,
+against ``P (P + 1) / 2`` for the whole ``P x P`` matrix (``P = K p1``): 2.3
+times fewer for K = 7 (``benchmarks/bench_multinomial.py``).
 """
 import numpy as np
 from cython.parallel cimport prange
 from libc.stdint cimport int64_t
 from libc.string cimport memset
 from libc.stdlib cimport malloc, calloc, free
-from scipy.linalg.cython_blas cimport dsyrk
 from bayes_subsample.models._cymodel cimport CyModel, MODEL_CHUNK, LOGLIK
 from bayes_subsample.models._rows cimport Rows
 from bayes_subsample.models._softmax_terms cimport (
@@ -54,8 +56,8 @@ cdef enum:
     # up to MAX_SLOTS slots of equal size
     PASS_CHUNK = 4096
     MAX_SLOTS = 64
-    # rows per BLAS call of the Hessian (fewer calls: 1.4 s against 1.7 s with 256
-    # for the covtype-sized pass)
+    # rows per step of the pass with the Hessian: the class pairs' threads share
+    # each step (1024 rows of 54 float64 values, 432 KB, stay in L2 for the pairs)
     HESS_CHUNK = 1024
 
 
@@ -342,28 +344,23 @@ cdef class CyMultinomial(CyModel):
         return max(1, _imin(MAX_SLOTS, (self.n_data + PASS_CHUNK - 1) // PASS_CHUNK))
 
     cdef int _pass_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta,
-                         double* ll, double* grad, double* G) noexcept nogil:
+                         double* ll, double* grad, double* G, int n_threads) noexcept nogil:
         """Rows ``[start, stop)`` in order: ``ll[0] = sum l``, ``grad += sum grad l``
-        (if not NULL), lower triangle of ``G`` (row-major P x P) ``+= sum Z_k^T Z_k``,
-        ``Z_k = p_k (x) x_k`` (if not NULL). Returns -1 if out of memory."""
-        cdef Py_ssize_t K = self.n_classes, p1 = self.n_cols, P = self.n_params
-        cdef Py_ssize_t want_h = 1 if G != NULL else 0
+        (if not NULL), and (if ``G`` is not NULL) for each pair of classes ``a > b``
+        (pair ``q = a (a - 1) / 2 + b``) the lower triangle of ``G_q`` (row-major
+        ``p1 x p1`` at ``G + q p1^2``) ``+= sum_k p_ka p_kb x_k x_k^T``, the pairs in
+        up to ``n_threads`` threads (each pair's sum in row order: the same bits
+        for any number). Returns -1 if out of memory."""
+        cdef Py_ssize_t K = self.n_classes, p1 = self.n_cols
+        cdef Py_ssize_t Q = K * (K - 1) // 2 if G != NULL else 0
         # rows per step (the sums run over rows in order whatever it is)
-        cdef Py_ssize_t step = HESS_CHUNK if want_h else MODEL_CHUNK
-        cdef Py_ssize_t c0 = _imin(step, stop - start), s, c, i, j, k
+        cdef Py_ssize_t step = HESS_CHUNK if G != NULL else MODEL_CHUNK
+        cdef Py_ssize_t c0 = _imin(step, stop - start), s, c, i, k, a, bb, q
         cdef double* mem
-        cdef double* Pm       # (c, K) softmax of each datum
-        cdef double* Xc       # (c, p1) the rows gathered
-        cdef double* Z        # (c, P)
-        cdef double* zrow
-        cdef double* xrow
-        cdef int64_t* ix
-        cdef double llsum = 0.0, pk, one = 1.0
-        cdef int n_ = <int> P, k_, lda = <int> P
-        cdef char uplo = b'U', trans = b'N'
+        cdef double* Wq       # (Q, c): the pairs' weights p_ka p_kb, pair-major
+        cdef double llsum = 0.0
         cdef Scratch b
-        mem = <double*> malloc((c0 * (2 * K + 1 + want_h * (K + p1 + P)) + 3 * K)
-                               * sizeof(double))
+        mem = <double*> malloc((c0 * (2 * K + Q) + 3 * K) * sizeof(double))
         if mem == NULL:
             return -1
         b.E = mem
@@ -371,10 +368,7 @@ cdef class CyMultinomial(CyModel):
         b.e = b.R + K * c0
         b.dt = b.e + K
         b.p = b.dt + K
-        ix = <int64_t*> (b.p + K)          # c0 int64 in the place of c0 doubles
-        Pm = b.p + K + c0
-        Xc = Pm + want_h * K * c0
-        Z = Xc + want_h * p1 * c0
+        Wq = b.p + K
         s = start
         while s < stop:
             c = _imin(step, stop - s)
@@ -385,27 +379,21 @@ cdef class CyMultinomial(CyModel):
                 llsum += softmax_terms(K, <int> self.y[s + i], b.e, b.dt, b.p)
                 for k in range(K):
                     b.R[k * c + i] = b.dt[k]
-                if want_h:
-                    for k in range(K):
-                        Pm[i * K + k] = b.p[k]
+                if Q:
+                    q = 0
+                    for a in range(1, K):
+                        for bb in range(a):
+                            Wq[q * c + i] = b.p[a] * b.p[bb]
+                            q += 1
             if grad != NULL:
                 for k in range(K):
                     self.rows.add_xt_range(s, s + c, b.R + k * c, grad + k * p1)
-            if want_h:
-                for i in range(c):
-                    ix[i] = s + i
-                self.rows.gather(ix, c, Xc)
-                for i in range(c):
-                    xrow = Xc + i * p1
-                    for k in range(K):
-                        pk = Pm[i * K + k]
-                        zrow = Z + i * P + k * p1
-                        for j in range(p1):
-                            zrow[j] = pk * xrow[j]
-                # column-major BLAS sees the row-major Z (c x P) as Z^T (P x c): "N"
-                # adds Z^T Z, and its upper triangle is the row-major lower one
-                k_ = <int> c
-                dsyrk(&uplo, &trans, &n_, &k_, &one, Z, &lda, &one, G, &lda)
+            if Q > 1 and n_threads > 1:
+                for q in prange(Q, num_threads=n_threads, schedule="dynamic"):
+                    self.rows.add_xwx_range(s, s + c, Wq + q * c, G + q * p1 * p1)
+            else:
+                for q in range(Q):
+                    self.rows.add_xwx_range(s, s + c, Wq + q * c, G + q * p1 * p1)
             s += c
         free(mem)
         ll[0] = llsum
@@ -416,21 +404,19 @@ cdef class CyMultinomial(CyModel):
         """The fused pass over a fixed partition of the rows into slots, reduced in slot
         order (bit-identical for any n_threads); see the module notes for the Hessian.
 
-        With the Hessian, the slots run in the calling thread, one after the other,
-        adding to one matrix ``G``: its BLAS calls are threaded by the BLAS library
-        itself, and a threaded BLAS called from several threads at once
-        oversubscribes the cores (OpenBLAS on 2 cores, the covtype-sized pass: 3.8 s
-        with 2 threads each calling a 2-thread dsyrk, 1.3 s from one thread, 1.2 s
-        with 2 threads and BLAS limited to 1; the results are the same bits)."""
+        With the Hessian, the slots run one after the other, adding to one set of
+        pair sums ``G_q`` (``K (K - 1) / 2`` matrices of ``p1 x p1``): the threads
+        share each chunk's pairs, each pair summed by one thread in row order."""
         cdef Py_ssize_t n = self.n_data, P = self.n_params, K = self.n_classes
-        cdef Py_ssize_t p1 = self.n_cols
+        cdef Py_ssize_t p1 = self.n_cols, Q = K * (K - 1) // 2
         cdef Py_ssize_t S = self._n_slots(), s, j, l, a, bb
         cdef bint want_g = grad != NULL, want_h = hess != NULL
         cdef Py_ssize_t gp = P if want_g else 0
         cdef double* ll_s = <double*> calloc(S, sizeof(double))
         cdef int* rc = <int*> calloc(S, sizeof(int))
         cdef double* g_s = <double*> calloc(S * gp + 1, sizeof(double))
-        cdef double* G = <double*> calloc(P * P if want_h else 1, sizeof(double))
+        cdef double* G = <double*> calloc(Q * p1 * p1 if want_h else 1, sizeof(double))
+        cdef double* Gq
         cdef double total = 0.0, v
         cdef int failed = 0
         self._count_pass()
@@ -443,12 +429,12 @@ cdef class CyMultinomial(CyModel):
         if n_threads > 1 and S > 1 and not want_h:
             for s in prange(S, schedule="dynamic", num_threads=n_threads):
                 rc[s] = self._pass_range(s * n // S, (s + 1) * n // S, theta, ll_s + s,
-                                         g_s + s * gp if want_g else NULL, NULL)
+                                         g_s + s * gp if want_g else NULL, NULL, 1)
         else:
             for s in range(S):
                 rc[s] = self._pass_range(s * n // S, (s + 1) * n // S, theta, ll_s + s,
                                          g_s + s * gp if want_g else NULL,
-                                         G if want_h else NULL)
+                                         G if want_h else NULL, n_threads)
         for s in range(S):
             failed = failed | rc[s]
         if not failed:
@@ -462,25 +448,27 @@ cdef class CyMultinomial(CyModel):
                     for j in range(P):
                         grad[j] += g_s[s * gp + j]
             if want_h:
-                # the Hessian is minus the curvature: off-diagonal blocks G_ab (the lower
-                # triangle of G for a > b)
-                for a in range(K):
+                # the Hessian is minus the curvature: off-diagonal blocks (a, b) are
+                # G_ab (pair a (a - 1) / 2 + b for a > b; symmetric, its lower triangle
+                # stored)
+                for a in range(1, K):
                     for bb in range(a):
+                        Gq = G + (a * (a - 1) // 2 + bb) * p1 * p1
                         for j in range(p1):
                             for l in range(p1):
-                                v = G[(a * p1 + j) * P + bb * p1 + l]
+                                v = Gq[j * p1 + l] if l <= j else Gq[l * p1 + j]
                                 hess[(a * p1 + j) * P + bb * p1 + l] = v
                                 hess[(bb * p1 + l) * P + a * p1 + j] = v
-                # diagonal blocks: -sum_{b != a} G_ab, G_ab[j, l] = G_ba[l, j]
+                # diagonal blocks: -sum_{b != a} G_ab, in the order of b
                 for a in range(K):
                     for j in range(p1):
                         for l in range(j + 1):
                             v = 0.0
                             for bb in range(K):
                                 if bb < a:
-                                    v += G[(a * p1 + j) * P + bb * p1 + l]
+                                    v += G[(a * (a - 1) // 2 + bb) * p1 * p1 + j * p1 + l]
                                 elif bb > a:
-                                    v += G[(bb * p1 + l) * P + a * p1 + j]
+                                    v += G[(bb * (bb - 1) // 2 + a) * p1 * p1 + j * p1 + l]
                             hess[(a * p1 + j) * P + a * p1 + l] = -v
                             hess[(a * p1 + l) * P + a * p1 + j] = -v
         free(ll_s)

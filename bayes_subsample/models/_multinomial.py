@@ -26,7 +26,6 @@ from __future__ import annotations
 import numpy as np
 from scipy import sparse
 from scipy.special import logsumexp, softmax
-from threadpoolctl import threadpool_limits
 
 from .._threads import available_cores, threads_for_pass
 from ._base import CompiledModel, GaussianPrior, _digest
@@ -211,18 +210,11 @@ class MultinomialLogisticModel(CompiledModel):
     def full_pass(self, theta, *, gradient=True, hessian=False, loglik=True):
         """One fused read of X: ``(sum l_k, sum grad l_k, sum Hessian l_k)``.
 
-        The Hessian's per-chunk products (BLAS ``dsyrk``) run with one BLAS
-        thread: OpenBLAS's own threads on these small products are slower than
-        one thread even on idle cores, and when other work (another chain, another
-        process) occupies the cores they spin: measured on 464,000 x 10 rows,
-        K = 7, on 2 busy cores, 45 s with OpenBLAS's threads against 0.57 s with
-        one (``threadpoolctl`` limits the BLAS of the whole process while the pass
-        runs)."""
-        theta = self.check_theta(theta)
-        if not hessian:
-            return self._cy.full_pass(theta, loglik, gradient, False, self.pass_threads())
-        with threadpool_limits(1, user_api="blas"):
-            return self._cy.full_pass(theta, loglik, gradient, True, self.pass_threads())
+        The Hessian is summed as the ``K (K - 1) / 2`` symmetric blocks of its class
+        pairs, each by the rows' Hessian kernel (float32 rows: in float32 blocks, as
+        for the GLMs; ``self._cy.rows.hessian_rtol``), the pairs in threads."""
+        return self._cy.full_pass(self.check_theta(theta), loglik, gradient, bool(hessian),
+                                  self.pass_threads())
 
     def subset(self, idx):
         """The model of the rows ``idx`` (copied), with the same prior and one thread."""
