@@ -335,29 +335,34 @@ BS_UNUSED static int bs_avx2(void)
 #define BS_HAVE_AVX2_DOT 0
 #endif
 
+/* NAME_S(X, d, icpt, start, stop, v, out): the row loop NAME over the rows of [start,
+ * stop), by its AVX2 kernel NAME_avx2_S where the processor has AVX2, else by its
+ * portable loop NAME_portable_S (the same arithmetic, the same bits) */
 #if BS_HAVE_AVX2_DOT
+#define BS_RANGE_DISPATCH(NAME, S, T)                                                     \
+    BS_UNUSED static void NAME##_##S(const T* X, ptrdiff_t d, int icpt, ptrdiff_t start,   \
+                                     ptrdiff_t stop, const double* v, double* out)        \
+    {                                                                                     \
+        if (bs_avx2())                                                                    \
+            NAME##_avx2_##S(X, d, icpt, start, stop, v, out);                             \
+        else                                                                              \
+            NAME##_portable_##S(X, d, icpt, start, stop, v, out);                         \
+    }
+#else
+#define BS_RANGE_DISPATCH(NAME, S, T)                                                     \
+    BS_UNUSED static void NAME##_##S(const T* X, ptrdiff_t d, int icpt, ptrdiff_t start,   \
+                                     ptrdiff_t stop, const double* v, double* out)        \
+    {                                                                                     \
+        NAME##_portable_##S(X, d, icpt, start, stop, v, out);                             \
+    }
+#define BS_DOT_RANGE_AVX2(S, T)
+#define BS_ADD_XT_RANGE_AVX2(S, T)
+#endif
+
 #define BS_DOT_RANGE(S, T)                                                                \
     BS_DOT_RANGE_PORTABLE(S, T)                                                           \
     BS_DOT_RANGE_AVX2(S, T)                                                               \
-    BS_UNUSED static void bs_dot_range_##S(const T* X, ptrdiff_t d, int icpt,             \
-                                           ptrdiff_t start, ptrdiff_t stop,               \
-                                           const double* theta, double* out)              \
-    {                                                                                     \
-        if (bs_avx2())                                                                    \
-            bs_dot_range_avx2_##S(X, d, icpt, start, stop, theta, out);                   \
-        else                                                                              \
-            bs_dot_range_portable_##S(X, d, icpt, start, stop, theta, out);               \
-    }
-#else
-#define BS_DOT_RANGE(S, T)                                                                \
-    BS_DOT_RANGE_PORTABLE(S, T)                                                           \
-    BS_UNUSED static void bs_dot_range_##S(const T* X, ptrdiff_t d, int icpt,             \
-                                           ptrdiff_t start, ptrdiff_t stop,               \
-                                           const double* theta, double* out)              \
-    {                                                                                     \
-        bs_dot_range_portable_##S(X, d, icpt, start, stop, theta, out);                   \
-    }
-#endif
+    BS_RANGE_DISPATCH(bs_dot_range, S, T)
 
 /* out += sum_i c[i - start] x_i over the rows of [start, stop), four rows at a time
  * (out[j] += (c0 x0j + c1 x1j) + (c2 x2j + c3 x3j): a quarter of the loads and stores
@@ -475,28 +480,12 @@ BS_UNUSED static int bs_avx2(void)
         i = i4;                                                                           \
         BS_ADD_XT_ROWS_LEFT(S, T)                                                         \
     }
+#endif
+
 #define BS_ADD_XT_RANGE(S, T)                                                             \
     BS_ADD_XT_RANGE_PORTABLE(S, T)                                                        \
     BS_ADD_XT_RANGE_AVX2(S, T)                                                            \
-    BS_UNUSED static void bs_add_xt_range_##S(const T* X, ptrdiff_t d, int icpt,          \
-                                              ptrdiff_t start, ptrdiff_t stop,            \
-                                              const double* c, double* out)               \
-    {                                                                                     \
-        if (bs_avx2())                                                                    \
-            bs_add_xt_range_avx2_##S(X, d, icpt, start, stop, c, out);                    \
-        else                                                                              \
-            bs_add_xt_range_portable_##S(X, d, icpt, start, stop, c, out);                \
-    }
-#else
-#define BS_ADD_XT_RANGE(S, T)                                                             \
-    BS_ADD_XT_RANGE_PORTABLE(S, T)                                                        \
-    BS_UNUSED static void bs_add_xt_range_##S(const T* X, ptrdiff_t d, int icpt,          \
-                                              ptrdiff_t start, ptrdiff_t stop,            \
-                                              const double* c, double* out)               \
-    {                                                                                     \
-        bs_add_xt_range_portable_##S(X, d, icpt, start, stop, c, out);                    \
-    }
-#endif
+    BS_RANGE_DISPATCH(bs_add_xt_range, S, T)
 
 /* H[j p + k] += sum_i w_i x_ij x_ik for k <= j: the lower triangle of X^T W X (row-major,
  * leading dimension p = d + icpt, the intercept's column of ones last) over the rows of
