@@ -195,23 +195,24 @@ static void bs_poisson_terms(ptrdiff_t m, const double* BS_RESTRICT y,
             ll[i] -= lgamma(y[i] + 1.0);
 }
 
-/* Prefetch (into L2) the nbytes of rows that start BS_PREFETCH_ROWS rows after x:
- * a full pass reads X in chunks of 256 rows (MODEL_CHUNK), with the family's terms
- * between the chunk's dot products and its gradient sum; prefetching the next chunk
- * while this one is computed keeps the memory busy during the arithmetic (hardware
- * prefetchers follow the demand loads only). Prefetches never fault, also past the
+/* Prefetch (into L2) the nrows rows of d values that start BS_PREFETCH_ROWS rows after
+ * the row x. A full pass reads X in chunks of 256 rows (MODEL_CHUNK): the chunk's dot
+ * products, the family's terms, then its gradient (and Hessian) sums. The dot
+ * products, the first read of each row, prefetch the same rows of the next chunk, so
+ * that the memory stays busy during the arithmetic (hardware prefetchers follow the
+ * demand loads only, and the terms make none). Prefetches never fault, also past the
  * end of X; the arithmetic, hence every result, is unchanged. */
 #define BS_PREFETCH_ROWS 256
 #if defined(__GNUC__) || defined(__clang__)
-#define BS_PREFETCH_AHEAD(x, nbytes)                                                     \
+#define BS_PREFETCH_AHEAD(x, d, nrows)                                                   \
     do {                                                                                 \
-        const char* pf_ = (const char*) ((x) + BS_PREFETCH_ROWS * d);                    \
-        ptrdiff_t b_, nb_ = (nbytes);                                                    \
+        const char* pf_ = (const char*) ((x) + BS_PREFETCH_ROWS * (d));                  \
+        ptrdiff_t b_, nb_ = (nrows) * (d) * (ptrdiff_t) sizeof(*(x));                    \
         for (b_ = 0; b_ < nb_; b_ += 64)                                                 \
             __builtin_prefetch(pf_ + b_, 0, 2);                                          \
     } while (0)
 #else
-#define BS_PREFETCH_AHEAD(x, nbytes) ((void) 0)
+#define BS_PREFETCH_AHEAD(x, d, nrows) ((void) 0)
 #endif
 
 /* ---- dense rows ---------------------------------------------------------------------- */
@@ -247,8 +248,10 @@ static void bs_poisson_terms(ptrdiff_t m, const double* BS_RESTRICT y,
                                           double* BS_RESTRICT out)                        \
     {                                                                                     \
         ptrdiff_t i;                                                                      \
-        for (i = start; i < stop; i++)                                                    \
+        for (i = start; i < stop; i++) {                                                  \
+            BS_PREFETCH_AHEAD(X + i * d, d, 1);                                           \
             out[i - start] = bs_row_dot_##S(X + i * d, theta, d, icpt);                   \
+        }                                                                                 \
     }
 
 /* With AVX2 (x86-64, GCC or clang; chosen at run time): four rows at a time, each
@@ -279,7 +282,7 @@ static void bs_poisson_terms(ptrdiff_t m, const double* BS_RESTRICT y,
             const T* x1 = x0 + d;                                                         \
             const T* x2 = x1 + d;                                                         \
             const T* x3 = x2 + d;                                                         \
-            BS_PREFETCH_AHEAD(x0, 4 * d * (ptrdiff_t) sizeof(T));                         \
+            BS_PREFETCH_AHEAD(x0, d, 4);                                                  \
             __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;                  \
             for (j = 0; j < d4; j += 4) {                                                 \
                 __m256d t = _mm256_loadu_pd(theta + j);                                   \
@@ -381,7 +384,6 @@ BS_UNUSED static int bs_avx2(void)
             const T* BS_RESTRICT x3 = x2 + d;                                             \
             const double* ci = c + (i - start);                                           \
             double c0 = ci[0], c1 = ci[1], c2 = ci[2], c3 = ci[3];                        \
-            BS_PREFETCH_AHEAD(x0, 4 * d * (ptrdiff_t) sizeof(T));                         \
             for (j = 0; j < d; j++)                                                       \
                 out[j] += (c0 * (double) x0[j] + c1 * (double) x1[j])                     \
                           + (c2 * (double) x2[j] + c3 * (double) x3[j]);                  \
@@ -427,11 +429,8 @@ BS_UNUSED static int bs_avx2(void)
         const double* ci = c + (i - start);                                               \
         __m256d vc0 = _mm256_set1_pd(ci[0]), vc1 = _mm256_set1_pd(ci[1]);                 \
         __m256d vc2 = _mm256_set1_pd(ci[2]), vc3 = _mm256_set1_pd(ci[3]);                 \
-        if (first)                                                                        \
-            BS_PREFETCH_AHEAD(x0, 4 * d * (ptrdiff_t) sizeof(T));                         \
         BODY;                                                                             \
-    }                                                                                     \
-    first = 0
+    }
 #define BS_ADD_XT_RANGE_AVX2(S, T)                                                        \
     __attribute__((target("avx2"), unused))                                               \
     static void bs_add_xt_range_avx2_##S(const T* X, ptrdiff_t d, int icpt,               \
@@ -440,7 +439,6 @@ BS_UNUSED static int bs_avx2(void)
                                          double* BS_RESTRICT out)                         \
     {                                                                                     \
         ptrdiff_t i, j, l, i4 = start + (stop - start) / 4 * 4, d4 = d - d % 4;           \
-        int first = 1;                                                                    \
         int32_t k32[4];                                                                   \
         int64_t k64[4];                                                                   \
         for (l = 0; l < 4; l++) {                                                         \
