@@ -498,7 +498,7 @@ cdef class CyGLM(CyModel):
                            const double* theta, const int64_t* idx, Py_ssize_t m,
                            double* grad, double* total) noexcept nogil:
         cdef Chunk b
-        cdef Py_ssize_t s, c, i
+        cdef Py_ssize_t s, c
         cdef double tsum = 0.0
         memset(grad, 0, self.n_params * sizeof(double))
         s = 0
