@@ -366,3 +366,75 @@ def test_stratified_run_resumes_and_is_reproducible_for_any_n_jobs(n_jobs):
     # chain, each one pass for the sums at the new theta* and 3 residual passes
     assert all(len(t["strata_stages"]) == 3 for t in full.tuning)
     assert more.data_passes["chains"] == full.data_passes["chains"] == 2 * 3 * (1 + 3)
+
+
+# ---- a stage gone astray ---------------------------------------------------------------------
+def _stratified_kernel(seed=9):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(3000, 3))
+    X[:30] *= 8.0
+    y = (X @ np.array([1.0, -0.5, 0.3]) + rng.logistic(size=3000) > 0).astype(float)
+    model = LogisticRegressionModel(X, y)
+    sampler = HMCECS(stratify=True, n_blocks=20, cv_order=1)
+    prepared = sampler.prepare(model, rng)
+    kernel = sampler.build(model, prepared, n_warmup=200)
+    state = kernel.init(rng, prepared.theta_init)
+    return model, kernel, state, rng
+
+
+def test_a_stage_whose_draws_are_far_below_the_mode_keeps_theta_star_and_restarts_there():
+    """The draws of a stage that went astray (their mean's log posterior more than
+    2 p below the centre's; on a log-concave posterior the mean of posterior
+    draws is within p of the mode's): theta* and the metric stay, the rows whose
+    residual at the stage's draws exceeds one nat join the exact stratum (at
+    most half the data), m stays, and the chain restarts at theta*."""
+    from bayes_subsample.samplers.hmc_ecs import ASTRAY_RESIDUAL
+    model, kernel, state, rng = _stratified_kernel()
+    cv0, metric0, m0 = kernel.cv, kernel.metric, kernel.m
+    sd = np.sqrt(np.diag(kernel.factors.cov))
+    far = cv0.theta_star + 15.0 * sd            # lp ~ 15^2 p / 2 below: astray
+    window = far + 0.1 * sd * rng.normal(size=(40, model.n_params))
+    lp_far = model.full_pass(window[20:].mean(axis=0))[0] + model.prior.log_prob(
+        window[20:].mean(axis=0))
+    assert lp_far < kernel.lp_best - 2 * model.n_params
+    kernel._window = list(window)
+    new = kernel._restratify(rng, state)
+    assert kernel.stages[-1]["astray"] and kernel.cv is cv0 and kernel.metric is metric0
+    assert kernel.m == m0
+    np.testing.assert_array_equal(new.theta, cv0.theta_star)
+    np.testing.assert_allclose(new.potential_energy,
+                               new.potential.value_and_grad(cv0.theta_star)[0], rtol=1e-12)
+    points = window[20:][np.linspace(0, 19, 3).astype(int)]
+    R = residual_scan(cv0, points)
+    big = np.any(np.abs(R) > ASTRAY_RESIDUAL, axis=0)
+    assert 0 < kernel.exact_mask.sum() <= model.n_data // 2
+    assert big.sum() > kernel.exact_mask.sum() or np.array_equal(kernel.exact_mask, big)
+    assert np.all(big[kernel.exact_mask])           # only rows with large residuals join
+
+
+def test_a_stage_near_the_mode_moves_theta_star_to_its_mean():
+    model, kernel, state, rng = _stratified_kernel()
+    sd = np.sqrt(np.diag(kernel.factors.cov))
+    window = kernel.cv.theta_star + sd * rng.normal(size=(40, model.n_params))
+    kernel._window = list(window)
+    lp_before = kernel.lp_best
+    new = kernel._restratify(rng, state)
+    assert not kernel.stages[-1]["astray"]
+    np.testing.assert_allclose(kernel.cv.theta_star, window[20:].mean(axis=0))
+    np.testing.assert_array_equal(new.theta, state.theta)    # the chain goes on
+    assert kernel.lp_best >= lp_before
+
+
+def test_astray_rows_are_the_largest_residuals_up_to_half_the_data():
+    from bayes_subsample.samplers.hmc_ecs import _astray_rows
+    rng = np.random.default_rng(10)
+    n = 1000
+    R = 0.1 * rng.normal(size=(3, n))
+    R[1, :700] = -np.linspace(2.0, 900.0, 700)     # 700 rows above one nat
+    old = np.zeros(n, dtype=bool)
+    old[990:] = True
+    new = _astray_rows(R, old)
+    assert new.sum() == 500 and new[990:].all() and not old[:990].any()
+    np.testing.assert_array_equal(np.flatnonzero(new[:990]), np.arange(210, 700))
+    small = _astray_rows(np.full((3, n), 0.5), old)     # none above one nat
+    np.testing.assert_array_equal(small, old)

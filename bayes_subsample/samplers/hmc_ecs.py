@@ -172,6 +172,25 @@ def _posterior_precision(model, hessian):
 MIN_STRATIFIED_WARMUP = 200
 #: points of each stage whose residuals (a full pass each) choose the stratum
 STRATA_POINTS = 3
+#: a stage gone astray: rows whose residual at its draws exceeds this many nats
+#: join the exact stratum
+ASTRAY_RESIDUAL = 1.0
+
+
+def _astray_rows(R, exact, max_fraction=0.5):
+    """A new mask: the exact stratum ``exact`` (bool mask, not modified) joined
+    by the rows whose residual at any of the points of ``R`` (J, n) exceeds
+    ``ASTRAY_RESIDUAL`` nats in magnitude (each, drawn into the subsample,
+    moved the estimator by ``n_s / m`` times that), largest first, up to
+    ``max_fraction`` of the data exact in all."""
+    score = np.max(np.abs(R), axis=0)
+    score[exact] = 0.0
+    room = max(0, int(max_fraction * exact.shape[0]) - int(exact.sum()))
+    cand = np.flatnonzero(score > ASTRAY_RESIDUAL)
+    cand = cand[np.argsort(-score[cand], kind="stable")[:room]]
+    new = exact.copy()
+    new[cand] = True
+    return new
 
 
 class HMCECSKernel(Kernel):
@@ -194,6 +213,9 @@ class HMCECSKernel(Kernel):
             self.block_size = self.m // sampler.n_blocks
             self.stage_len = max(25, min(100, n_warmup // 6))
             self.last_stage = n_warmup - max(100, n_warmup // 4)
+            # the best exact log posterior at a centre so far (a stage whose mean
+            # falls far below it was not sampling the posterior)
+            self.lp_best = self.cv.L_star + model.prior.log_prob(self.cv.theta_star)
         self.n_products = prepared.n_products
         self.auto_m = prepared.auto_m
         self.n_warmup = n_warmup
@@ -352,18 +374,38 @@ class HMCECSKernel(Kernel):
         second half (one full pass for the sums), residuals of every row at
         ``STRATA_POINTS`` of its draws (a pass each), then the exact stratum and
         the subsample size from them (``choose_strata``), the mass matrix from the
-        new Hessian, a fresh subsample; the step-size adaptation restarts."""
+        new Hessian, a fresh subsample; the step-size adaptation restarts.
+
+        A stage whose mean has a log posterior more than ``2 p`` below the best
+        centre's so far was not sampling the posterior (:ref:`algo-hmc-ecs-strata`:
+        on a log-concave posterior the mean of draws is within ``p`` of the
+        mode's log density): the chain sat where its estimator hid rows from the
+        subsample. theta* then stays, the rows with large residuals at the
+        stage's draws join the exact stratum and the chain restarts at theta*.
+        """
         half = np.asarray(self._window[len(self._window) // 2:])
-        ref = self._reference_at(half.mean(axis=0))
+        centre = half.mean(axis=0)
+        ref = self._reference_at(centre)
         if ref is None:
             return state
-        cv, self.metric, self.factors = ref
+        cv, metric, factors = ref
+        lp = cv.L_star + self.model.prior.log_prob(centre)
+        astray = lp < self.lp_best - 2.0 * self.model.n_params
+        if astray:
+            cv = self.cv          # residuals at the stage's draws around the old theta*
+        else:
+            self.metric, self.factors = metric, factors
+            self.lp_best = max(self.lp_best, lp)
         points = half[np.linspace(0, len(half) - 1, STRATA_POINTS).astype(int)]
         R = residual_scan(cv, points)
         self.n_evals_setup += len(points) * self.n
         old = np.zeros(self.n, dtype=bool) if self.exact_mask is None else self.exact_mask
-        exact, m, cost = choose_strata(R, old, n_blocks=self.sampler.n_blocks,
-                                       target_variance=self.sampler.target_variance)
+        if astray:
+            exact, m = _astray_rows(R, old), self.m
+            cost = int(exact.sum()) + m
+        else:
+            exact, m, cost = choose_strata(R, old, n_blocks=self.sampler.n_blocks,
+                                           target_variance=self.sampler.target_variance)
         del R
         self.exact_mask = exact
         self.cv = cv
@@ -372,11 +414,13 @@ class HMCECSKernel(Kernel):
         pot = self._new_potential()
         rows, self.block_size, _ = self.update.fresh(rng)
         pot.set_rows(rows, self.block_size)
-        U = pot.set_position(state.theta)
+        theta = cv.theta_star.copy() if astray else state.theta
+        U = pot.set_position(theta)
         self.n_evals_setup += pot.m + int(exact.sum())
         self.tuner.restart()
-        self.stages.append({"n_exact": int(exact.sum()), "m": int(m), "rows": int(cost)})
-        return state._replace(potential_energy=U, potential=pot)
+        self.stages.append({"n_exact": int(exact.sum()), "m": int(m), "rows": int(cost),
+                            "astray": bool(astray)})
+        return state._replace(theta=pot.position, potential_energy=U, potential=pot)
 
     def end_warmup(self, state):
         self.tuner.finalize()
