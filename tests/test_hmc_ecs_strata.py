@@ -18,7 +18,8 @@ from bayes_subsample.control_variates import TaylorControlVariate
 from bayes_subsample.models import (LogisticRegressionModel, MultinomialLogisticModel,
                                     PoissonRegressionModel)
 from bayes_subsample.samplers import HMCECS
-from bayes_subsample.samplers._ecs_tuning import choose_strata, residual_scan
+from bayes_subsample.samplers._ecs_tuning import (ASTRAY_RESIDUAL, astray_strata,
+                                                   choose_strata, residual_scan)
 from bayes_subsample.samplers._hmc_ecs_fast import ECSCore
 
 
@@ -388,7 +389,6 @@ def test_a_stage_whose_draws_are_far_below_the_mode_keeps_theta_star_and_restart
     draws is within p of the mode's): theta* and the metric stay, the rows whose
     residual at the stage's draws exceeds one nat join the exact stratum (at
     most half the data), m stays, and the chain restarts at theta*."""
-    from bayes_subsample.samplers.hmc_ecs import ASTRAY_RESIDUAL
     model, kernel, state, rng = _stratified_kernel()
     cv0, metric0, m0 = kernel.cv, kernel.metric, kernel.m
     sd = np.sqrt(np.diag(kernel.factors.cov))
@@ -425,16 +425,15 @@ def test_a_stage_near_the_mode_moves_theta_star_to_its_mean():
     assert kernel.lp_best >= lp_before
 
 
-def test_astray_rows_are_the_largest_residuals_up_to_half_the_data():
-    from bayes_subsample.samplers.hmc_ecs import _astray_rows
+def test_astray_strata_are_the_largest_residuals_up_to_half_the_data():
     rng = np.random.default_rng(10)
     n = 1000
     R = 0.1 * rng.normal(size=(3, n))
     R[1, :700] = -np.linspace(2.0, 900.0, 700)     # 700 rows above one nat
     old = np.zeros(n, dtype=bool)
     old[990:] = True
-    new = _astray_rows(R, old)
+    new = astray_strata(R, old)
     assert new.sum() == 500 and new[990:].all() and not old[:990].any()
     np.testing.assert_array_equal(np.flatnonzero(new[:990]), np.arange(210, 700))
-    small = _astray_rows(np.full((3, n), 0.5), old)     # none above one nat
+    small = astray_strata(np.full((3, n), 0.5), old)     # none above one nat
     np.testing.assert_array_equal(small, old)

@@ -13,7 +13,7 @@ from ..models._base import WeightedModel
 
 __all__ = ["choose_subsample_size", "signed_tau", "choose_n_products", "refine_theta_star",
            "initial_theta_star", "residual_variances", "typical_thetas", "residual_scan",
-           "choose_strata"]
+           "choose_strata", "astray_strata"]
 
 
 def residual_variances(cv, thetas, pilot_idx):
@@ -253,3 +253,25 @@ def choose_strata(R, exact, *, n_blocks=100, target_variance=1.0, max_fraction=0
     new = exact.copy()
     new[cand[order[:best]]] = True
     return new, int(m[best]), int(cost[best])
+
+
+#: a stratified warmup's stage gone astray: rows whose residual at its draws
+#: exceeds this many nats join the exact stratum
+ASTRAY_RESIDUAL = 1.0
+
+
+def astray_strata(R, exact, *, max_fraction=0.5):
+    """The exact stratum after a stage that went astray: a new mask, ``exact``
+    (bool mask (n,), not modified) joined by the rows whose residual at any of
+    the points of ``R`` (J, n) exceeds ``ASTRAY_RESIDUAL`` nats in magnitude
+    (each, drawn into the subsample, moved the estimator by ``n_s / m`` times
+    that), largest first, with at most ``max_fraction`` of the data exact (as
+    ``choose_strata``)."""
+    score = np.max(np.abs(R), axis=0)
+    score[exact] = 0.0
+    room = max(0, int(max_fraction * exact.shape[0]) - int(exact.sum()))
+    cand = np.flatnonzero(score > ASTRAY_RESIDUAL)
+    cand = cand[np.argsort(-score[cand], kind="stable")[:room]]
+    new = exact.copy()
+    new[cand] = True
+    return new

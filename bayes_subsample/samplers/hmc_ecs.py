@@ -34,8 +34,8 @@ from ._adapt import VarianceWindows, diagonal_windows
 from ._base import (BaseSampler, Kernel, Prepared, cv_order, diagonal_metric,
                     shared_constraints)
 from ._ecs_numpy import NumpyECSPotential
-from ._ecs_tuning import (choose_n_products, choose_strata, choose_subsample_size,
-                          initial_theta_star, residual_scan,
+from ._ecs_tuning import (astray_strata, choose_n_products, choose_strata,
+                          choose_subsample_size, initial_theta_star, residual_scan,
                           refine_theta_star, residual_variances, typical_thetas)
 from ._hmc_ecs_fast import ECSCore
 from ._inner import info_type, make_inner
@@ -172,25 +172,6 @@ def _posterior_precision(model, hessian):
 MIN_STRATIFIED_WARMUP = 200
 #: points of each stage whose residuals (a full pass each) choose the stratum
 STRATA_POINTS = 3
-#: a stage gone astray: rows whose residual at its draws exceeds this many nats
-#: join the exact stratum
-ASTRAY_RESIDUAL = 1.0
-
-
-def _astray_rows(R, exact, max_fraction=0.5):
-    """A new mask: the exact stratum ``exact`` (bool mask, not modified) joined
-    by the rows whose residual at any of the points of ``R`` (J, n) exceeds
-    ``ASTRAY_RESIDUAL`` nats in magnitude (each, drawn into the subsample,
-    moved the estimator by ``n_s / m`` times that), largest first, up to
-    ``max_fraction`` of the data exact in all."""
-    score = np.max(np.abs(R), axis=0)
-    score[exact] = 0.0
-    room = max(0, int(max_fraction * exact.shape[0]) - int(exact.sum()))
-    cand = np.flatnonzero(score > ASTRAY_RESIDUAL)
-    cand = cand[np.argsort(-score[cand], kind="stable")[:room]]
-    new = exact.copy()
-    new[cand] = True
-    return new
 
 
 class HMCECSKernel(Kernel):
@@ -401,7 +382,7 @@ class HMCECSKernel(Kernel):
         self.n_evals_setup += len(points) * self.n
         old = np.zeros(self.n, dtype=bool) if self.exact_mask is None else self.exact_mask
         if astray:
-            exact, m = _astray_rows(R, old), self.m
+            exact, m = astray_strata(R, old), self.m
             cost = int(exact.sum()) + m
         else:
             exact, m, cost = choose_strata(R, old, n_blocks=self.sampler.n_blocks,
