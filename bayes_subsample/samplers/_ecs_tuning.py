@@ -213,7 +213,13 @@ def residual_scan(cv, thetas, chunk=1 << 16):
     return out
 
 
-def choose_strata(R, exact, *, n_blocks=100, target_variance=1.0, max_fraction=0.5):
+#: the largest fraction of the data an exact stratum holds (beyond half the data,
+#: subsampling the rest does not pay)
+MAX_EXACT_FRACTION = 0.5
+
+
+def choose_strata(R, exact, *, n_blocks=100, target_variance=1.0,
+                  max_fraction=MAX_EXACT_FRACTION):
     """The exact stratum and subsample size that minimise the rows read per
     evaluation, ``|exact| + m``, given residuals ``R`` (J, n) of every datum at
     J points where the chain went (:ref:`algo-hmc-ecs-strata`).
@@ -260,7 +266,7 @@ def choose_strata(R, exact, *, n_blocks=100, target_variance=1.0, max_fraction=0
 ASTRAY_RESIDUAL = 1.0
 
 
-def astray_strata(R, exact, *, max_fraction=0.5):
+def astray_strata(R, exact, *, max_fraction=MAX_EXACT_FRACTION):
     """The exact stratum after a stage that went astray: a new mask, ``exact``
     (bool mask (n,), not modified) joined by the rows whose residual at any of
     the points of ``R`` (J, n) exceeds ``ASTRAY_RESIDUAL`` nats in magnitude
