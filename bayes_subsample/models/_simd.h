@@ -707,13 +707,13 @@ static void bs_add_xwx_range_f32_fma(const float* X, ptrdiff_t d, int icpt,
                 if (T == 1)
                     bs_xwx32_kernel_8_1(Z, C, P, b, 8 * q, k0, H, p);
                 else if (T == 2)
-                    for (j = 8 * q; j < 8 * q + 8; j += 4)
+                    for (j = 8 * q; j < 8 * q + 8 && j < p; j += 4)
                         bs_xwx32_kernel_4_2(Z, C, P, b, j, k0, H, p);
                 else if (T == 3)
-                    for (j = 8 * q; j < 8 * q + 8; j += 2)
+                    for (j = 8 * q; j < 8 * q + 8 && j < p; j += 2)
                         bs_xwx32_kernel_2_3(Z, C, P, b, j, k0, H, p);
                 else
-                    for (j = 8 * q; j < 8 * q + 8; j += 2)
+                    for (j = 8 * q; j < 8 * q + 8 && j < p; j += 2)
                         bs_xwx32_kernel_2_4(Z, C, P, b, j, k0, H, p);
             }
         }
