@@ -7,9 +7,10 @@ one read of X) against a plain NumPy reference computing the same two quantities
 and with all threads (NumPy's BLAS limited/unlimited through threadpoolctl).
 Each timing is the median of ``--repeat`` runs after one warm-up. With one thread
 it also times the rows' dot products alone (the pass's first step, ``Rows.dot_range``
-over all rows), the part that bounds the float32 pass; and, for every case, the same
-pass with the Hessian sum (``full_pass(theta, hessian=True)``, what HMC-ECS's
-preparation computes at theta*).
+over all rows), the part that bounds the float32 pass, and the Hessian sum alone
+per row, over rows read from memory and over a block that stays in the cache; and,
+for every case, the same pass with the Hessian sum (``full_pass(theta,
+hessian=True)``, what HMC-ECS's preparation computes at theta*).
 
 Also measures, in a fresh subprocess, the peak resident memory of building the
 model and running one full pass relative to the size of X (target <= 1.3 x X).
@@ -97,6 +98,9 @@ def bench_dtype(n, d, dtype, repeat, n_threads_all):
         # the rows' dot products alone (one thread; the pass's first step)
         t_dot = median_time(lambda m=model: m._cy.rows.py_dot_range(0, n, theta), repeat)[0] \
             if threads == 1 else None
+        hess_mem = hess_cache = None
+        if threads == 1:
+            hess_mem, hess_cache = hessian_sum_ns_per_row(model._cy.rows, n, repeat)
         rows.append({
             "dtype": np.dtype(dtype).name, "threads": threads, "n": n, "d": d + 1,
             "ours_s": t_ours, "ours_min_s": t_ours_min, "with_hessian_s": t_hess,
@@ -105,10 +109,30 @@ def bench_dtype(n, d, dtype, repeat, n_threads_all):
             "bandwidth_GBps": X.nbytes / t_ours / 1e9,
             "numpy_bandwidth_GBps": X.nbytes / t_np / 1e9,
             "dot_products_s": t_dot,
+            "hessian_sum_ns_per_row_memory": hess_mem,
+            "hessian_sum_ns_per_row_cache": hess_cache,
             "rel_diff_ll": abs(ll - ll_np) / abs(ll_np),
             "rel_diff_grad": float(np.max(np.abs(g - g_np)) / np.max(np.abs(g_np))),
         })
     return rows
+
+
+def hessian_sum_ns_per_row(rows, n, repeat, cached=4096):
+    """The Hessian sum alone (``Rows.add_xwx_range``, one thread), nanoseconds per
+    row: over all ``n`` rows read from memory, and over the first ``cached`` rows
+    (about 460 KB at d = 29 float32, in the cache) summed ``n / cached`` times.
+    Equal times mean the kernel is bound by its arithmetic, not by memory."""
+    w = np.random.default_rng(1).random(n)
+    t_mem = median_time(lambda: rows.py_add_xwx_range(0, n, w), repeat)[0] / n
+    k = min(n, cached)
+    reps = max(1, n // k)
+
+    def in_cache():
+        for _ in range(reps):
+            rows.py_add_xwx_range(0, k, w[:k])
+
+    t_cache = median_time(in_cache, repeat)[0] / (reps * k)
+    return 1e9 * t_mem, 1e9 * t_cache
 
 
 # ---------------------------------------------------------------------------
@@ -205,14 +229,17 @@ def main(argv=None):
     print(f"\nfull pass (ll + gradient), logistic, n = {args.n:,}, d = {args.d} + intercept, "
           f"median of {args.repeat}\n")
     print("| dtype | threads | ours (ms) | numpy (ms) | numpy / ours | ours GB/s | numpy GB/s |"
-          " dot products (ms) | with Hessian (ms) | rel diff ll | rel diff grad |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          " dot products (ms) | with Hessian (ms) | Hessian sum ns/row (memory / cache) |"
+          " rel diff ll | rel diff grad |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         dot = "" if r["dot_products_s"] is None else f"{1e3 * r['dot_products_s']:.1f}"
+        hs = "" if r["hessian_sum_ns_per_row_memory"] is None else (
+            f"{r['hessian_sum_ns_per_row_memory']:.1f} / {r['hessian_sum_ns_per_row_cache']:.1f}")
         print(f"| {r['dtype']} | {r['threads']} | {1e3 * r['ours_s']:.1f} | "
               f"{1e3 * r['numpy_s']:.1f} | {r['ratio_numpy_over_ours']:.2f} | "
               f"{r['bandwidth_GBps']:.2f} | {r['numpy_bandwidth_GBps']:.2f} | "
-              f"{dot} | {1e3 * r['with_hessian_s']:.1f} | "
+              f"{dot} | {1e3 * r['with_hessian_s']:.1f} | {hs} | "
               f"{r['rel_diff_ll']:.1e} | {r['rel_diff_grad']:.1e} |")
     if mem:
         print("\npeak memory of building the model + one full pass (target <= 1.3 x X)\n")
