@@ -21,6 +21,7 @@ from bayes_subsample.samplers import HMCECS
 from bayes_subsample.samplers._ecs_tuning import (ASTRAY_RESIDUAL, astray_strata,
                                                    choose_strata, residual_scan)
 from bayes_subsample.samplers._hmc_ecs_fast import ECSCore
+from bayes_subsample.samplers.hmc_ecs import PILOT_ITERATIONS, PILOT_POINTS
 
 
 def _glm(family, n=3000, d=4, seed=0, dtype=np.float64):
@@ -364,9 +365,12 @@ def test_stratified_run_resumes_and_is_reproducible_for_any_n_jobs(n_jobs):
     np.testing.assert_array_equal(more.draws, full.draws)
     np.testing.assert_array_equal(more.warmup_draws, full.warmup_draws)
     # stages of 33 iterations while 100 warmup iterations remain: 3 stages per
-    # chain, each one pass for the sums at the new theta* and 3 residual passes
+    # chain, each one pass for the sums at the new theta* and 3 residual passes;
+    # the first also an exact pilot (a pass at its start, at least one per
+    # transition) and residual passes at PILOT_POINTS of its draws
     assert all(len(t["strata_stages"]) == 3 for t in full.tuning)
-    assert more.data_passes["chains"] == full.data_passes["chains"] == 2 * 3 * (1 + 3)
+    assert more.data_passes["chains"] == full.data_passes["chains"]
+    assert full.data_passes["chains"] >= 2 * (3 * (1 + 3) + 1 + PILOT_ITERATIONS + PILOT_POINTS)
 
 
 # ---- a stage gone astray ---------------------------------------------------------------------
@@ -400,6 +404,8 @@ def test_a_stage_whose_draws_are_far_below_the_mode_keeps_theta_star_and_restart
     kernel._window = list(window)
     new = kernel._restratify(rng, state)
     assert kernel.stages[-1]["astray"] and kernel.cv is cv0 and kernel.metric is metric0
+    # no exact pilot from a stage that went astray (its mean is not in the posterior)
+    assert kernel.stages[-1]["pilot_accept"] is None and not kernel.piloted
     assert kernel.m == m0
     np.testing.assert_array_equal(new.theta, cv0.theta_star)
     np.testing.assert_allclose(new.potential_energy,
@@ -423,6 +429,66 @@ def test_a_stage_near_the_mode_moves_theta_star_to_its_mean():
     np.testing.assert_allclose(kernel.cv.theta_star, window[20:].mean(axis=0))
     np.testing.assert_array_equal(new.theta, state.theta)    # the chain goes on
     assert kernel.lp_best >= lp_before
+
+
+def test_the_first_stage_near_the_mode_runs_an_exact_pilot_once(monkeypatch):
+    """The first stage that is not astray runs PILOT_ITERATIONS full-data
+    transitions from its mean (their passes counted) and adds the residuals at
+    PILOT_POINTS of the pilot's later draws to the stage's; later stages do not."""
+    import bayes_subsample.samplers.hmc_ecs as hmc_ecs
+    seen = []
+
+    def scan(cv, points):
+        seen.append(np.array(points))
+        return residual_scan(cv, points)
+
+    monkeypatch.setattr(hmc_ecs, "residual_scan", scan)
+    model, kernel, state, rng = _stratified_kernel()
+    sd = np.sqrt(np.diag(kernel.factors.cov))
+    assert not kernel.piloted
+    for stage in range(2):
+        window = kernel.cv.theta_star + sd * rng.normal(size=(40, model.n_params))
+        kernel._window = list(window)
+        passes = model.n_full_passes
+        state = kernel._restratify(rng, state)
+        made = model.n_full_passes - passes
+        first = kernel.stages[-1]
+        stage_points = window[20:][np.linspace(0, 19, hmc_ecs.STRATA_POINTS).astype(int)]
+        np.testing.assert_array_equal(seen[-1][:hmc_ecs.STRATA_POINTS], stage_points)
+        if stage == 0:
+            assert kernel.piloted and 0.0 < first["pilot_accept"] <= 1.0
+            assert len(seen[-1]) == hmc_ecs.STRATA_POINTS + hmc_ecs.PILOT_POINTS
+            # the centre's pass, the residual scans, the pilot's start and at least
+            # one gradient pass per pilot transition
+            assert made >= (2 + hmc_ecs.STRATA_POINTS + hmc_ecs.PILOT_POINTS
+                            + hmc_ecs.PILOT_ITERATIONS)
+            pilot = seen[-1][hmc_ecs.STRATA_POINTS:]
+            assert np.all(np.isfinite(pilot))
+            assert not np.allclose(pilot, window[20:].mean(axis=0))   # the pilot moved
+        else:
+            assert first["pilot_accept"] is None
+            assert len(seen[-1]) == hmc_ecs.STRATA_POINTS
+            assert made == 1 + hmc_ecs.STRATA_POINTS
+
+
+def test_the_exact_pilot_samples_the_full_data_posterior(monkeypatch):
+    """The pilot's transitions are on the full-data potential: run long, its
+    draws' means and sds agree with full-data NUTS (within 0.15 sd and 15%; the
+    pilot starts at the Laplace mean and keeps the warmup's step size)."""
+    import bayes_subsample.samplers.hmc_ecs as hmc_ecs
+    monkeypatch.setattr(hmc_ecs, "PILOT_ITERATIONS", 1500)
+    model, kernel, state, rng = _stratified_kernel()
+    draws, accept = kernel._exact_pilot(rng, kernel.cv.theta_star)
+    assert draws.shape == (1500, model.n_params) and accept > 0.5
+    ref = _quiet_sample(model, "nuts", n_samples=1500, n_warmup=500, n_chains=2,
+                        random_state=0).draws.reshape(-1, model.n_params)
+    sd = ref.std(axis=0)
+    mcse = np.hypot(diagnostics.mcse_mean(draws[None, 100:]),
+                    diagnostics.mcse_mean(ref[None]))
+    err = np.abs(draws[100:].mean(axis=0) - ref.mean(axis=0))
+    assert np.all(err < 0.15 * sd + 4 * mcse), err / sd
+    ratio = draws[100:].std(axis=0) / sd
+    assert np.all((ratio > 0.85) & (ratio < 1.15)), ratio
 
 
 def test_astray_strata_are_the_largest_residuals_up_to_half_the_data():

@@ -39,6 +39,7 @@ from ._ecs_tuning import (astray_strata, choose_n_products, choose_strata,
                           refine_theta_star, residual_variances, typical_thetas)
 from ._hmc_ecs_fast import ECSCore
 from ._inner import info_type, make_inner
+from ._hamiltonian import FullPotential
 from .hmc import HMCKernel, metric_from_precision
 
 __all__ = ["HMCECS"]
@@ -159,6 +160,11 @@ class SignedUpdate:
 # ----------------------------------------------------------------------------------------
 # the kernel
 # ----------------------------------------------------------------------------------------
+def _spread(draws, k):
+    """``k`` of ``draws`` evenly spread over them (first and last included)."""
+    return draws[np.linspace(0, len(draws) - 1, k).astype(int)]
+
+
 def _posterior_precision(model, hessian):
     """``-hessian + prior precision``: a matrix, or its diagonal for a (p,)
     ``hessian`` (the Hessian sum's diagonal: the diagonal metric)."""
@@ -172,6 +178,12 @@ def _posterior_precision(model, hessian):
 MIN_STRATIFIED_WARMUP = 200
 #: points of each stage whose residuals (a full pass each) choose the stratum
 STRATA_POINTS = 3
+#: transitions of the exact pilot chain (full-data potential) run once, at the
+#: first stage of the stratified warmup that samples the posterior: its draws go
+#: where the posterior goes, not where the subsampled chain was confined
+PILOT_ITERATIONS = 30
+#: the pilot's draws (of its second half) whose residuals join the stage's
+PILOT_POINTS = 6
 
 
 class HMCECSKernel(Kernel):
@@ -197,6 +209,7 @@ class HMCECSKernel(Kernel):
             # the best exact log posterior at a centre so far (a stage whose mean
             # falls far below it was not sampling the posterior)
             self.lp_best = self.cv.L_star + model.prior.log_prob(self.cv.theta_star)
+            self.piloted = False     # the exact pilot chain has run
         self.n_products = prepared.n_products
         self.auto_m = prepared.auto_m
         self.n_warmup = n_warmup
@@ -363,6 +376,14 @@ class HMCECSKernel(Kernel):
         mode's log density): the chain sat where its estimator hid rows from the
         subsample. theta* then stays, the rows with large residuals at the
         stage's draws join the exact stratum and the chain restarts at theta*.
+
+        The first stage that is not astray also runs a short exact pilot chain
+        from its mean (``_exact_pilot``); residuals at ``PILOT_POINTS`` of the
+        pilot's later draws join the stage's. The subsampled chain's draws show
+        where its perturbed target let it go: along directions only the prior
+        bounds, the estimator's variance confines it, and rows that would free
+        it never show large residuals at its draws. The pilot's draws go where
+        the posterior goes.
         """
         half = np.asarray(self._window[len(self._window) // 2:])
         centre = half.mean(axis=0)
@@ -377,7 +398,11 @@ class HMCECSKernel(Kernel):
         else:
             self.metric, self.factors = metric, factors
             self.lp_best = max(self.lp_best, lp)
-        points = half[np.linspace(0, len(half) - 1, STRATA_POINTS).astype(int)]
+        points = _spread(half, STRATA_POINTS)
+        pilot_accept = None
+        if not astray and not self.piloted:
+            pilot, pilot_accept = self._exact_pilot(rng, centre)
+            points = np.vstack([points, _spread(pilot[len(pilot) // 2:], PILOT_POINTS)])
         R = residual_scan(cv, points)
         self.n_evals_setup += len(points) * self.n
         old = np.zeros(self.n, dtype=bool) if self.exact_mask is None else self.exact_mask
@@ -400,8 +425,30 @@ class HMCECSKernel(Kernel):
         self.n_evals_setup += pot.m + int(exact.sum())
         self.tuner.restart()
         self.stages.append({"n_exact": int(exact.sum()), "m": int(m), "rows": int(cost),
-                            "astray": bool(astray)})
+                            "astray": bool(astray), "pilot_accept": pilot_accept})
         return state._replace(theta=pot.position, potential_energy=U, potential=pot)
+
+    def _exact_pilot(self, rng, theta0):
+        """``PILOT_ITERATIONS`` transitions of the inner kernel on the full-data
+        potential from ``theta0`` with the current metric, one full pass per
+        gradient (counted): draws that go where the posterior goes. The step
+        size is the warmup's averaged one so far, not dual averaging's latest
+        iterate (which can be ten times larger), and stays fixed. Returns the
+        draws and their mean acceptance probability."""
+        self.piloted = True
+        pot = FullPotential(self.model.compiled, self.model.prior.precision,
+                            self.model.pass_threads())
+        if not np.isfinite(pot.set_position(theta0)):
+            return theta0[None, :], 0.0
+        self.n_evals_setup += self.n
+        self.tuner.finalize()
+        draws, accept = [], []
+        for _ in range(PILOT_ITERATIONS):
+            _, alpha, _, n_eval, _, _ = self.inner.transition(rng, pot, self.metric)
+            self.n_evals_setup += int(n_eval * self.n)
+            draws.append(pot.position.copy())
+            accept.append(alpha)
+        return np.asarray(draws), float(np.mean(accept))
 
     def end_warmup(self, state):
         self.tuner.finalize()
