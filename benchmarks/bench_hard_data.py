@@ -1,0 +1,76 @@
+"""Hard real data: the default fit where a Taylor proxy at the mode is poor.
+
+Each section lives in ``benchmarks/_hard_<name>.py`` and exposes
+``run(seeds, quick) -> dict`` (JSON-able, with a ``"rows"`` list and a
+``"criteria"`` dict of named pass/fail figures) and ``table(result) -> str``
+(Markdown). The problems and the reference runs are in ``_hard_problems.py``.
+Every figure that decides something is reported for each of three seeds.
+
+Usage::
+
+    python benchmarks/bench_hard_data.py                       # every section, seeds 0 1 2
+    python benchmarks/bench_hard_data.py --sections covtype_binary --seeds 0
+    python benchmarks/bench_hard_data.py --quick               # smaller runs
+
+Writes ``benchmarks/results/hard_data.json`` (``--out``), one key per section;
+a run of some sections updates those keys and keeps the others.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from _hard_problems import RESULTS, header, jsonable  # noqa: E402
+
+#: the sections in the order they run
+SECTIONS = ["covtype_binary", "covtype_multiclass", "separable", "confidence",
+            "ill_conditioned", "linear_sigma", "easy"]
+
+
+def available():
+    here = os.path.dirname(__file__)
+    return [s for s in SECTIONS if os.path.exists(os.path.join(here, f"_hard_{s}.py"))]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sections", nargs="+", choices=SECTIONS, default=None,
+                    help="sections to run (default: all)")
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    ap.add_argument("--quick", action="store_true", help="smaller runs (not the figures)")
+    ap.add_argument("--out", default=os.path.join(RESULTS, "hard_data.json"))
+    args = ap.parse_args(argv)
+    sections = args.sections or available()
+    missing = [s for s in sections if s not in available()]
+    if missing:
+        ap.error(f"sections not written yet: {', '.join(missing)}")
+    result = {}
+    if os.path.exists(args.out):
+        with open(args.out) as fh:
+            result = json.load(fh)
+    command = "python benchmarks/bench_hard_data.py " + " ".join(argv or sys.argv[1:])
+    for name in sections:
+        mod = importlib.import_module(f"_hard_{name}")
+        head = header(command.strip())
+        res = mod.run(seeds=tuple(args.seeds), quick=args.quick)
+        res = {**head, "load_average_after": list(os.getloadavg()), "seeds": args.seeds,
+               "quick": args.quick, **res}
+        print(f"\n## {name}\n")
+        print(mod.table(res), flush=True)
+        crit = res.get("criteria", {})
+        if crit:
+            print("\n" + "\n".join(f"- {k}: {'yes' if v else 'NO'}" for k, v in crit.items()))
+        result[name] = jsonable(res)
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w") as fh:
+            json.dump(result, fh, indent=1)
+    print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
