@@ -1,0 +1,71 @@
+"""Every sampler at its defaults on one posterior against a long NUTS run: the
+loop the ``separable`` and ``ill_conditioned`` sections of
+``bench_hard_data.py`` share."""
+from __future__ import annotations
+
+import numpy as np
+
+from _hard_problems import compare, nuts_reference, run_sampler, within
+from bayes_subsample.samplers import resolve_sampler
+
+#: every registered sampler, exact ones first
+SAMPLERS = ["nuts", "hmc", "mh", "hmc_ecs", "hmc_ecs_nuts", "hmc_ecs_signed", "austerity",
+            "confidence", "sgld", "sghmc", "ewsg"]
+
+
+def run_problem(label, model, seeds, quick, samplers=SAMPLERS, reference=None):
+    """Rows (sampler x seed) of ``model``'s posterior at each sampler's defaults
+    (4 chains x (1000 + 1000); ``quick``: 2 x (300 + 300)) compared with a long
+    NUTS run (``reference``: computed here when None). A sampler that raises
+    before any draw gives a row with its error (an accepted outcome: a clear
+    error instead of a wrong fit)."""
+    sizes = dict(n_samples=300, n_warmup=300, n_chains=2) if quick else {}
+    ref = reference if reference is not None else nuts_reference(
+        model, **(dict(n_samples=1000, n_warmup=500) if quick else {}))
+    rows = []
+    for name in samplers:
+        exact = resolve_sampler(name).exact
+        for seed in seeds:
+            trace, warns, elapsed = run_sampler(model, name, seed=seed, **sizes)
+            row = {"problem": label, "sampler": name, "seed": seed, "exact": exact,
+                   "time_s": elapsed, "warnings": warns}
+            if isinstance(trace, Exception):
+                row.update(error=f"{type(trace).__name__}: {trace}", ok=True)
+            else:
+                signs = trace.stats.get("sign")
+                cmp = compare(trace.draws, ref, weights=signs)
+                row.update(cmp, ok=within(cmp, exact),
+                           full_data=bool(trace.tuning[0].get("full_data", False)))
+            rows.append(row)
+    return rows, ref
+
+
+def table(rows):
+    out = ["| problem | sampler | seed | max mean err / sd | sd ratio | min ESS | max R-hat "
+           "| s | within bounds | warnings / error |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            out.append(f"| {r['problem']} | {r['sampler']} | {r['seed']} | | | | | "
+                       f"{r['time_s']:.1f} | error | {r['error'][:120]} |")
+            continue
+        w = "; ".join(x.split(":")[0] for x in r["warnings"])
+        out.append(f"| {r['problem']} | {r['sampler']} | {r['seed']} | "
+                   f"{r['max_mean_err_sd']:.2f} | {r['sd_ratio_min']:.2f}-{r['sd_ratio_max']:.2f}"
+                   f" | {r['min_ess_bulk']:.0f} | {r['max_rhat']:.3f} | {r['time_s']:.1f} | "
+                   f"{'yes' if r['ok'] else 'NO'} | {w} |")
+    return "\n".join(out)
+
+
+def criteria(rows):
+    """One check per problem and sampler: every seed within bounds (or a clear error)."""
+    out = {}
+    for r in rows:
+        key = f"{r['problem']}: {r['sampler']} within bounds or a clear error"
+        out[key] = out.get(key, True) and bool(r["ok"])
+    return out
+
+
+def ref_summary(ref):
+    return {k: (np.asarray(v).tolist() if isinstance(v, np.ndarray) else v)
+            for k, v in ref.items()}
