@@ -44,6 +44,10 @@ def main(argv=None):
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     ap.add_argument("--quick", action="store_true", help="smaller runs (not the figures)")
     ap.add_argument("--out", default=os.path.join(RESULTS, "hard_data.json"))
+    ap.add_argument("--reference", action="store_true",
+                    help="make the cached long full-data NUTS references the covtype sections "
+                         "compare with (results/reference_*.npz) where they are missing "
+                         "(an hour or more each on 2 cores)")
     args = ap.parse_args(argv)
     sections = args.sections or available()
     missing = [s for s in sections if s not in available()]
@@ -56,6 +60,8 @@ def main(argv=None):
     command = "python benchmarks/bench_hard_data.py " + " ".join(argv or sys.argv[1:])
     for name in sections:
         mod = importlib.import_module(f"_hard_{name}")
+        if args.reference and hasattr(mod, "MAKE_REFERENCE"):
+            mod.MAKE_REFERENCE = True
         head = header(command.strip())
         res = mod.run(seeds=tuple(args.seeds), quick=args.quick)
         res = {**head, "load_average_after": list(os.getloadavg()), "seeds": args.seeds,

@@ -196,7 +196,7 @@ def test_residual_scan_is_every_rows_residual_and_counts_its_passes():
     cv = TaylorControlVariate(model, rng.normal(size=model.n_params) * 0.1, order=2)
     thetas = cv.theta_star + 0.1 * rng.normal(size=(2, model.n_params))
     before = model.n_full_passes
-    R = residual_scan(cv, thetas, chunk=400)
+    R = residual_scan(cv, thetas)
     assert model.n_full_passes - before == 2
     for j in range(2):
         np.testing.assert_allclose(R[j], cv.residual_terms(thetas[j], np.arange(1500)),

@@ -122,6 +122,34 @@ def design_size(X):
 LOGISTIC_B3_MAX = 1.0 / (6.0 * math.sqrt(3.0))
 
 
+def row_form_norms(X, fit_intercept, factors, step=1 << 16):
+    """``max_j ||F_j^T x_k||`` over the (n_cols, r_j) matrices ``factors`` for every
+    row ``x_k`` of ``X`` (dense or CSR, with a last entry 1 when
+    ``fit_intercept``): the largest standard deviation of ``F_j F_j^T``-Gaussian
+    quadratic forms of the rows. One chunked pass over X (BLAS products); a
+    float64 array of shape (n_rows,)."""
+    d = X.shape[1]
+    out = np.zeros(X.shape[0])
+    for s in range(0, X.shape[0], step):
+        block = X[s : s + step]
+        for F in factors:
+            F = np.asarray(F, dtype=np.float64)
+            Z = (np.asarray(block @ F[:d]) if sparse.issparse(block)
+                 else np.asarray(block, dtype=np.float64) @ F[:d])
+            if fit_intercept:
+                Z += F[d]
+            np.maximum(out[s : s + step], np.sqrt(np.einsum("ij,ij->i", Z, Z)),
+                       out=out[s : s + step])
+    return out
+
+
+def psd_factor(M):
+    """``F`` with ``F F^T = M`` for a symmetric positive semi-definite ``M``
+    (eigenvectors scaled by the roots of the non-negative eigenvalues)."""
+    w, V = np.linalg.eigh(0.5 * (M + M.T))
+    return V * np.sqrt(np.maximum(w, 0.0))
+
+
 class RowGeometry:
     """The data's geometry in a metric: every datum ``k`` of the population it
     describes has ``||L^{-1} x_k|| <= radius`` (``x_k`` with the intercept's 1,
@@ -530,6 +558,13 @@ class GLM(CompiledModel):
                 Z += M[d]
             out[s : s + step] = np.sqrt(np.einsum("ij,ij->i", Z, Z))
         return out
+
+    def linear_predictor_sd(self, cov):
+        """The standard deviation of every datum's linear predictor ``x_k^T theta``
+        under a Gaussian with covariance ``cov`` (n_params, n_params) over
+        theta, e.g. the Laplace approximation's: how far its ``eta`` moves under
+        the posterior (one chunked pass over X)."""
+        return row_form_norms(self.X, self.fit_intercept, [psd_factor(np.asarray(cov))])
 
     def __repr__(self):
         return (f"{type(self).__name__}(n_data={self.n_data}, n_features={self.n_features}, "

@@ -30,7 +30,7 @@ from scipy.special import logsumexp, softmax
 from .._threads import available_cores, threads_for_pass
 from ._base import CompiledModel, GaussianPrior, _digest
 from ._cymultinomial import CyMultinomial
-from ._glm import check_design, design_fingerprint, design_size
+from ._glm import check_design, design_fingerprint, design_size, psd_factor, row_form_norms
 from ._rows import make_rows
 
 __all__ = ["MultinomialLogisticModel"]
@@ -199,6 +199,21 @@ class MultinomialLogisticModel(CompiledModel):
         X = self._cy.gather(idx)
         return d, (dd[:, :, None] * X[:, None, :]).reshape(len(idx), self.n_params)
 
+
+    def linear_predictor_sd(self, cov):
+        """The largest standard deviation, over classes, of every datum's centred
+        linear predictor ``x_k^T (beta_c - mean_c' beta_c')`` under a Gaussian with
+        covariance ``cov`` (n_params, n_params) over theta, e.g. the Laplace
+        approximation's (the shift common to all classes changes no likelihood
+        and is left out). One chunked pass over X per class."""
+        K, q = self.n_classes, self.n_cols
+        C = np.asarray(cov, dtype=np.float64).reshape(K, q, K, q)
+        # Cov of the centred class-c coefficients: (e_c - 1/K)^T C (e_c - 1/K) blockwise
+        row = C.mean(axis=2)                      # (K, q, q): mean over the second class
+        col = C.mean(axis=0)                      # (q, K, q): mean over the first class
+        both = row.mean(axis=0)                   # (q, q)
+        mats = [C[c, :, c, :] - row[c] - col[:, c, :] + both for c in range(K)]
+        return row_form_norms(self.X, self.fit_intercept, [psd_factor(M) for M in mats])
 
     def pass_threads(self):
         """Threads of a full pass in the calling thread: the thread budget

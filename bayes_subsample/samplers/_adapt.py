@@ -9,7 +9,8 @@ import math
 
 import numpy as np
 
-__all__ = ["DualAveraging", "TrajectoryTuner", "VarianceWindows", "n_leapfrog_for"]
+__all__ = ["DualAveraging", "TrajectoryTuner", "VarianceWindows", "n_leapfrog_for",
+           "rescaled_precision"]
 
 
 #: draws a warmup window needs before a diagonal metric takes their variances (fewer:
@@ -64,6 +65,35 @@ class VarianceWindows:
             return None
         w = VARIANCE_SHRINKAGE
         return 1.0 / ((k * var + w * current_cov) / (k + w))
+
+
+#: a dense metric's marginal variance is rescaled to a window's draws' only where
+#: their ratio is further from 1 than this many standard errors of the log of a
+#: variance from k draws (``sqrt(2 / k)``)
+RESCALE_SIGNIFICANCE = 3.0
+
+
+def rescaled_precision(factors, var, k):
+    """A dense mass matrix from the current one (``factors``: its
+    ``PrecisionFactors``) and a window's ``k`` draws' marginal variances
+    ``var``: the current metric's correlations, its marginal variances scaled
+    to the draws' where they differ significantly (``|log ratio| >
+    RESCALE_SIGNIFICANCE sqrt(2 / k)``), else kept.
+
+    A precision at the mode (or at a window's mean) is the curvature there;
+    along a direction few rows inform, the posterior reaches far beyond it
+    (where the likelihood saturates, only the prior bounds it) and a metric
+    from that curvature is too narrow there. The draws' marginal variances
+    see it, with a relative error of ``sqrt(2 / k)`` each (a full sample
+    covariance would need many more draws than parameters); the correlations
+    stay the curvature's. Returns the (p, p) precision, or None below
+    ``MIN_VARIANCE_DRAWS`` draws."""
+    if k < MIN_VARIANCE_DRAWS:
+        return None
+    log_ratio = np.log(np.maximum(var, 1e-300) / np.diag(factors.cov))
+    log_ratio[np.abs(log_ratio) <= RESCALE_SIGNIFICANCE * math.sqrt(2.0 / k)] = 0.0
+    d = np.exp(-0.5 * log_ratio)
+    return factors.precision * d[:, None] * d[None, :]
 
 
 def diagonal_windows(n_warmup):

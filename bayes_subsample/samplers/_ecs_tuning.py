@@ -10,10 +10,12 @@ from scipy import linalg, stats
 
 from .._linalg import scale_draws
 from ..models._base import WeightedModel
+from ..models._scan import term_scan
 
 __all__ = ["choose_subsample_size", "signed_tau", "choose_n_products", "refine_theta_star",
            "initial_theta_star", "residual_variances", "typical_thetas", "residual_scan",
-           "choose_strata", "astray_strata"]
+           "choose_strata", "astray_strata", "pilot_strata_gain", "laplace_strata",
+           "heavy_rows"]
 
 
 def residual_variances(cv, thetas, pilot_idx):
@@ -33,7 +35,8 @@ def typical_thetas(cv, chol_cov, rng, n_theta=50, centre=None):
 
 
 def choose_subsample_size(cv, chol_cov, rng, *, n_blocks=100, target_variance=1.0,
-                          n_theta=50, pilot_size=2000, min_size=100, centre=None):
+                          n_theta=50, pilot_size=2000, min_size=100, centre=None,
+                          return_residuals=False):
     """Subsample size m with ``Var[ell_hat_m] ~= target_variance`` at typical theta.
 
     Draws ``n_theta`` points from ``N(centre, M^-1)`` (``centre``: the mode
@@ -45,15 +48,120 @@ def choose_subsample_size(cv, chol_cov, rng, *, n_blocks=100, target_variance=1.
     while theta* is still off the mode). It may exceed ``n``: then
     subsampling does not pay (the caller decides what to do).
 
-    Returns ``(m, n_evals)``.
+    Returns ``(m, n_evals)``, with ``return_residuals`` ``(m, n_evals, R)``:
+    the pilot's residuals ``R`` (n_theta, pilot rows) and the points
+    (``pilot_strata_gain`` reads them).
     """
     n = cv.n_data
     pilot = rng.integers(0, n, size=min(n, pilot_size))
-    s2 = residual_variances(cv, typical_thetas(cv, chol_cov, rng, n_theta, centre), pilot)
-    med = float(np.median(s2))
+    thetas = typical_thetas(cv, chol_cov, rng, n_theta, centre)
+    R = np.array([cv.residual_terms(th, pilot) for th in thetas])
+    med = float(np.median(np.var(R, axis=1, ddof=1)))
     m = math.ceil(n * n * med / target_variance) if med > 0 else n_blocks
     m = int(math.ceil(max(m, n_blocks, min_size) / n_blocks) * n_blocks)
-    return m, n_theta * pilot.shape[0]
+    n_evals = n_theta * pilot.shape[0]
+    return (m, n_evals, (R, thetas)) if return_residuals else (m, n_evals)
+
+
+#: an exact stratum is looked for (a residual scan of every row) when the pilot
+#: predicts that one would cut the rows per evaluation below this fraction of m
+STRATA_GAIN = 0.8
+#: points of the residual scan that chooses the exact stratum at preparation
+STRATA_SCAN_POINTS = 16
+#: the residual scan holds at most this many bytes of residuals (fewer points
+#: on very tall data, at least 4)
+STRATA_SCAN_BYTES = 1 << 28
+
+
+def pilot_strata_gain(R, n, *, n_blocks=100, target_variance=1.0,
+                      max_fraction=None):
+    """The rows per evaluation an exact stratum would save, predicted from a
+    uniform pilot's residuals ``R`` (n_theta, k) of a model with ``n`` rows.
+
+    Each pilot row stands for ``n / k`` rows. Rows join the exact stratum in
+    decreasing order of their mean squared centred residual (as
+    ``choose_strata`` does on every row); for the first ``j`` pilot rows
+    joined, the exact stratum holds ``j n / k`` rows and the rest needs ``m_j =
+    (n (k - j) / k)^2 mean_theta Var_rest / target_variance`` (the mean over the
+    points, as ``choose_strata``: where a few rows carry the variance it spikes
+    at the points that move them, which the median of ``choose_subsample_size``
+    does not see, and where the chain sticks). Returns ``(cost_0, cost_best)``,
+    the rows per evaluation without and with the best stratum: on data whose
+    residuals are all alike the best is no stratum (the ratio is 1); where a few
+    rows carry the variance (rare indicators, prior-bounded directions) the
+    pilot sees some of them and the ratio falls.
+    """
+    max_fraction = MAX_EXACT_FRACTION if max_fraction is None else max_fraction
+    R = np.asarray(R, dtype=np.float64)
+    J, k = R.shape
+    Rc = R - R.mean(axis=1, keepdims=True)
+    order = np.argsort(-np.mean(Rc * Rc, axis=0), kind="stable")
+    Rs = Rc[:, order]
+    s1 = np.cumsum(Rs[:, ::-1], axis=1)[:, ::-1]
+    s2 = np.cumsum((Rs * Rs)[:, ::-1], axis=1)[:, ::-1]
+    j = np.arange(max(1, int(max_fraction * k)))
+    left = (k - j).astype(np.float64)
+    var = np.maximum(s2[:, j] / left - (s1[:, j] / left) ** 2, 0.0).mean(axis=0)
+    m = np.maximum((n * left / k) ** 2 * var / target_variance, n_blocks)
+    cost = j * (n / k) + m
+    return float(cost[0]), float(cost.min())
+
+
+#: rows whose linear predictor moves by at least this standard deviation under the
+#: Laplace approximation start in the exact stratum (``heavy_rows``)
+ETA_SD = 0.5
+#: ``heavy_rows`` looks at the rows only when some parameter's Laplace variance is
+#: at least this fraction of its prior variance (a direction the data barely bound)
+WEAK_PRIOR_SHARE = 1e-4
+
+
+def heavy_rows(model, cov, max_fraction=None):
+    """The rows whose linear predictor(s) move far under the Laplace
+    approximation ``N(mode, cov)``: a standard deviation of at least ``ETA_SD``
+    (``model.linear_predictor_sd``; at most ``max_fraction`` of the data, the
+    largest). Returns ``(mask, read)``: a bool mask, or None (no such row, a
+    model without linear predictors, or no parameter whose Laplace variance
+    reaches ``WEAK_PRIOR_SHARE`` of its prior's: then no row can move that
+    far), and whether the rows were read (one full pass, counted).
+
+    These are the rows of directions that few rows inform (rare 0/1
+    indicators, separating ones among them, extreme values): along such a
+    direction the posterior can reach far beyond the Laplace approximation
+    (only the prior bounds it when the rows separate), where their Taylor
+    control variates at the mode fail (a quadratic where the likelihood
+    saturates). Residuals at Laplace draws do not show it: a subsampled chain
+    whose proxy misses them stays confined near the mode (:ref:`algo-hmc-ecs-strata`).
+    Counted as one full pass when the rows are read.
+    """
+    sd_fn = getattr(model, "linear_predictor_sd", None)
+    if sd_fn is None:
+        return None, False
+    cov = np.asarray(cov, dtype=np.float64)
+    if np.max(np.diag(cov) * model.prior.precision) < WEAK_PRIOR_SHARE:
+        return None, False
+    s = sd_fn(cov)
+    model.compiled.note_passes(1)
+    mask = s >= ETA_SD
+    room = int((MAX_EXACT_FRACTION if max_fraction is None else max_fraction) * len(s))
+    if mask.sum() > room:
+        mask[:] = False
+        mask[np.argsort(-s, kind="stable")[:room]] = True
+    return (mask if mask.any() else None), True
+
+
+def laplace_strata(cv, thetas, exact=None, *, n_blocks=100, target_variance=1.0):
+    """The exact stratum and subsample size chosen from every row's residuals at
+    ``thetas`` (draws of the Laplace approximation; :ref:`algo-hmc-ecs-strata`):
+    ``choose_strata`` on a residual scan (a full pass per point, at most
+    ``STRATA_SCAN_BYTES`` of residuals: on very tall data fewer points, at least
+    4), the rows of ``exact`` (a bool mask, e.g. ``heavy_rows``; None: none)
+    exact from the start. Returns ``(exact_mask, m, cost, n_points)``."""
+    n = cv.n_data
+    J = int(min(len(thetas), max(4, STRATA_SCAN_BYTES // (8 * n))))
+    R = residual_scan(cv, np.asarray(thetas)[:J])
+    start = np.zeros(n, dtype=bool) if exact is None else np.asarray(exact, dtype=bool)
+    mask, m, cost = choose_strata(R, start, n_blocks=n_blocks, target_variance=target_variance)
+    return mask, m, cost, J
 
 
 def signed_tau(n_products, sigma):
@@ -163,16 +271,25 @@ def _newton_step(P, grad):
 def _ascent(model, theta, step, lp):
     """Backtracking along ``step`` from ``theta`` (log posterior ``lp``): the first
     of ``theta + t step``, ``t = 1, 1/2, ...`` (down to 1e-3) whose log posterior
-    is at least ``lp``, with its full-data sums, one pass with the Hessian per
-    trial. Returns ``((theta, (ll, g, h), lp) or None, n_evals)``."""
+    is at least ``lp``, with its full-data sums. The full step is tried with a
+    pass that sums the Hessian too (near the mode it is taken); the shorter
+    ones by the log-likelihood alone (a pass without the gradient and the
+    Hessian, their compute-bound part), and the sums at the one taken follow.
+    Returns ``((theta, (ll, g, h), lp) or None, n_evals)``."""
     n_evals = 0
     t = 1.0
     while t > 1e-3:   # backtracking keeps every accepted step an ascent
         cand = theta + t * step
-        ll_c, g_c, h_c = model.full_pass(cand, gradient=True, hessian=True)
+        if t == 1.0:
+            ll_c, g_c, h_c = model.full_pass(cand, gradient=True, hessian=True)
+        else:
+            ll_c, g_c, h_c = model.full_pass(cand, gradient=False)[0], None, None
         n_evals += model.n_data
         lp_c = ll_c + model.prior.log_prob(cand)
         if np.isfinite(lp_c) and lp_c >= lp:
+            if h_c is None:
+                ll_c, g_c, h_c = model.full_pass(cand, gradient=True, hessian=True)
+                n_evals += model.n_data
             return (cand, (ll_c, g_c, h_c), lp_c), n_evals
         t *= 0.5
     return None, n_evals
@@ -200,17 +317,17 @@ def initial_theta_star(model, rng, subset_fraction, diagonal=False):
     return theta, info["n_evals"]
 
 
-def residual_scan(cv, thetas, chunk=1 << 16):
+def residual_scan(cv, thetas):
     """Residuals ``d_k(theta)`` of every datum at each of ``thetas``: an array of
-    shape (len(thetas), n), one full pass per theta (counted as such)."""
+    shape (len(thetas), n), in one read of the data (``term_scan``: each chunk
+    of rows at every point while it is in cache, in the model's threads for a
+    full pass), counted as one full pass per theta. The control variates'
+    per-datum cache (the GLMs' linear predictors at theta*) is built first if
+    it is not (one more pass) and kept."""
     model = cv.model
-    n = model.n_data
-    out = np.empty((len(thetas), n))
-    for j, th in enumerate(thetas):
-        for s in range(0, n, chunk):
-            out[j, s:s + chunk] = cv.residual_terms(th, np.arange(s, min(n, s + chunk)))
-    model._count_passes(len(thetas))
-    return out
+    cv.build_cache()        # the linear predictors at theta* (GLMs: one pass, kept)
+    return term_scan(model.compiled, cv.order, cv.theta_star, np.atleast_2d(thetas),
+                     eta_star=cv.cache, n_threads=model.pass_threads())
 
 
 #: the largest fraction of the data an exact stratum holds (beyond half the data,
@@ -239,25 +356,41 @@ def choose_strata(R, exact, *, n_blocks=100, target_variance=1.0,
     J, n = R.shape
     exact = np.asarray(exact, dtype=bool)
     cand = np.flatnonzero(~exact)
-    Rc = R[:, cand]
-    Rc = Rc - Rc.mean(axis=1, keepdims=True)
-    score = np.mean(Rc * Rc, axis=0)
-    order = np.argsort(-score, kind="stable")
-    Rs = Rc[:, order]
     c = cand.shape[0]
     kmax = int(min(c - 1, max(0, max_fraction * n - exact.sum())))
-    # statistics of the rest after the top k joined, k = 0..kmax: suffix sums
-    s1 = np.cumsum(Rs[:, ::-1], axis=1)[:, ::-1]         # s1[:, k] = sum over rows k..c-1
-    s2 = np.cumsum((Rs * Rs)[:, ::-1], axis=1)[:, ::-1]
-    k = np.arange(kmax + 1)
-    left = (c - k).astype(np.float64)
-    var = s2[:, k] / left - (s1[:, k] / left) ** 2
-    m = left * left * np.maximum(var, 0.0).mean(axis=0) / target_variance
-    m = np.maximum(np.ceil(m / n_blocks), 1.0) * n_blocks
-    cost = exact.sum() + k + m
-    best = int(np.argmin(cost))
+    # the candidates' residuals centred at each point, their totals and scores
+    Rc = np.empty((J, c))
+    for j in range(J):
+        Rc[j] = R[j, cand]
+        Rc[j] -= Rc[j].mean()
+    score = np.einsum("jk,jk->k", Rc, Rc) / J
+    # the rest after the top k joined, k = 0..K: the sums over the rows outside
+    # the top K plus the suffix sums of the top K (no cancellation against the
+    # heavy rows); K grows until the best k lies inside (rows that join are few)
+    K = min(kmax, max(1024, c // 64))
+    while True:
+        top = np.argpartition(-score, K)[:K] if K < c else np.arange(c)
+        top = top[np.argsort(-score[top], kind="stable")]
+        out = np.ones(c)
+        out[top] = 0.0
+        Rt = Rc[:, top]
+        zero = np.zeros((J, 1))
+        s1 = (Rc @ out)[:, None] + np.concatenate(
+            [np.cumsum(Rt[:, ::-1], axis=1)[:, ::-1], zero], axis=1)
+        s2 = np.einsum("jk,jk,k->j", Rc, Rc, out)[:, None] + np.concatenate(
+            [np.cumsum((Rt * Rt)[:, ::-1], axis=1)[:, ::-1], zero], axis=1)
+        k = np.arange(K + 1)
+        left = (c - k).astype(np.float64)
+        var = np.maximum(s2 / left - (s1 / left) ** 2, 0.0).mean(axis=0)
+        m = left * left * var / target_variance
+        m = np.maximum(np.ceil(m / n_blocks), 1.0) * n_blocks
+        cost = exact.sum() + k + m
+        best = int(np.argmin(cost))
+        if best < K or K >= kmax:
+            break
+        K = min(kmax, 4 * K)
     new = exact.copy()
-    new[cand[order[:best]]] = True
+    new[cand[top[:best]]] = True
     return new, int(m[best]), int(cost[best])
 
 

@@ -30,13 +30,14 @@ from .._params import store_params
 from ..control_variates import TaylorControlVariate
 from ..models import CyGLM
 from ..models._cymultinomial import CyMultinomial
-from ._adapt import VarianceWindows, diagonal_windows
+from ._adapt import VarianceWindows, diagonal_windows, rescaled_precision
 from ._base import (BaseSampler, Kernel, Prepared, cv_order, diagonal_metric,
                     shared_constraints)
 from ._ecs_numpy import NumpyECSPotential
-from ._ecs_tuning import (astray_strata, choose_n_products, choose_strata,
-                          choose_subsample_size, initial_theta_star, residual_scan,
-                          refine_theta_star, residual_variances, typical_thetas)
+from ._ecs_tuning import (STRATA_GAIN, astray_strata, choose_n_products, choose_strata,
+                          choose_subsample_size, heavy_rows, initial_theta_star, laplace_strata,
+                          pilot_strata_gain, residual_scan, refine_theta_star,
+                          residual_variances, typical_thetas)
 from ._hmc_ecs_fast import ECSCore
 from ._inner import info_type, make_inner
 from ._hamiltonian import FullPotential
@@ -69,6 +70,10 @@ class ECSPrepared(Prepared):
     #: the Newton refinement of theta* converged (no recentring during warmup)
     theta_star_converged: bool = False
     full_data: bool = False          # subsampling does not pay: full-data HMC/NUTS
+    #: rows summed exactly at every evaluation (bool mask (n,)), chosen at
+    #: preparation from every row's residuals at draws of the Laplace
+    #: approximation; None: every row is subsampled
+    exact_mask: np.ndarray = None
 
 
 class ECSState(NamedTuple):
@@ -199,7 +204,7 @@ class HMCECSKernel(Kernel):
         # each theta* moves to the mean of its draws and rows whose residuals there
         # are large join the exact stratum
         self.stratify = stratify
-        self.exact_mask = None
+        self.exact_mask = prepared.exact_mask
         self.stages = []
         if stratify:
             self.m = prepared.m_stage
@@ -216,6 +221,8 @@ class HMCECSKernel(Kernel):
         signed = sampler.variant == "signed"
         self.update = (SignedUpdate(self.n, self.m, self.n_products, sampler.correlation)
                        if signed else PerturbedUpdate(self.n, self.m, sampler.n_blocks))
+        if self.exact_mask is not None:
+            self.update.set_sampled(np.flatnonzero(~self.exact_mask))
         self.inner = make_inner(sampler.inner, sampler, model.n_params)
         self.tuner = self.inner.tuner
         extra = ECS_FIELDS + ((("sign", int),) if signed else ())
@@ -224,17 +231,24 @@ class HMCECSKernel(Kernel):
         # recentring costs a full pass and restarts the step-size adaptation: only
         # while theta* is not known to be near the mode (the Newton refinement
         # did not converge); the mode is a better centre than a mean of early draws
+        # (not with an exact stratum: it was chosen from the residuals around theta*)
         self.recentre = (sampler.recentre_every is not None and prepared.auto_theta_star
-                         and not prepared.theta_star_converged and not stratify)
+                         and not prepared.theta_star_converged and not stratify
+                         and self.exact_mask is None)
         self._window = []
         self.n_recentre_declined = 0
         self.metric, self.factors = metric_from_precision(self._mass(self.hessian),
                                                           model.prior.precision)
-        # the diagonal metric adapts to the draws' marginal variances, as full-data
-        # HMC's does (the Hessian's diagonal at theta* is the conditional precision);
-        # once adapted, a recentring keeps it
-        self.variance_windows = (VarianceWindows(diagonal_windows(n_warmup))
-                                 if np.ndim(self.hessian) == 1 and n_warmup >= 100 else None)
+        # the metric adapts to the draws' marginal variances (once adapted, a
+        # recentring or a new stratum keeps it): the diagonal one as full-data HMC's
+        # does (the Hessian's diagonal at theta* is the conditional precision), the
+        # dense one over the second quarter of warmup, its variances rescaled
+        # where the draws' differ (``rescaled_precision``: the curvature at the
+        # mode is too narrow along directions few rows inform)
+        diagonal = np.ndim(self.hessian) == 1
+        self.variance_windows = (
+            None if n_warmup < 100 else VarianceWindows(
+                diagonal_windows(n_warmup) if diagonal else [(n_warmup // 4, n_warmup // 2)]))
         self._mass_adapted = False
 
     def _mass(self, hessian):
@@ -296,7 +310,8 @@ class HMCECSKernel(Kernel):
                   else self.variance_windows.update(iteration, state.theta))
         if window is not None:
             k, _, var = window
-            prec = VarianceWindows.precision(k, var, self.factors.cov)
+            prec = (VarianceWindows.precision(k, var, self.factors.cov)
+                    if np.ndim(self.hessian) == 1 else rescaled_precision(self.factors, var, k))
             if prec is not None:
                 self.metric, self.factors = metric_from_precision(prec,
                                                                   self.model.prior.precision)
@@ -396,7 +411,8 @@ class HMCECSKernel(Kernel):
         if astray:
             cv = self.cv          # residuals at the stage's draws around the old theta*
         else:
-            self.metric, self.factors = metric, factors
+            if not self._mass_adapted:
+                self.metric, self.factors = metric, factors
             self.lp_best = max(self.lp_best, lp)
         points = _spread(half, STRATA_POINTS)
         pilot_accept = None
@@ -791,13 +807,32 @@ class HMCECS(BaseSampler):
                     f"subsample_size={m} must be a multiple of n_blocks={G} (equal blocks)")
             layout = dict(m=m, block_size=m // G, n_products=1, auto_m=False)
         else:
-            m = n
+            m, exact = n, None
             if G <= n:
-                m, ev = choose_subsample_size(cv, chol_cov, rng, n_blocks=G,
-                                              target_variance=self.target_variance,
-                                              centre=mode)
+                m, ev, (R, thetas) = choose_subsample_size(
+                    cv, chol_cov, rng, n_blocks=G, target_variance=self.target_variance,
+                    centre=mode, return_residuals=True)
                 n_evals += ev
-            full = G > n or m > n / 2
+                # a few rows carry the residuals' variance (the pilot saw some):
+                # sum them exactly, subsample the rest (:ref:`algo-hmc-ecs-strata`)
+                # or rows move far along directions few rows inform (heavy_rows)
+                if can_stratify and self.stratify is not False and n >= 20 * G:
+                    heavy, read = heavy_rows(model, factors.cov)
+                    n_evals += n if read else 0
+                    cost0, best = pilot_strata_gain(R, n, n_blocks=G,
+                                                    target_variance=self.target_variance)
+                    if heavy is not None or best < STRATA_GAIN * cost0:
+                        mask, m_s, cost, J = laplace_strata(
+                            cv, thetas, heavy, n_blocks=G,
+                            target_variance=self.target_variance)
+                        n_evals += J * n
+                        if mask.any():
+                            exact, m = mask, m_s
+                        else:
+                            m = m_s
+                del R
+            n_exact = 0 if exact is None else int(exact.sum())
+            full = G > n or m + n_exact > n / 2
             # the control variates at the mode are too poor (e.g. directions only
             # the prior bounds, where a Laplace draw walks into a likelihood wall):
             # a stratified warmup may still subsample (compiled models in memory)
@@ -805,7 +840,8 @@ class HMCECS(BaseSampler):
                 isinstance(self.stratify, str) and full and n >= 20 * G))
             layout = dict(m=m, block_size=m // G, n_products=1, auto_m=True,
                           full_data=full and not stratify, stratify=stratify,
-                          m_stage=G * max(1, min(m, n // 20) // G) if stratify else 0)
+                          m_stage=G * max(1, min(m, n // 20) // G) if stratify else 0,
+                          exact_mask=None if full else exact)
         if distributed and layout.get("full_data", False):
             raise ValueError(
                 f"HMC-ECS would need a subsample of more than half the data (m = {m} of "

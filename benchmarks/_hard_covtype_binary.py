@@ -1,0 +1,18 @@
+"""covtype binary (class 2 against the rest), all 54 attributes, all 581,012
+rows, 80/20 split: the default fit against scikit-learn and a long full-data
+NUTS run (see ``_hard_covtype.py``)."""
+from __future__ import annotations
+
+from _hard_covtype import run_covtype
+from _hard_covtype import table as covtype_table
+
+#: make the cached reference if it is missing (``bench_hard_data.py --reference``)
+MAKE_REFERENCE = False
+
+
+def run(seeds=(0, 1, 2), quick=False):
+    return run_covtype("covtype_binary", True, seeds, quick, make_reference=MAKE_REFERENCE)
+
+
+def table(result):
+    return covtype_table(result, "ROC AUC")
