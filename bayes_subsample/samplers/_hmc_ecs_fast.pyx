@@ -7,12 +7,18 @@
 difference estimator on a subsample, and the block update of the subsample.
 The inner Hamiltonian kernel is the shared one of ``_hamiltonian.pyx``.
 
-Two kinds of compiled model are served: the scalar GLMs (``CyGLM``: one linear
-predictor per row) and multinomial logistic regression (``CyMultinomial``: K
-linear predictors per row, ``theta`` of shape (K, p1)). The estimator (the
+Three kinds of compiled model are served: the scalar GLMs (``CyGLM``: one linear
+predictor per row), multinomial logistic regression (``CyMultinomial``: K
+linear predictors per row, ``theta`` of shape (K, p1)) and linear regression
+with the noise's log scale sampled (``CyGaussianScale``: one linear predictor
+per row and the log scale, ``theta = (beta, t)``). The estimator (the
 residual sums, their variance, the per-row weights ``c_i``) is common; a row's
 residual derivative is then a K-vector and the weights a (m, K) matrix, and
 the BLAS calls become matrix products (``eta = Xu Theta^T``, ``grad = C^T Xu``).
+The noise-scale model has the GLMs' rows and products, with K = 2 derivatives
+per row (in eta and in the log scale): the gradient's coefficients are
+``Xu^T c_eta`` (the weights' even entries, a strided BLAS vector) and its last
+entry ``sum c_tau``.
 
 The subsample rows live in a contiguous float64 buffer ``Xu`` (intercept
 column included, gathered by the model's ``Rows``), with their targets and
@@ -40,6 +46,8 @@ from libc.stdint cimport int64_t
 from bayes_subsample._rng cimport bitgen_t, get_bitgen, rng_index, rng_uniform_open
 from bayes_subsample.models._cymodel cimport CyModel, CyGLM
 from bayes_subsample.models._cymultinomial cimport CyMultinomial
+from bayes_subsample.models._cylinear cimport CyGaussianScale
+from bayes_subsample.models._scale_terms cimport ScaleConsts, scale_terms_block
 from bayes_subsample.models._softmax_terms cimport softmax_cache, softmax_residual
 from bayes_subsample.models._rows cimport row_dot
 from bayes_subsample.samplers._hamiltonian cimport Potential
@@ -50,30 +58,38 @@ DEF MODE_SIGNED = 1
 
 MODES = {"perturbed": MODE_PERTURBED, "signed": MODE_SIGNED}
 
+#: the compiled models ECSCore serves (``model.compiled`` of the GLMs, the
+#: multinomial model and the noise-scale linear regression)
+SERVED = (CyGLM, CyMultinomial, CyGaussianScale)
+
 
 @cython.final
 cdef class ECSCore(Potential):
     """Subsampled potential ``U(theta) = -(lambda_hat(theta) + log p(theta))`` of a
-    GLM or of multinomial logistic regression (perturbed: ``lambda_hat = ell_hat - sigma2_hat / 2``; signed:
+    GLM, of multinomial logistic regression or of linear regression with the
+    noise sampled (perturbed: ``lambda_hat = ell_hat - sigma2_hat / 2``; signed:
     ``log |L_hat|`` of the block-Poisson estimator, with its sign kept).
 
     Parameters
     ----------
-    model : CyGLM or CyMultinomial
+    model : CyGLM, CyMultinomial or CyGaussianScale
         The compiled model (``model.compiled``).
     order : {0, 1, 2}
         Taylor order of the control variates.
     prior_precision : array-like of shape (p,)
     mode : {"perturbed", "signed"}
     direct : bool, default=False
-        Read the subsample's rows in place through the model's ``Rows`` (GLMs;
-        for sparse rows) instead of copying them into a dense buffer (BLAS).
+        Read the subsample's rows in place through the model's ``Rows`` (GLMs and
+        the noise-scale model; for sparse rows) instead of copying them into a
+        dense buffer (BLAS).
     """
 
     # configuration
-    cdef CyGLM glm                 # the model: one of these two
+    cdef CyGLM glm                 # the model: one of these three
     cdef CyMultinomial mult
+    cdef CyGaussianScale lin
     cdef bint multi
+    cdef bint scale                # the noise-scale model (lin)
     cdef readonly bint direct      # rows read in place (no gathered copy)
     cdef bint has_B                # the Hessian sum B is kept (order 2)
     cdef readonly int order, mode
@@ -100,6 +116,7 @@ cdef class ECSCore(Potential):
     cdef double[:, ::1] D, DP      # (2, m), (2, m K)
     cdef readonly int sb           # index of the position's bank
     cdef double[::1] eta_buf, cw   # per-row linear predictors and gradient weights (m K)
+    cdef double[::1] cw1           # noise-scale model, direct rows: the weights in eta (m)
     # signed estimator constants
     cdef readonly double a_const, n_products
     # side products of the last evaluation, and those saved at ``begin``
@@ -138,6 +155,13 @@ cdef class ECSCore(Potential):
             self.n_features = self.glm.n_features
             self.intercept = self.glm.intercept
             self.K = 1
+        elif isinstance(model, CyGaussianScale):
+            self.lin = model
+            self.multi = False
+            self.scale = True
+            self.n_features = self.lin.n_features
+            self.intercept = self.lin.intercept
+            self.K = 2           # derivatives per row: in eta and in the log scale
         elif isinstance(model, CyMultinomial):
             self.mult = model
             self.multi = True
@@ -145,10 +169,11 @@ cdef class ECSCore(Potential):
             self.intercept = self.mult.intercept
             self.K = self.mult.n_classes
         else:
-            raise TypeError("ECSCore serves the compiled GLMs and multinomial regression, got "
-                            f"{type(model).__name__}")
+            raise TypeError("ECSCore serves the compiled GLMs, multinomial regression and the "
+                            f"noise-scale linear regression, got {type(model).__name__}")
         if direct and self.multi:
-            raise ValueError("direct row access serves the GLMs (one linear predictor per row)")
+            raise ValueError("direct row access serves the models with one linear predictor "
+                             "per row (GLMs, the noise-scale linear regression)")
         self.direct = direct
         self.p1 = self.n_features + self.intercept
         self.W = 2 * self.K + 1
@@ -194,6 +219,8 @@ cdef class ECSCore(Potential):
                                  self.ec2, self.eMC, self.n_exact)
 
     cdef Py_ssize_t _rows_available(self):
+        if self.scale:
+            return self.lin.n_data
         return self.mult.n_data if self.multi else self.glm.n_data
 
     def set_population(self, double n):
@@ -287,6 +314,10 @@ cdef class ECSCore(Potential):
                     and model.n_classes == self.K):
                 raise TypeError("set_source needs a model of the same kind and width")
             self.mult = model
+        elif self.scale:
+            if not (isinstance(model, CyGaussianScale) and model.n_params == self.dim):
+                raise TypeError("set_source needs a model of the same kind and width")
+            self.lin = model
         else:
             if not (isinstance(model, CyGLM) and model.n_params == self.dim
                     and type(model) is type(self.glm)):
@@ -330,6 +361,7 @@ cdef class ECSCore(Potential):
         self.DP = np.zeros((2, mc * K))
         self.eta_buf = np.zeros(mc * K)
         self.cw = np.zeros(mc * K)
+        self.cw1 = np.zeros(mc if self.scale else 1)
         # proposal block buffers (one block)
         self.pidx = np.empty(bs, dtype=np.int64)
         self.pXu = np.empty((1 if self.direct else bs, p))
@@ -364,7 +396,12 @@ cdef class ECSCore(Potential):
                          Py_ssize_t count) noexcept nogil:
         """The rows' targets to ``ydst`` and (unless ``direct``) the rows to ``Xdst``."""
         cdef Py_ssize_t i
-        if self.direct:
+        if self.scale and self.direct:
+            for i in range(count):
+                ydst[i] = self.lin.y[idx[i]]
+        elif self.scale:
+            self.lin.gather_rows(idx, count, &Xdst[0, 0], &ydst[0])
+        elif self.direct:
             for i in range(count):
                 ydst[i] = self.glm.target(idx[i])
         elif self.multi:
@@ -376,8 +413,9 @@ cdef class ECSCore(Potential):
                           double[::1] c0, double[::1] c1, double[::1] c2, double[:, ::1] MC,
                           Py_ssize_t count) noexcept nogil:
         """The rows' constants at theta* (GLMs: eta*, c0, c1, c2; multinomial: the
-        cache eta*, p*, lse* of ``_softmax_terms``); ``idx``: the rows (read in
-        place when ``direct``), ``Xs`` their copies otherwise."""
+        cache eta*, p*, lse* of ``_softmax_terms``; the noise-scale model: eta*);
+        ``idx``: the rows (read in place when ``direct``), ``Xs`` their copies
+        otherwise."""
         cdef Py_ssize_t i, k, p1 = self.p1, K = self.K
         if self.multi:
             for i in range(count):
@@ -385,12 +423,15 @@ cdef class ECSCore(Potential):
                     MC[i, k] = row_dot(&Xs[i, 0], &self.theta_star[k * p1], p1, False)
                 softmax_cache(K, &MC[i, 0], &MC[i, 0])
             return
-        if self.direct:
+        if self.direct and self.scale:
+            self.lin.rows.dot(idx, count, &self.theta_star[0], &es[0])
+        elif self.direct:
             self.glm.rows.dot(idx, count, &self.theta_star[0], &es[0])
         else:
             for i in range(count):
                 es[i] = row_dot(&Xs[i, 0], &self.theta_star[0], p1, False)
-        self.glm.cv_consts(count, &es[0], &c0[0], &c1[0], &c2[0])
+        if not self.scale:
+            self.glm.cv_consts(count, &es[0], &c0[0], &c1[0], &c2[0])
 
     cdef double _block_residuals(self, const int64_t* idx, double[:, ::1] Xs, double[::1] ys,
                                  double[::1] es,
@@ -403,6 +444,16 @@ cdef class ECSCore(Potential):
         start) K:]; returns sum d_i."""
         cdef Py_ssize_t i, k, p1 = self.p1, K = self.K
         cdef double s = 0.0
+        cdef ScaleConsts kc
+        if self.scale:
+            if self.direct:
+                self.lin.rows.dot(idx + start, stop - start, th, eta)
+            else:
+                for i in range(start, stop):
+                    eta[i - start] = row_dot(&Xs[i, 0], th, p1, False)
+            self.lin.consts(self.order, th, &self.theta_star[0], &kc)
+            return scale_terms_block(&kc, stop - start, &ys[start], eta, &es[start], Dout,
+                                     DPout)
         if self.multi:
             for i in range(start, stop):
                 for k in range(K):
@@ -429,6 +480,7 @@ cdef class ECSCore(Potential):
         cdef double alpha = 1.0, beta = 0.0
         cdef char trans = b'T', notrans = b'N'
         cdef Py_ssize_t i, K = self.K
+        cdef ScaleConsts kc
         if self.n_exact > 0:
             self._evaluate_exact(th, bank)
         if self.m == 0:
@@ -443,7 +495,9 @@ cdef class ECSCore(Potential):
                                                    &self.eta_buf[i * K], &self.MC[i, 0],
                                                    &self.DP[bank, i * K])
             return self._combine(th, bank, gradU)
-        if self.direct:
+        if self.direct and self.scale:
+            self.lin.rows.dot(&self.idx[0], self.m, th, &self.eta_buf[0])
+        elif self.direct:
             self.glm.rows.dot(&self.idx[0], self.m, th, &self.eta_buf[0])
         else:
             # eta = Xu theta: Xu (m x p, row-major) is a column-major p x m matrix; BLAS
@@ -453,9 +507,14 @@ cdef class ECSCore(Potential):
             if self.intercept:
                 for i in range(self.m):
                     self.eta_buf[i] += th[dd]
-        self.glm.cv_terms(self.order, self.m, &self.yu[0], &self.eta_buf[0], &self.es[0],
-                          &self.c0[0], &self.c1[0], &self.c2[0], &self.D[bank, 0],
-                          &self.DP[bank, 0])
+        if self.scale:
+            self.lin.consts(self.order, th, &self.theta_star[0], &kc)
+            scale_terms_block(&kc, self.m, &self.yu[0], &self.eta_buf[0], &self.es[0],
+                              &self.D[bank, 0], &self.DP[bank, 0])
+        else:
+            self.glm.cv_terms(self.order, self.m, &self.yu[0], &self.eta_buf[0], &self.es[0],
+                              &self.c0[0], &self.c1[0], &self.c2[0], &self.D[bank, 0],
+                              &self.DP[bank, 0])
         return self._combine(th, bank, gradU)
 
     cdef void _evaluate_exact(self, const double* th, int bank) noexcept nogil:
@@ -466,6 +525,9 @@ cdef class ECSCore(Potential):
         cdef double alpha = 1.0, beta = 0.0, s = 0.0, csum = 0.0
         cdef char trans = b'T', notrans = b'N'
         cdef Py_ssize_t i, e = self.n_exact
+        if self.scale:
+            self._evaluate_exact_scale(th, bank)
+            return
         if self.multi:
             dgemm(&trans, &notrans, &kk, &ee, &pp, &alpha, <double*> th, &pp,
                   &self.eXu[0, 0], &pp, &beta, &self.eeta[0], &kk)
@@ -503,6 +565,45 @@ cdef class ECSCore(Potential):
             s += self.eD[i]
         self.esum[bank] = s
 
+    cdef void _evaluate_exact_scale(self, const double* th, int bank) noexcept nogil:
+        """``_evaluate_exact`` for the noise-scale model: the GLM's rows and
+        products, the terms of ``_scale_terms``, two derivatives per row (eta, then
+        the log scale: the gradient's last entry is the sum of the second)."""
+        cdef int pp = <int> self.p1, dd = <int> self.n_features, ee = <int> self.n_exact
+        cdef int one = 1, two = 2
+        cdef double alpha = 1.0, beta = 0.0, csum = 0.0, tsum = 0.0
+        cdef char trans = b'T', notrans = b'N'
+        cdef Py_ssize_t i, e = self.n_exact, p1 = self.p1
+        cdef ScaleConsts kc
+        if self.direct:
+            self.lin.rows.dot(&self.eidx[0], e, th, &self.eeta[0])
+        else:
+            dgemv(&trans, &dd, &ee, &alpha, &self.eXu[0, 0], &pp, <double*> th, &one, &beta,
+                  &self.eeta[0], &one)
+            if self.intercept:
+                for i in range(e):
+                    self.eeta[i] += th[dd]
+        self.lin.consts(self.order, th, &self.theta_star[0], &kc)
+        self.esum[bank] = scale_terms_block(&kc, e, &self.eyu[0], &self.eeta[0], &self.ees[0],
+                                            &self.eD[0], &self.eDP[0])
+        for i in range(self.dim):
+            self.egrad[bank, i] = 0.0
+        if self.direct:
+            # the weights in eta, contiguous (eeta is free again)
+            for i in range(e):
+                self.eeta[i] = self.eDP[2 * i]
+            self.lin.rows.add_xt(&self.eidx[0], e, &self.eeta[0], &self.egrad[bank, 0])
+        else:
+            dgemv(&notrans, &dd, &ee, &alpha, &self.eXu[0, 0], &pp, &self.eDP[0], &two,
+                  &beta, &self.egrad[bank, 0], &one)
+            if self.intercept:
+                for i in range(e):
+                    csum += self.eDP[2 * i]
+                self.egrad[bank, dd] = csum
+        for i in range(e):
+            tsum += self.eDP[2 * i + 1]
+        self.egrad[bank, p1] = tsum
+
     cdef double _combine(self, const double* th, int bank, double* gradU) noexcept nogil:
         """Log-likelihood estimate and gradient from a bank's residuals; returns
         U = -(estimate + log prior) and writes grad U. Sets loglik_hat / sigma2 /
@@ -513,7 +614,7 @@ cdef class ECSCore(Potential):
         cdef double n = self.n_data, Q, dbar, ssd, r, stot = 0.0, lp = 0.0
         cdef double est, dh, a = self.a_const, sgn = 1.0, cn, sb_sum, f
         cdef int pp = <int> self.p1, dd = <int> self.n_features, mm = <int> m, one = 1
-        cdef int kk = <int> K
+        cdef int kk = <int> K, two = 2
         cdef double alpha = 1.0, beta = 0.0, csum = 0.0
         cdef char notrans = b'N', trans = b'T'
         # Q(theta) and its gradient
@@ -571,6 +672,23 @@ cdef class ECSCore(Potential):
         if m > 0 and self.multi:
             dgemm(&notrans, &trans, &pp, &kk, &mm, &alpha, &self.Xu[0, 0], &pp, &self.cw[0],
                   &kk, &beta, gradU, &pp)
+        elif m > 0 and self.scale:
+            # the weights in eta are cw's even entries, in the log scale its odd ones
+            if self.direct:
+                for i in range(m):
+                    self.cw1[i] = self.cw[2 * i]
+                self.lin.rows.add_xt(&self.idx[0], m, &self.cw1[0], gradU)
+            else:
+                dgemv(&notrans, &dd, &mm, &alpha, &self.Xu[0, 0], &pp, &self.cw[0], &two,
+                      &beta, gradU, &one)
+                if self.intercept:
+                    for i in range(m):
+                        csum += self.cw[2 * i]
+                    gradU[dd] = csum
+            csum = 0.0
+            for i in range(m):
+                csum += self.cw[2 * i + 1]
+            gradU[self.p1] = csum
         elif m > 0 and self.direct:
             self.glm.rows.add_xt(&self.idx[0], m, &self.cw[0], gradU)
         elif m > 0:
