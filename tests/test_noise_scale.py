@@ -292,10 +292,10 @@ def test_exact_posterior_matches_brute_force_integration(prior):
 
 
 def normal_inverse_gamma(X, y):
-    """The posterior of least squares with flat priors on beta and log sigma (the
-    normal-inverse-gamma limit): ``sigma^2 | y ~ IG((n - p) / 2, RSS / 2)``,
-    ``beta | sigma, y ~ N(beta_hat, sigma^2 (X^T X)^-1)``. Returns the means and
-    sds of (beta, log sigma) and the mean of sigma."""
+    """The normal-inverse-gamma posterior of least squares with flat priors (``X``
+    with its column of ones), from NumPy's least squares: the means and sds of
+    (beta, log sigma) and the mean of sigma (see
+    ``GaussianScaleRegressionModel.normal_inverse_gamma_posterior``)."""
     n, p = X.shape
     beta, rss = np.linalg.lstsq(X, y, rcond=None)[:2]
     rss = float(rss[0])
@@ -318,6 +318,11 @@ def test_exact_posterior_is_normal_inverse_gamma_with_flat_priors(n):
     np.testing.assert_allclose(post["mean"], mean, atol=1e-6 * sd.max(), rtol=1e-6)
     np.testing.assert_allclose(post["sd"], sd, rtol=1e-5)
     assert post["sigma_mean"] == pytest.approx(sigma_mean, rel=1e-6)
+    nig = model.normal_inverse_gamma_posterior()
+    np.testing.assert_allclose(nig["mean"], mean, atol=1e-9 * sd.max(), rtol=1e-9)
+    np.testing.assert_allclose(nig["sd"], sd, rtol=1e-9)
+    assert nig["sigma_mean"] == pytest.approx(sigma_mean, rel=1e-12)
+    assert post["sigma_sd"] == pytest.approx(nig["sigma_sd"], rel=1e-5)
 
 
 # ---- the HMC-ECS core on the model -----------------------------------------------------------

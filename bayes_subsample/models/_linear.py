@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import linalg, optimize, sparse
+from scipy import linalg, optimize, sparse, special
 
 from .._threads import available_cores, threads_for_pass
 from ._base import CompiledModel, GaussianPrior, _digest
@@ -360,6 +360,36 @@ class GaussianScaleRegressionModel(CompiledModel):
         return {"mean": mean, "cov": cov, "sd": np.sqrt(np.diag(cov)), "sigma_mean": sig_mean,
                 "sigma_sd": float(np.sqrt(max(dens @ (sig - sig_mean) ** 2, 0.0))),
                 "t_grid": grid, "t_density": dens}
+
+    def normal_inverse_gamma_posterior(self):
+        """The closed-form posterior in the limit of flat priors (``prior_scale``,
+        ``intercept_prior_scale`` and ``noise_prior_scale`` to infinity): flat on
+        the coefficients and on ``log sigma`` (``p(sigma) ~ 1 / sigma``), the
+        normal-inverse-gamma posterior of least squares, ``sigma^2 | y ~ IG((n -
+        p) / 2, RSS / 2)`` and ``beta | sigma, y ~ N(beta_hat, sigma^2 (X^T
+        X)^-1)``: the coefficients are Student-t with ``n - p`` degrees of freedom
+        around the least-squares fit, with covariance ``RSS / (n - p - 2) (X^T
+        X)^-1``. Needs ``n > p + 2`` and ``X^T X`` of full rank.
+
+        Returns
+        -------
+        dict
+            ``mean``, ``sd`` (n_params,) of ``theta = (beta, log(sigma / s))``;
+            ``sigma_mean``, ``sigma_sd``.
+        """
+        beta, rss, _, G = self._stats if self._stats is not None else self.statistics()
+        n, p = self.n_data, self.n_cols
+        if n <= p + 2:
+            raise ValueError(f"the normal-inverse-gamma posterior needs n > p + 2 rows, got "
+                             f"n = {n} for p = {p} coefficients")
+        a, b = 0.5 * (n - p), 0.5 * rss
+        cov = rss / (n - p - 2) * linalg.inv(G, check_finite=True)
+        mean_t = 0.5 * (math.log(b) - special.digamma(a)) - math.log(self.noise_reference)
+        sd_t = 0.5 * math.sqrt(special.polygamma(1, a))
+        sigma_mean = math.sqrt(b) * math.exp(special.gammaln(a - 0.5) - special.gammaln(a))
+        return {"mean": np.append(beta, mean_t), "sd": np.append(np.sqrt(np.diag(cov)), sd_t),
+                "sigma_mean": sigma_mean,
+                "sigma_sd": math.sqrt(max(b / (a - 1) - sigma_mean**2, 0.0))}
 
     # ---- range bounds for the confidence sampler ------------------------------------------
     @property
