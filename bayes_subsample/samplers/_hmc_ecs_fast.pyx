@@ -49,7 +49,7 @@ from bayes_subsample.models._cymultinomial cimport CyMultinomial
 from bayes_subsample.models._cylinear cimport CyGaussianScale
 from bayes_subsample.models._scale_terms cimport ScaleConsts, scale_terms_block
 from bayes_subsample.models._softmax_terms cimport softmax_cache, softmax_residual
-from bayes_subsample.models._rows cimport row_dot
+from bayes_subsample.models._rows cimport Rows, row_dot
 from bayes_subsample.samplers._hamiltonian cimport Potential
 from scipy.linalg.cython_blas cimport dgemv, dgemm
 
@@ -88,6 +88,7 @@ cdef class ECSCore(Potential):
     cdef CyGLM glm                 # the model: one of these three
     cdef CyMultinomial mult
     cdef CyGaussianScale lin
+    cdef Rows rows                 # the model's rows
     cdef bint multi
     cdef bint scale                # the noise-scale model (lin)
     cdef readonly bint direct      # rows read in place (no gathered copy)
@@ -116,7 +117,6 @@ cdef class ECSCore(Potential):
     cdef double[:, ::1] D, DP      # (2, m), (2, m K)
     cdef readonly int sb           # index of the position's bank
     cdef double[::1] eta_buf, cw   # per-row linear predictors and gradient weights (m K)
-    cdef double[::1] cw1           # noise-scale model, direct rows: the weights in eta (m)
     # signed estimator constants
     cdef readonly double a_const, n_products
     # side products of the last evaluation, and those saved at ``begin``
@@ -171,6 +171,7 @@ cdef class ECSCore(Potential):
         else:
             raise TypeError("ECSCore serves the compiled GLMs, multinomial regression and the "
                             f"noise-scale linear regression, got {type(model).__name__}")
+        self.rows = model.rows
         if direct and self.multi:
             raise ValueError("direct row access serves the models with one linear predictor "
                              "per row (GLMs, the noise-scale linear regression)")
@@ -314,15 +315,18 @@ cdef class ECSCore(Potential):
                     and model.n_classes == self.K):
                 raise TypeError("set_source needs a model of the same kind and width")
             self.mult = model
+            self.rows = model.rows
         elif self.scale:
             if not (isinstance(model, CyGaussianScale) and model.n_params == self.dim):
                 raise TypeError("set_source needs a model of the same kind and width")
             self.lin = model
+            self.rows = model.rows
         else:
             if not (isinstance(model, CyGLM) and model.n_params == self.dim
                     and type(model) is type(self.glm)):
                 raise TypeError("set_source needs a model of the same kind and width")
             self.glm = model
+            self.rows = model.rows
         self.set_index_stream(idx)
 
     @property
@@ -361,7 +365,6 @@ cdef class ECSCore(Potential):
         self.DP = np.zeros((2, mc * K))
         self.eta_buf = np.zeros(mc * K)
         self.cw = np.zeros(mc * K)
-        self.cw1 = np.zeros(mc if self.scale else 1)
         # proposal block buffers (one block)
         self.pidx = np.empty(bs, dtype=np.int64)
         self.pXu = np.empty((1 if self.direct else bs, p))
@@ -396,16 +399,13 @@ cdef class ECSCore(Potential):
                          Py_ssize_t count) noexcept nogil:
         """The rows' targets to ``ydst`` and (unless ``direct``) the rows to ``Xdst``."""
         cdef Py_ssize_t i
-        if self.scale and self.direct:
+        if self.direct:
             for i in range(count):
-                ydst[i] = self.lin.y[idx[i]]
-        elif self.scale:
-            self.lin.gather_rows(idx, count, &Xdst[0, 0], &ydst[0])
-        elif self.direct:
-            for i in range(count):
-                ydst[i] = self.glm.target(idx[i])
+                ydst[i] = self.lin.y[idx[i]] if self.scale else self.glm.target(idx[i])
         elif self.multi:
             self.mult.gather_rows(idx, count, &Xdst[0, 0], &ydst[0])
+        elif self.scale:
+            self.lin.gather_rows(idx, count, &Xdst[0, 0], &ydst[0])
         else:
             self.glm.gather_rows(idx, count, &Xdst[0, 0], &ydst[0])
 
@@ -423,15 +423,78 @@ cdef class ECSCore(Potential):
                     MC[i, k] = row_dot(&Xs[i, 0], &self.theta_star[k * p1], p1, False)
                 softmax_cache(K, &MC[i, 0], &MC[i, 0])
             return
-        if self.direct and self.scale:
-            self.lin.rows.dot(idx, count, &self.theta_star[0], &es[0])
-        elif self.direct:
-            self.glm.rows.dot(idx, count, &self.theta_star[0], &es[0])
+        if self.direct:
+            self.rows.dot(idx, count, &self.theta_star[0], &es[0])
         else:
             for i in range(count):
                 es[i] = row_dot(&Xs[i, 0], &self.theta_star[0], p1, False)
         if not self.scale:
             self.glm.cv_consts(count, &es[0], &c0[0], &c1[0], &c2[0])
+
+    # ---- rows with one linear predictor (the GLMs, the noise-scale model) ----------------
+    cdef void _row_eta(self, const int64_t* idx, double[:, ::1] Xs, Py_ssize_t count,
+                       const double* th, double* eta) noexcept nogil:
+        """``eta[i] = x_i . theta`` of ``count`` rows: read in place (``direct``), or
+        from their copies ``Xs`` by BLAS (``Xs`` (count x p, row-major) is a
+        column-major p x count matrix; BLAS reads its first d rows, the features,
+        and the intercept is added here)."""
+        cdef int pp = <int> self.p1, dd = <int> self.n_features, cc = <int> count, one = 1
+        cdef double alpha = 1.0, beta = 0.0
+        cdef char trans = b'T'
+        cdef Py_ssize_t i
+        if self.direct:
+            self.rows.dot(idx, count, th, eta)
+            return
+        dgemv(&trans, &dd, &cc, &alpha, &Xs[0, 0], &pp, <double*> th, &one, &beta, eta, &one)
+        if self.intercept:
+            for i in range(count):
+                eta[i] += th[dd]
+
+    cdef double _row_terms(self, const double* th, Py_ssize_t count, const double* y,
+                           const double* eta, const double* es, const double* c0,
+                           const double* c1, const double* c2, double* D,
+                           double* DP) noexcept nogil:
+        """The residuals ``D`` of ``count`` rows at th and their derivatives ``DP``
+        (K per row: in eta, and for the noise-scale model in its log scale);
+        returns their sum."""
+        cdef ScaleConsts kc
+        cdef Py_ssize_t i
+        cdef double s = 0.0
+        if self.scale:
+            self.lin.consts(self.order, th, &self.theta_star[0], &kc)
+            return scale_terms_block(&kc, count, y, eta, es, D, DP)
+        self.glm.cv_terms(self.order, count, y, eta, es, c0, c1, c2, D, DP)
+        for i in range(count):
+            s += D[i]
+        return s
+
+    cdef void _row_grad(self, const int64_t* idx, double[:, ::1] Xs, Py_ssize_t count,
+                        double* c, double* out) noexcept nogil:
+        """``out[:dim] = sum_i (c[i K] x_i, c[i K + 1])``: the gradient of ``count`` rows
+        with weights ``c`` (K per row; the second, the noise-scale model's weight in
+        its log scale, is the last entry). Direct rows compact ``c`` in place."""
+        cdef int pp = <int> self.p1, dd = <int> self.n_features, cc = <int> count, one = 1
+        cdef int kk = <int> self.K
+        cdef double alpha = 1.0, beta = 0.0, csum = 0.0
+        cdef char notrans = b'N'
+        cdef Py_ssize_t i, K = self.K
+        for i in range(self.dim):
+            out[i] = 0.0
+        if self.scale:
+            for i in range(count):
+                csum += c[i * K + 1]
+            out[self.p1] = csum
+            csum = 0.0
+        if self.direct:
+            for i in range(1, count):
+                c[i] = c[i * K]              # forward: i K >= i
+            self.rows.add_xt(idx, count, c, out)
+            return
+        dgemv(&notrans, &dd, &cc, &alpha, &Xs[0, 0], &pp, c, &kk, &beta, out, &one)
+        if self.intercept:
+            for i in range(count):
+                csum += c[i * K]
+            out[dd] = csum
 
     cdef double _block_residuals(self, const int64_t* idx, double[:, ::1] Xs, double[::1] ys,
                                  double[::1] es,
@@ -444,43 +507,30 @@ cdef class ECSCore(Potential):
         start) K:]; returns sum d_i."""
         cdef Py_ssize_t i, k, p1 = self.p1, K = self.K
         cdef double s = 0.0
-        cdef ScaleConsts kc
-        if self.scale:
+        if not self.multi:
             if self.direct:
-                self.lin.rows.dot(idx + start, stop - start, th, eta)
+                self.rows.dot(idx + start, stop - start, th, eta)
             else:
                 for i in range(start, stop):
                     eta[i - start] = row_dot(&Xs[i, 0], th, p1, False)
-            self.lin.consts(self.order, th, &self.theta_star[0], &kc)
-            return scale_terms_block(&kc, stop - start, &ys[start], eta, &es[start], Dout,
-                                     DPout)
-        if self.multi:
-            for i in range(start, stop):
-                for k in range(K):
-                    eta[(i - start) * K + k] = row_dot(&Xs[i, 0], th + k * p1, p1, False)
-                Dout[i - start] = softmax_residual(self.order, K, <int> ys[i],
-                                                   &eta[(i - start) * K], &MC[i, 0],
-                                                   &DPout[(i - start) * K])
-        else:
-            if self.direct:
-                self.glm.rows.dot(idx + start, stop - start, th, eta)
-            else:
-                for i in range(start, stop):
-                    eta[i - start] = row_dot(&Xs[i, 0], th, p1, False)
-            self.glm.cv_terms(self.order, stop - start, &ys[start], eta, &es[start],
-                              &c0[start], &c1[start], &c2[start], Dout, DPout)
-        for i in range(stop - start):
-            s += Dout[i]
+            return self._row_terms(th, stop - start, &ys[start], eta, &es[start], &c0[start],
+                                   &c1[start], &c2[start], Dout, DPout)
+        for i in range(start, stop):
+            for k in range(K):
+                eta[(i - start) * K + k] = row_dot(&Xs[i, 0], th + k * p1, p1, False)
+            Dout[i - start] = softmax_residual(self.order, K, <int> ys[i],
+                                               &eta[(i - start) * K], &MC[i, 0],
+                                               &DPout[(i - start) * K])
+            s += Dout[i - start]
         return s
 
     cdef double _evaluate(self, const double* th, int bank, double* gradU) noexcept nogil:
         """Evaluate every buffered row at th into ``bank``; returns U, writes grad U."""
-        cdef int pp = <int> self.p1, dd = <int> self.n_features, mm = <int> self.m, one = 1
+        cdef int pp = <int> self.p1, mm = <int> self.m
         cdef int kk = <int> self.K
         cdef double alpha = 1.0, beta = 0.0
         cdef char trans = b'T', notrans = b'N'
         cdef Py_ssize_t i, K = self.K
-        cdef ScaleConsts kc
         if self.n_exact > 0:
             self._evaluate_exact(th, bank)
         if self.m == 0:
@@ -495,114 +545,37 @@ cdef class ECSCore(Potential):
                                                    &self.eta_buf[i * K], &self.MC[i, 0],
                                                    &self.DP[bank, i * K])
             return self._combine(th, bank, gradU)
-        if self.direct and self.scale:
-            self.lin.rows.dot(&self.idx[0], self.m, th, &self.eta_buf[0])
-        elif self.direct:
-            self.glm.rows.dot(&self.idx[0], self.m, th, &self.eta_buf[0])
-        else:
-            # eta = Xu theta: Xu (m x p, row-major) is a column-major p x m matrix; BLAS
-            # reads its first d rows (the features) and the intercept is added here
-            dgemv(&trans, &dd, &mm, &alpha, &self.Xu[0, 0], &pp, <double*> th, &one, &beta,
-                  &self.eta_buf[0], &one)
-            if self.intercept:
-                for i in range(self.m):
-                    self.eta_buf[i] += th[dd]
-        if self.scale:
-            self.lin.consts(self.order, th, &self.theta_star[0], &kc)
-            scale_terms_block(&kc, self.m, &self.yu[0], &self.eta_buf[0], &self.es[0],
-                              &self.D[bank, 0], &self.DP[bank, 0])
-        else:
-            self.glm.cv_terms(self.order, self.m, &self.yu[0], &self.eta_buf[0], &self.es[0],
-                              &self.c0[0], &self.c1[0], &self.c2[0], &self.D[bank, 0],
-                              &self.DP[bank, 0])
+        self._row_eta(&self.idx[0], self.Xu, self.m, th, &self.eta_buf[0])
+        self._row_terms(th, self.m, &self.yu[0], &self.eta_buf[0], &self.es[0], &self.c0[0],
+                        &self.c1[0], &self.c2[0], &self.D[bank, 0], &self.DP[bank, 0])
         return self._combine(th, bank, gradU)
 
     cdef void _evaluate_exact(self, const double* th, int bank) noexcept nogil:
         """The exact stratum at th: the sum of its residuals to ``esum[bank]``,
         their gradient (weight 1 per row) to ``egrad[bank]``."""
-        cdef int pp = <int> self.p1, dd = <int> self.n_features, ee = <int> self.n_exact
-        cdef int kk = <int> self.K, one = 1
-        cdef double alpha = 1.0, beta = 0.0, s = 0.0, csum = 0.0
+        cdef int pp = <int> self.p1, ee = <int> self.n_exact
+        cdef int kk = <int> self.K
+        cdef double alpha = 1.0, beta = 0.0, s = 0.0
         cdef char trans = b'T', notrans = b'N'
         cdef Py_ssize_t i, e = self.n_exact
-        if self.scale:
-            self._evaluate_exact_scale(th, bank)
+        if not self.multi:
+            self._row_eta(&self.eidx[0], self.eXu, e, th, &self.eeta[0])
+            self.esum[bank] = self._row_terms(th, e, &self.eyu[0], &self.eeta[0], &self.ees[0],
+                                              &self.ec0[0], &self.ec1[0], &self.ec2[0],
+                                              &self.eD[0], &self.eDP[0])
+            self._row_grad(&self.eidx[0], self.eXu, e, &self.eDP[0], &self.egrad[bank, 0])
             return
-        if self.multi:
-            dgemm(&trans, &notrans, &kk, &ee, &pp, &alpha, <double*> th, &pp,
-                  &self.eXu[0, 0], &pp, &beta, &self.eeta[0], &kk)
-            for i in range(e):
-                self.eD[i] = softmax_residual(self.order, self.K, <int> self.eyu[i],
-                                              &self.eeta[i * self.K], &self.eMC[i, 0],
-                                              &self.eDP[i * self.K])
-            # gradient: the K x p1 matrix eDP^T eXu
-            dgemm(&notrans, &trans, &pp, &kk, &ee, &alpha, &self.eXu[0, 0], &pp,
-                  &self.eDP[0], &kk, &beta, &self.egrad[bank, 0], &pp)
-        elif self.direct:
-            self.glm.rows.dot(&self.eidx[0], e, th, &self.eeta[0])
-            self.glm.cv_terms(self.order, e, &self.eyu[0], &self.eeta[0], &self.ees[0],
-                              &self.ec0[0], &self.ec1[0], &self.ec2[0], &self.eD[0],
-                              &self.eDP[0])
-            for i in range(self.dim):
-                self.egrad[bank, i] = 0.0
-            self.glm.rows.add_xt(&self.eidx[0], e, &self.eDP[0], &self.egrad[bank, 0])
-        else:
-            dgemv(&trans, &dd, &ee, &alpha, &self.eXu[0, 0], &pp, <double*> th, &one, &beta,
-                  &self.eeta[0], &one)
-            if self.intercept:
-                for i in range(e):
-                    self.eeta[i] += th[dd]
-            self.glm.cv_terms(self.order, e, &self.eyu[0], &self.eeta[0], &self.ees[0],
-                              &self.ec0[0], &self.ec1[0], &self.ec2[0], &self.eD[0],
-                              &self.eDP[0])
-            dgemv(&notrans, &dd, &ee, &alpha, &self.eXu[0, 0], &pp, &self.eDP[0], &one,
-                  &beta, &self.egrad[bank, 0], &one)
-            if self.intercept:
-                for i in range(e):
-                    csum += self.eDP[i]
-                self.egrad[bank, dd] = csum
+        dgemm(&trans, &notrans, &kk, &ee, &pp, &alpha, <double*> th, &pp,
+              &self.eXu[0, 0], &pp, &beta, &self.eeta[0], &kk)
         for i in range(e):
+            self.eD[i] = softmax_residual(self.order, self.K, <int> self.eyu[i],
+                                          &self.eeta[i * self.K], &self.eMC[i, 0],
+                                          &self.eDP[i * self.K])
             s += self.eD[i]
+        # gradient: the K x p1 matrix eDP^T eXu
+        dgemm(&notrans, &trans, &pp, &kk, &ee, &alpha, &self.eXu[0, 0], &pp,
+              &self.eDP[0], &kk, &beta, &self.egrad[bank, 0], &pp)
         self.esum[bank] = s
-
-    cdef void _evaluate_exact_scale(self, const double* th, int bank) noexcept nogil:
-        """``_evaluate_exact`` for the noise-scale model: the GLM's rows and
-        products, the terms of ``_scale_terms``, two derivatives per row (eta, then
-        the log scale: the gradient's last entry is the sum of the second)."""
-        cdef int pp = <int> self.p1, dd = <int> self.n_features, ee = <int> self.n_exact
-        cdef int one = 1, two = 2
-        cdef double alpha = 1.0, beta = 0.0, csum = 0.0, tsum = 0.0
-        cdef char trans = b'T', notrans = b'N'
-        cdef Py_ssize_t i, e = self.n_exact, p1 = self.p1
-        cdef ScaleConsts kc
-        if self.direct:
-            self.lin.rows.dot(&self.eidx[0], e, th, &self.eeta[0])
-        else:
-            dgemv(&trans, &dd, &ee, &alpha, &self.eXu[0, 0], &pp, <double*> th, &one, &beta,
-                  &self.eeta[0], &one)
-            if self.intercept:
-                for i in range(e):
-                    self.eeta[i] += th[dd]
-        self.lin.consts(self.order, th, &self.theta_star[0], &kc)
-        self.esum[bank] = scale_terms_block(&kc, e, &self.eyu[0], &self.eeta[0], &self.ees[0],
-                                            &self.eD[0], &self.eDP[0])
-        for i in range(self.dim):
-            self.egrad[bank, i] = 0.0
-        if self.direct:
-            # the weights in eta, contiguous (eeta is free again)
-            for i in range(e):
-                self.eeta[i] = self.eDP[2 * i]
-            self.lin.rows.add_xt(&self.eidx[0], e, &self.eeta[0], &self.egrad[bank, 0])
-        else:
-            dgemv(&notrans, &dd, &ee, &alpha, &self.eXu[0, 0], &pp, &self.eDP[0], &two,
-                  &beta, &self.egrad[bank, 0], &one)
-            if self.intercept:
-                for i in range(e):
-                    csum += self.eDP[2 * i]
-                self.egrad[bank, dd] = csum
-        for i in range(e):
-            tsum += self.eDP[2 * i + 1]
-        self.egrad[bank, p1] = tsum
 
     cdef double _combine(self, const double* th, int bank, double* gradU) noexcept nogil:
         """Log-likelihood estimate and gradient from a bank's residuals; returns
@@ -613,9 +586,8 @@ cdef class ECSCore(Potential):
         cdef Py_ssize_t K = self.K
         cdef double n = self.n_data, Q, dbar, ssd, r, stot = 0.0, lp = 0.0
         cdef double est, dh, a = self.a_const, sgn = 1.0, cn, sb_sum, f
-        cdef int pp = <int> self.p1, dd = <int> self.n_features, mm = <int> m, one = 1
-        cdef int kk = <int> K, two = 2
-        cdef double alpha = 1.0, beta = 0.0, csum = 0.0
+        cdef int pp = <int> self.p1, mm = <int> m, kk = <int> K
+        cdef double alpha = 1.0, beta = 0.0
         cdef char notrans = b'N', trans = b'T'
         # Q(theta) and its gradient
         for j in range(p):
@@ -672,32 +644,8 @@ cdef class ECSCore(Potential):
         if m > 0 and self.multi:
             dgemm(&notrans, &trans, &pp, &kk, &mm, &alpha, &self.Xu[0, 0], &pp, &self.cw[0],
                   &kk, &beta, gradU, &pp)
-        elif m > 0 and self.scale:
-            # the weights in eta are cw's even entries, in the log scale its odd ones
-            if self.direct:
-                for i in range(m):
-                    self.cw1[i] = self.cw[2 * i]
-                self.lin.rows.add_xt(&self.idx[0], m, &self.cw1[0], gradU)
-            else:
-                dgemv(&notrans, &dd, &mm, &alpha, &self.Xu[0, 0], &pp, &self.cw[0], &two,
-                      &beta, gradU, &one)
-                if self.intercept:
-                    for i in range(m):
-                        csum += self.cw[2 * i]
-                    gradU[dd] = csum
-            csum = 0.0
-            for i in range(m):
-                csum += self.cw[2 * i + 1]
-            gradU[self.p1] = csum
-        elif m > 0 and self.direct:
-            self.glm.rows.add_xt(&self.idx[0], m, &self.cw[0], gradU)
         elif m > 0:
-            dgemv(&notrans, &dd, &mm, &alpha, &self.Xu[0, 0], &pp, &self.cw[0], &one, &beta,
-                  gradU, &one)
-            if self.intercept:
-                for i in range(m):
-                    csum += self.cw[i]
-                gradU[dd] = csum
+            self._row_grad(&self.idx[0], self.Xu, m, &self.cw[0], gradU)
         if self.n_exact > 0:
             for j in range(p):
                 gradU[j] += self.egrad[bank, j]
