@@ -116,6 +116,19 @@ def small_regression(n=434, seed=0):
     return np.ascontiguousarray(X), y
 
 
+def tall_regression(n=1_000_000, p=20, seed=0):
+    """A tall linear regression: ``n`` rows of ``p`` standard-normal predictors
+    (pairs correlated 0.5 through a shared factor), coefficients N(0, 1), an
+    intercept of 1, noise sd 2. Returns ``(X, y)`` without a column of ones (the
+    estimators fit the intercept)."""
+    rng = np.random.default_rng(seed)
+    f = rng.standard_normal((n, 1))
+    X = np.sqrt(0.5) * f + np.sqrt(0.5) * rng.standard_normal((n, p))
+    beta = rng.standard_normal(p)
+    y = X @ beta + 1.0 + 2.0 * rng.standard_normal(n)
+    return np.ascontiguousarray(X), y
+
+
 def gaussian_function_model(X, y, prior_scale=10.0):
     """Linear regression with the noise's log sd sampled, as a user model:
     ``theta = (beta, log sigma)``, ``l_k = -(y_k - x_k^T beta)^2 / (2 sigma^2) -

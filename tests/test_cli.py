@@ -483,13 +483,16 @@ def test_fit_regression_models_recover_the_coefficients(model, tmp_path, capsys)
     s = info["summary"]
     for name, truth in zip(["x0", "x1", "intercept"], [0.8, -0.5, 0.3]):
         assert abs(s[name]["mean"] - truth) < 5 * s[name]["sd"] + 0.05, (name, s[name])
-    if model == "linear":  # the noise sd, estimated and held fixed, is reported
+    if model == "linear":  # the noise sd, sampled, is reported: posterior mean and sd
         assert info["noise_scale"] == pytest.approx(0.5, rel=0.15)
+        assert 0 < info["noise_scale_sd"] < 0.1
         assert s["x0"]["sd"] == pytest.approx(info["noise_scale"] / np.sqrt(400), rel=0.5)
-        assert f"noise sd {info['noise_scale']:.4g} (Gaussian" in said
+        assert f"noise sd {info['noise_scale']:.4g} +- " in said
+        assert list(z["param_names"][-2:]) == ["intercept", "log_noise_ratio"]
+        assert z["draws"].shape == (2, 40, 4)
     else:
         assert info["noise_scale"] is None and "noise sd" not in said
-    assert z["draws"].shape == (2, 40, 3)
+        assert z["draws"].shape == (2, 40, 3)
 
 
 def _write_libsvm(path, X, y):

@@ -295,8 +295,9 @@ _SCALED = _X() * 1e200
     (BayesianLogisticRegression, {"sampler": "confidence"}, _SCALED, _Y2,
      "X has rows.*overflow.*Standardise X"),
     (BayesianLogisticRegression, {"sampler": "sgld"}, _SCALED, _Y2, "X has rows.*Standardise"),
-    (BayesianLinearRegression, {}, _SCALED, np.arange(20.0), "noise scale could not be "
-     "estimated.*Standardise X"),
+    (BayesianLinearRegression, {"noise_scale": "plugin"}, _SCALED, np.arange(20.0),
+     "noise scale could not be estimated.*Standardise X"),
+    (BayesianLinearRegression, {}, _SCALED, np.arange(20.0), "X has rows.*overflow.*Standardise X"),
     (BayesianLogisticRegression, {"prior_scale": 1e-300}, _X(), _Y2,
      "prior scales must lie in"),
 ])
@@ -512,20 +513,21 @@ def test_sample_posterior_shapes_and_resampling(reg_data):
     X, y = reg_data
     reg = BayesianLinearRegression(random_state=0, **FAST).fit(X, y)
     allx = reg.sample_posterior()
-    assert allx.shape == (200, 4)
-    np.testing.assert_array_equal(allx, reg.posterior_draws_.reshape(-1, 4))  # chain-major
+    # the coefficients, the intercept and log(sigma / s) (the noise, sampled)
+    assert allx.shape == (200, 5)
+    np.testing.assert_array_equal(allx, reg.posterior_draws_.reshape(-1, 5))  # chain-major
     allx[0, 0] = 1e9                                           # a copy, not a view
     assert reg.posterior_draws_[0, 0, 0] != 1e9
     sub = reg.sample_posterior(500, random_state=3)
-    assert sub.shape == (500, 4)
+    assert sub.shape == (500, 5)
     np.testing.assert_array_equal(sub, reg.sample_posterior(500, random_state=3))
     assert not np.array_equal(sub, reg.sample_posterior(500, random_state=4))
-    rows = {tuple(r) for r in reg.posterior_draws_.reshape(-1, 4)}
+    rows = {tuple(r) for r in reg.posterior_draws_.reshape(-1, 5)}
     assert all(tuple(r) in rows for r in sub)
     # with replacement: 500 from 200 repeats rows
     assert len({tuple(r) for r in sub}) < 200
     np.testing.assert_allclose(np.r_[reg.coef_, reg.intercept_],
-                               reg.posterior_draws_.reshape(-1, 4).mean(axis=0))
+                               reg.posterior_draws_.reshape(-1, 5)[:, :4].mean(axis=0))
     for bad in (0, -3, 2.5, "10"):
         with pytest.raises(ValueError, match="n_samples"):
             reg.sample_posterior(bad)
@@ -534,10 +536,10 @@ def test_sample_posterior_shapes_and_resampling(reg_data):
 def test_fit_intercept_false(reg_data):
     X, y = reg_data
     reg = BayesianLinearRegression(fit_intercept=False, random_state=0, **FAST).fit(X, y)
-    assert reg.posterior_draws_.shape == (2, 100, 3)
+    assert reg.posterior_draws_.shape == (2, 100, 4)
     assert reg.intercept_ == 0.0 and reg.coef_.shape == (3,)
     assert reg.diagnostics_["summary"] is not None
-    assert reg.trace_.param_names == ["coef[0]", "coef[1]", "coef[2]"]
+    assert reg.trace_.param_names == ["coef[0]", "coef[1]", "coef[2]", "log_noise_ratio"]
 
 
 def test_diagnostics_keys(clf_data):
@@ -772,7 +774,8 @@ def test_to_inference_data(reg_data):
     reg = BayesianLinearRegression(random_state=0, **FAST).fit(X, y)
     idata = reg.to_inference_data()
     assert isinstance(idata, az.InferenceData)
-    assert set(idata.posterior.data_vars) == {"coef[0]", "coef[1]", "coef[2]", "intercept"}
+    assert set(idata.posterior.data_vars) == {"coef[0]", "coef[1]", "coef[2]", "intercept",
+                                              "log_noise_ratio"}
     np.testing.assert_array_equal(idata.posterior["intercept"].values,
                                   reg.posterior_draws_[:, :, 3])
     with pytest.raises(NotFittedError):

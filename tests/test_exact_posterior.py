@@ -129,11 +129,11 @@ def test_linear_regression_long_runs_sd_within_mcse(gaussian_data, sampler, seed
 
 
 def test_estimated_noise_scale_posterior(gaussian_data):
-    """``noise_scale=None`` plugs in an estimate and samples the conjugate posterior
-    given it, so the closed form with ``noise_scale_`` applies."""
+    """``noise_scale="plugin"`` plugs in an estimate and samples the conjugate
+    posterior given it, so the closed form with ``noise_scale_`` applies."""
     X, y = gaussian_data
-    est = BayesianLinearRegression(sampler="hmc", n_chains=N_CHAINS, random_state=7,
-                                   **RUNS["hmc"])
+    est = BayesianLinearRegression(noise_scale="plugin", sampler="hmc", n_chains=N_CHAINS,
+                                   random_state=7, **RUNS["hmc"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         est.fit(X, y)

@@ -51,15 +51,15 @@ from sklearn.utils.validation import check_array, check_X_y
 import bayes_subsample
 from bayes_subsample import (BayesianLinearRegression, BayesianLogisticRegression,
                              BayesianPoissonRegression)
-from bayes_subsample.models import (GaussianRegressionModel, LogisticRegressionModel,
-                                    PoissonRegressionModel)
+from bayes_subsample.models import (GaussianRegressionModel, GaussianScaleRegressionModel,
+                                    LogisticRegressionModel, PoissonRegressionModel)
 from bayes_subsample.samplers import SAMPLERS
 
 SAMPLER_NAMES = sorted(SAMPLERS)
 ESTIMATORS = {"logistic": BayesianLogisticRegression, "linear": BayesianLinearRegression,
               "poisson": BayesianPoissonRegression}
 MODELS = {"logistic": LogisticRegressionModel, "linear": GaussianRegressionModel,
-          "poisson": PoissonRegressionModel}
+          "poisson": PoissonRegressionModel, "linear_sigma": GaussianScaleRegressionModel}
 #: a tiny run: enough iterations for every sampler's warmup to adapt something
 RUN = {"n_samples": 20, "n_warmup": 20, "n_chains": 2}
 
@@ -254,7 +254,8 @@ def fit_cases(draw, family):
                   fit_intercept=draw(st.booleans()),
                   random_state=draw(st.integers(0, 2**32 - 1)))
     if family == "linear":
-        params["noise_scale"] = draw(st.one_of(st.none(), st.none(), scales))
+        params["noise_scale"] = draw(st.one_of(st.sampled_from(["sample", "sample", "plugin"]),
+                                               scales))
     return Xp, y, params
 
 
@@ -275,6 +276,8 @@ def check_fit(family, sampler, case):
         K = est.classes_.shape[0] if family == "logistic" else 1
         if K > 2:
             p *= K            # multinomial: one block of coefficients per class
+        if getattr(est, "noise_reference_", None) is not None:
+            p += 1            # linear regression with the noise sampled: log(sigma / s)
         draws = est.posterior_draws_
         assert draws.shape == (RUN["n_chains"], RUN["n_samples"], p)
         assert np.isfinite(draws).all(), f"non-finite draws: {draws}"
@@ -393,7 +396,7 @@ def test_poisson_predictive_sd_finite_for_huge_means(sampler):
 def model_cases(draw):
     family = draw(st.sampled_from(sorted(MODELS)))
     Xp, X = draw(design_matrices())
-    y = draw(targets(family, X))
+    y = draw(targets("linear" if family == "linear_sigma" else family, X))
     if family == "logistic":
         # the models take y in {0, 1} (sometimes they get the raw labels: a ValueError,
         # or a TypeError for string labels)
@@ -403,6 +406,8 @@ def model_cases(draw):
                   fit_intercept=draw(st.booleans()))
     if family == "linear":
         kwargs["noise_scale"] = draw(scales)
+    if family == "linear_sigma":
+        kwargs["noise_prior_scale"] = draw(scales)
     run = dict(
         n_samples=draw(st.one_of(st.integers(1, 25), st.sampled_from([0, -1, 2.5, None]))),
         n_warmup=draw(st.one_of(st.integers(0, 25), st.sampled_from([-1, 1.5]))),
@@ -410,7 +415,7 @@ def model_cases(draw):
         random_state=draw(st.integers(0, 2**32 - 1)),
         sampler=draw(st.sampled_from(SAMPLER_NAMES + ["not_a_sampler"])),
     )
-    p = X.shape[1] + int(kwargs["fit_intercept"])
+    p = X.shape[1] + int(kwargs["fit_intercept"]) + int(family == "linear_sigma")
     init = draw(st.sampled_from(["none"] * 4 + ["zeros", "wrong shape", "nan", "huge"]))
     run["init"] = {"none": None, "zeros": np.zeros(p), "wrong shape": np.zeros(p + 1),
                    "nan": np.full(p, np.nan), "huge": np.full(p, 1e300)}[init]
@@ -699,7 +704,7 @@ def model_validation_cases(draw):
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     X = rng.normal(size=(n, d))
     y = {"logistic": np.arange(n) % 2, "linear": rng.normal(size=n),
-         "poisson": rng.poisson(1.0, size=n)}[family]
+         "linear_sigma": rng.normal(size=n), "poisson": rng.poisson(1.0, size=n)}[family]
     x_how = draw(st.sampled_from(X_CORRUPTIONS))
     y_how = draw(st.sampled_from(Y_CORRUPTIONS)) if x_how == "none" else "none"
     return family, _corrupt_X(X, x_how, rng), _corrupt_y(y, y_how, rng), (x_how, y_how)

@@ -509,7 +509,8 @@ def test_diagonal_metric_refusals():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         est.fit(X, _targets("gaussian", eta, rng))
-    assert np.shape(est.diagnostics_["tuning"][0]["mass_matrix"]) == (X.shape[1] + 1,)
+    # coefficients, intercept and the noise's log scale
+    assert np.shape(est.diagnostics_["tuning"][0]["mass_matrix"]) == (X.shape[1] + 2,)
 
 
 @pytest.mark.parametrize("cls", [SGLD, SGHMC, EWSG])

@@ -301,15 +301,22 @@ def cmd_fit(args):
                        "identify; the saved draws are as sampled, one block per class, and "
                        "also carry a shift common to every class that keeps its prior "
                        "(user guide, 'Multiclass classification')."))
-        if hasattr(est, "noise_scale_"):
-            _say(_wrap(f"noise sd {est.noise_scale_:.4g} (Gaussian; estimated from the "
-                       "least-squares residuals and held fixed while sampling)"))
+        if getattr(est, "noise_reference_", None) is not None:
+            _say(_wrap(f"noise sd {est.noise_scale_:.4g} +- {est.noise_scale_std_:.2g} "
+                       "(Gaussian; sampled: the posterior mean and sd; the last parameter, "
+                       f"log_noise_ratio, is log(sd / {est.noise_reference_:.4g}), the sd of "
+                       "y)"))
+        elif hasattr(est, "noise_scale_"):
+            _say(_wrap(f"noise sd {est.noise_scale_:.4g} (Gaussian; held fixed while "
+                       "sampling)"))
         _say("", format_table([table_row(args.sampler, est)]), "")
         _print_notes(args.sampler, notes)
         ragged = (" NaN past each chain's length, array 'chain_lengths';" if tr.ragged
                   else "")
+        last = ("intercept, then log_noise_ratio" if getattr(est, "noise_reference_", None)
+                is not None else "intercept last")
         _say(_wrap(f"draws written to {out} (array 'draws': chains x draws x parameters, "
-                   f"intercept last;{ragged})".replace(";)", ")")),
+                   f"{last};{ragged})".replace(";)", ")")),
              f"summary written to {summary_path}")
     return 130 if tr.interrupted else 0
 
@@ -371,8 +378,11 @@ def cmd_compare(args):
     written = []
     first = next(iter(fitted.values()))
     nplot = min(args.max_params, first.posterior_draws_.shape[2])
-    params = list(range(nplot - 1)) + [-1] if nplot > 1 else [-1]  # always show the intercept
-    if not first.fit_intercept:
+    if first.fit_intercept:
+        # always show the intercept (the column after the coefficients)
+        icpt = first.n_features_in_
+        params = list(range(min(nplot - 1, icpt))) + [icpt]
+    else:
         params = list(range(nplot))
     fig, axes = plt.subplots(len(params), len(fitted), squeeze=False, sharex=False,
                              figsize=(3.2 * len(fitted), 1.6 * len(params) + 0.8),

@@ -292,8 +292,10 @@ def _summary_json(est, data, args, sampler, notes, s):
     return {
         "data": args.data, "n_rows": int(data.X.shape[0]), "n_features": int(data.X.shape[1]),
         "feature_names": data.names, "model": args.model,
-        # linear: the Gaussian noise sd, estimated before sampling and held fixed
+        # linear: the Gaussian noise sd (its posterior mean and sd when sampled; else
+        # the value held fixed, noise_scale_sd 0)
         "noise_scale": f(getattr(est, "noise_scale_", None)),
+        "noise_scale_sd": f(getattr(est, "noise_scale_std_", None)),
         "sampler": args.sampler,
         "sampler_params": {k: (v if isinstance(v, (int, float, str, bool, type(None)))
                                else repr(v)) for k, v in sampler.get_params().items()},

@@ -145,6 +145,9 @@ class BayesianGLMBase(BaseEstimator):
             names = [f"coef[{j}]" for j in range(model.n_features)]
             if model.fit_intercept:
                 names.append("intercept")
+            if model.n_params > len(names):
+                # linear regression with the noise sampled: log(sigma / s), last
+                names.append("log_noise_ratio")
         else:
             # class-major blocks, as theta is laid out (MultinomialLogisticModel)
             names = []

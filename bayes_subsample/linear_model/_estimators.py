@@ -8,16 +8,19 @@ import numpy as np
 from scipy import sparse
 from scipy.special import expit, log_expit, log_softmax, logsumexp, softmax
 from sklearn.base import ClassifierMixin, RegressorMixin
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 
 from .._driver import seed_sequence
 from .._params import store_params
-from ..models import (GaussianRegressionModel, LogisticRegressionModel,
-                      MultinomialLogisticModel, PoissonRegressionModel)
+from ..models import (GaussianRegressionModel, GaussianScaleRegressionModel,
+                      LogisticRegressionModel, MultinomialLogisticModel,
+                      PoissonRegressionModel)
+from ..models._glm import normal_equations
+from ..models._linear import NOISE_PRIOR_SCALE
 from ..models._cymodel import count_binary
 from ..models._dask import is_dask_array
-from ._base import BayesianGLMBase, all_or_nothing, times_coef
+from ._base import MAX_PREDICT_DRAWS, BayesianGLMBase, all_or_nothing, times_coef
 
 __all__ = ["BayesianLogisticRegression", "BayesianLinearRegression", "BayesianPoissonRegression"]
 
@@ -313,12 +316,42 @@ def _floored_noise(sigma, y):
     floor = 1e-3 * (sd if sd > 0 else max(1.0, float(np.max(np.abs(y)))))
     if sigma < floor:
         warnings.warn(
-            f"noise_scale=None: y is fitted (almost) exactly by a linear function of X "
+            f"noise_scale='plugin': y is fitted (almost) exactly by a linear function of X "
             f"(residual sd {sigma:.3g}), so the noise cannot be estimated; using "
             f"noise_scale_={floor:.3g} (1e-3 x the scale of y). Pass noise_scale to "
             "choose it.", UserWarning, stacklevel=4)
         return floor
     return sigma
+
+
+def _exact_fit_noise(model, y):
+    """None, or (with a warning) the noise scale to hold fixed when the
+    least-squares fit of ``model`` (a :class:`GaussianScaleRegressionModel`)
+    leaves almost no residual: ``n <= p``, or a residual sd below 1e-3 x the
+    scale of ``y`` (the floor of the plug-in). The data then bound the noise
+    scale only from above; sampled, it would follow its prior towards 0 and
+    the coefficients' spread with it (a funnel no sampler crosses). Models
+    without sufficient statistics (more than 2,000 coefficients) are not
+    checked."""
+    if not model.compiled.has_statistics:
+        return None
+    n, p = model.n_data, model.n_cols
+    sd = float(np.std(y))
+    if n <= p:
+        value, why = (sd if sd > 0 else 1.0), f"n = {n} rows for p = {p} coefficients"
+    else:
+        sigma = float(np.sqrt(model.statistics()[1] / (n - p)))
+        floor = 1e-3 * (sd if sd > 0 else max(1.0, float(np.max(np.abs(y)))))
+        if sigma >= floor:
+            return None
+        value, why = floor, f"least-squares residual sd {sigma:.3g}"
+    warnings.warn(
+        f"noise_scale='sample': y is fitted (almost) exactly by a linear function of X "
+        f"({why}), so the data do not bound the noise scale from below and sampling it "
+        f"would follow its prior towards 0; it is held fixed at noise_scale_={value:.3g} "
+        f"instead ({'the sd of y' if n <= p else '1e-3 x the scale of y'}). Pass "
+        "noise_scale (a float) to choose it.", UserWarning, stacklevel=4)
+    return value
 
 
 class _BayesianRegressorBase(RegressorMixin, BayesianGLMBase):
@@ -367,22 +400,55 @@ class _BayesianRegressorBase(RegressorMixin, BayesianGLMBase):
 class BayesianLinearRegression(_BayesianRegressorBase):
     __doc__ = f"""Bayesian linear regression (Gaussian noise) sampled by MCMC.
 
+    The model is ``y = X coef + intercept + sigma eps`` with ``eps ~ N(0, 1)``.
+    By default the noise scale ``sigma`` is a parameter of the posterior,
+    sampled with the coefficients (what Stan and PyMC users fit): the
+    posterior's last column is ``log(sigma / s)``, ``s = noise_reference_``, the
+    standard deviation of ``y``, with the prior ``log(sigma / s) ~ N(0,
+    noise_prior_scale^2)``, a log-normal prior on ``sigma`` centred on the
+    data's scale (see the user guide, "Linear regression"). Every sampler
+    needs a zero-mean independent Gaussian prior on what it samples; on
+    ``log(sigma / s)`` it is one, so every sampler and the Taylor control
+    variates run on this model unchanged, where a half-normal or half-Student-t
+    prior on ``sigma`` would not fit that contract. Given ``sigma`` the
+    coefficients are Gaussian: with flat priors (large ``prior_scale``,
+    ``intercept_prior_scale`` and ``noise_prior_scale``) the posterior is the
+    normal-inverse-gamma one of least squares (coefficients Student-t with
+    ``n - p`` degrees of freedom around the least-squares fit).
+
     Parameters
     ----------
-    noise_scale : float or None, default=None
-        Standard deviation of the Gaussian noise. A float fixes it. ``None``
-        estimates it once before sampling from the residuals of the
-        (minimum-norm) least-squares fit, ``sqrt(RSS / (n - p))`` (``p``
-        counting the intercept; ``n <= p`` falls back to ``std(y)``, or 1 for
-        constant ``y``), and keeps it fixed (an empirical-Bayes plug-in); the
-        value is ``noise_scale_``. It is at least 1e-3 times the standard
-        deviation of ``y``: when the fit is (almost) exact, there is no noise
-        to estimate and the floor, with a warning, keeps the posterior well
-        conditioned.{_COMMON_DOC}
+    noise_scale : "sample", "plugin" or float, default="sample"
+        The noise standard deviation ``sigma``. ``"sample"``: a parameter of
+        the posterior, as above. ``"plugin"``: estimated once before sampling
+        from the residuals of the (minimum-norm) least-squares fit, ``sqrt(RSS
+        / (n - p))`` (``p`` counting the intercept; ``n <= p`` falls back to
+        ``std(y)``, or 1 for constant ``y``), and held fixed (an
+        empirical-Bayes plug-in, narrower than the posterior when ``n`` is
+        small), at least 1e-3 times the standard deviation of ``y`` (when the
+        fit is (almost) exact there is no noise to estimate; the floor, with a
+        warning, keeps the posterior well conditioned). A float fixes it.
+        ``None`` (the default before ``"sample"``, meaning the plug-in) is a
+        deprecated spelling of ``"plugin"``.
+    noise_prior_scale : float, default={NOISE_PRIOR_SCALE}
+        ``noise_scale="sample"``: the prior standard deviation of ``log(sigma /
+        s)`` (at 2.0, ``sigma`` lies within a factor 50 of ``s`` with prior
+        probability 0.95).{_COMMON_DOC}
     Attributes
     ----------
     noise_scale_ : float
-        The noise standard deviation used.{_ATTR_DOC}
+        The posterior mean of ``sigma`` (``"sample"``), or the fixed value used.
+    noise_scale_std_ : float
+        The posterior standard deviation of ``sigma`` (0.0 when it is fixed).
+    noise_reference_ : float or None
+        ``s``, the data's scale the noise prior is centred on (the standard
+        deviation of ``y``; None when ``sigma`` is fixed).{_ATTR_DOC}
+    With ``noise_scale="sample"``, ``posterior_draws_`` has one more column,
+    the last: ``log(sigma / noise_reference_)`` (named ``log_noise_ratio``);
+    ``predict(return_std=True)`` and :meth:`sample_y` use the draws of
+    ``sigma`` (the posterior predictive). A Dask array ``X`` needs a fixed
+    noise (``"plugin"`` or a float).
+
     Examples
     --------
     >>> import numpy as np
@@ -392,30 +458,82 @@ class BayesianLinearRegression(_BayesianRegressorBase):
     >>> reg = BayesianLinearRegression(n_samples=500, n_warmup=500, n_chains=2,
     ...                                random_state=0).fit(X, y)
     >>> mean, std = reg.predict(X[:2], return_std=True)
+    >>> bool(0.8 < reg.noise_scale_ < 1.2)
+    True
     """
 
     _parameter_constraints = {
         **BayesianGLMBase._parameter_constraints,
-        "noise_scale": [Interval(Real, 0, None, closed="neither"), None],
+        "noise_scale": [Interval(Real, 0, None, closed="neither"),
+                        StrOptions({"sample", "plugin"}), None],
+        "noise_prior_scale": [Interval(Real, 0, None, closed="neither")],
     }
 
-    def __init__(self, noise_scale=None, sampler="hmc_ecs", n_samples=1000, n_warmup=1000,
-                 n_chains=4, n_jobs=None, prior_scale=10.0, intercept_prior_scale=10.0,
-                 fit_intercept=True, random_state=None, warm_start=False, progress=False):
+    def __init__(self, noise_scale="sample", noise_prior_scale=NOISE_PRIOR_SCALE,
+                 sampler="hmc_ecs", n_samples=1000, n_warmup=1000, n_chains=4, n_jobs=None,
+                 prior_scale=10.0, intercept_prior_scale=10.0, fit_intercept=True,
+                 random_state=None, warm_start=False, progress=False):
         store_params(self, locals())
+
+    def _noise_mode(self):
+        """``"sample"``, ``"plugin"`` or ``"fixed"`` (``None``: the plug-in, with
+        its deprecation warning)."""
+        if self.noise_scale is None:
+            warnings.warn(
+                "BayesianLinearRegression(noise_scale=None) is deprecated and will be removed "
+                "in 0.3: it means the least-squares plug-in, now spelled "
+                "noise_scale='plugin'. The default is now noise_scale='sample' (the noise "
+                "scale sampled with the coefficients).", FutureWarning, stacklevel=4)
+            return "plugin"
+        if isinstance(self.noise_scale, str):
+            return self.noise_scale
+        return "fixed"
+
+    @property
+    def _sampled_noise(self):
+        return getattr(self, "noise_reference_", None) is not None
 
     @all_or_nothing
     def fit(self, X, y):
-        """Sample the posterior of the coefficients given ``X`` and ``y``.
+        """Sample the posterior of the coefficients (and of the noise scale, with
+        ``noise_scale="sample"``) given ``X`` and ``y``.
 
         Returns
         -------
         self
         """
         X, y = self._validate_fit_data(X, y)
-        self.noise_scale_ = (float(self.noise_scale) if self.noise_scale is not None
-                             else self._estimate_noise(X, y))
-        return self._fit_model(GaussianRegressionModel, X, y, noise_scale=self.noise_scale_)
+        mode = self._noise_mode()
+        fixed = None
+        if mode == "sample":
+            if is_dask_array(X):
+                raise ValueError(
+                    "noise_scale='sample' needs X in memory (a NumPy array, a memory map or "
+                    "a scipy.sparse matrix): with a Dask array X, pass noise_scale='plugin' "
+                    "(the noise scale estimated by one Dask pass and held fixed) or a float, "
+                    "or bring X into memory (X.compute())")
+            model = GaussianScaleRegressionModel(
+                X, y, fit_intercept=self.fit_intercept, prior_scale=self.prior_scale,
+                intercept_prior_scale=self.intercept_prior_scale,
+                noise_prior_scale=self.noise_prior_scale)
+            fixed = _exact_fit_noise(model, y)
+            if fixed is None:
+                self.noise_reference_ = model.noise_reference
+                self._run(model)
+                sigma = model.noise_scale(self._flat_draws())
+                w = self.trace_.weights()
+                self.noise_scale_ = float(w @ sigma)
+                self.noise_scale_std_ = float(np.sqrt(max(
+                    w @ (sigma - self.noise_scale_) ** 2, 0.0)))
+                return self
+        elif mode == "fixed":
+            fixed = float(self.noise_scale)
+        else:
+            fixed = self._estimate_noise(X, y)
+        self.noise_scale_ = fixed
+        self.noise_scale_std_ = 0.0
+        self.noise_reference_ = None
+        return self._fit_model(GaussianRegressionModel, X, y, noise_scale=fixed)
 
     def _estimate_noise(self, X, y):
         n = X.shape[0]
@@ -423,26 +541,16 @@ class BayesianLinearRegression(_BayesianRegressorBase):
         if n <= p:
             s = float(np.std(y))
             return s if s > 0 else 1.0
-        # normal equations in chunks (X is not copied)
-        step = max(1, 2**20 // max(1, X.shape[1]))
         if is_dask_array(X):
             return self._estimate_noise_dask(X, y, p)
-        if sparse.issparse(X):
-            A, b = _sparse_normal_equations(X, y, self.fit_intercept)
-        else:
-            A = np.zeros((p, p))
-            b = np.zeros(p)
-            for s in range(0, n, step):
-                xs = np.asarray(X[s:s + step], dtype=np.float64)
-                if self.fit_intercept:
-                    xs = np.column_stack([xs, np.ones(xs.shape[0])])
-                A += xs.T @ xs
-                b += xs.T @ y[s:s + step]
+        # normal equations in chunks (X is not copied; sparse X by sparse products)
+        A, b = normal_equations(X, y, self.fit_intercept)
         if not (np.isfinite(A).all() and np.isfinite(b).all()):
             raise self._overflow(X, y)
         # minimum-norm least squares (collinear columns allowed)
         beta = np.linalg.lstsq(A, b, rcond=None)[0]
         rss = 0.0
+        step = max(1, 2**20 // max(1, X.shape[1]))
         for s in range(0, n, step):
             pred = (times_coef(X[s:s + step], beta[:X.shape[1]])
                     + (beta[-1] if self.fit_intercept else 0.0))
@@ -464,7 +572,7 @@ class BayesianLinearRegression(_BayesianRegressorBase):
         yd = da.from_array(y, chunks=(Xf.chunks[0],))
         A, b = da.compute(Xf.T @ Xf, Xf.T @ yd)
         if not (np.isfinite(A).all() and np.isfinite(b).all()):
-            raise ValueError("noise_scale=None: the least-squares fit overflows float64. "
+            raise ValueError("noise_scale='plugin': the least-squares fit overflows float64. "
                              "Standardise X and y, or pass noise_scale.")
         beta = np.linalg.lstsq(A, b, rcond=None)[0]
         rss = max(0.0, float(y @ y - 2.0 * beta @ b + beta @ A @ beta))
@@ -473,17 +581,24 @@ class BayesianLinearRegression(_BayesianRegressorBase):
     @staticmethod
     def _overflow(X, y):
         return ValueError(
-            "noise_scale=None: the noise scale could not be estimated, the least-squares fit "
+            "noise_scale='plugin': the noise scale could not be estimated, the least-squares fit "
             f"overflows float64 (|X| up to {_absmax(X):.3g}, |y| up to "
             f"{float(np.max(np.abs(y))):.3g}). Standardise X and y, or pass noise_scale.")
 
     def _predictive_moments(self, X):
         eta, w = self._linear_predictor_draws(X)
         mean, sd = _weighted_mean_sd(eta, w)
-        return mean, np.hypot(sd, self.noise_scale_)
+        if not self._sampled_noise:
+            return mean, np.hypot(sd, self.noise_scale_)
+        # Var y = Var[eta] + E[sigma^2] over the (same thinned) draws
+        flat, w = self._thinned_draws(MAX_PREDICT_DRAWS)
+        sigma = self.noise_reference_ * np.exp(flat[:, -1])
+        return mean, np.sqrt(sd * sd + float(w @ (sigma * sigma)))
 
     def _sample_observation(self, rng, eta, draws):
-        return eta + self.noise_scale_ * rng.standard_normal(eta.shape)
+        sigma = (self.noise_reference_ * np.exp(draws[:, -1]) if self._sampled_noise
+                 else self.noise_scale_)
+        return eta + sigma * rng.standard_normal(eta.shape)
 
 
 def _weighted_mean_sd(v, w):
@@ -501,23 +616,6 @@ def _weighted_mean_sd(v, w):
 
 #: the largest mean numpy's ``Generator.poisson`` accepts (its "lam value too large")
 _POISSON_MAX_MEAN = float(np.iinfo(np.int64).max) - 10.0 * np.sqrt(float(np.iinfo(np.int64).max))
-
-
-def _sparse_normal_equations(X, y, fit_intercept):
-    """``(A, b) = ([X 1]^T [X 1], [X 1]^T y)`` of a sparse ``X`` by sparse
-    products (``A`` is p x p dense, as in the dense case)."""
-    X = X.astype(np.float64, copy=False)
-    d = X.shape[1]
-    p = d + int(fit_intercept)
-    A = np.zeros((p, p))
-    b = np.zeros(p)
-    A[:d, :d] = (X.T @ X).toarray()
-    b[:d] = X.T @ y
-    if fit_intercept:
-        A[d, :d] = A[:d, d] = np.asarray(X.sum(axis=0)).reshape(-1)
-        A[d, d] = X.shape[0]
-        b[d] = y.sum()
-    return A, b
 
 
 def _absmax(X, step=2**16):

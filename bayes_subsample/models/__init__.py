@@ -9,14 +9,17 @@ sampler kernels take as a typed argument: the GLMs' family classes, or a
 from ._base import FunctionModel, GaussianPrior, Model, SubsetModel, WeightedModel
 from ._callback import CyCallbackModel
 from ._cymodel import CyGLM, CyModel
+from ._cylinear import CyGaussianScale
 from ._cymultinomial import CyMultinomial
 from ._multinomial import MultinomialLogisticModel
 from ._dask import DaskGLM
 from ._glm import (GLM, GaussianRegressionModel, LogisticRegressionModel,
                    PoissonRegressionModel, RowGeometry,
                    logistic_residual_range_bound)
+from ._linear import GaussianScaleRegressionModel
 
 __all__ = ["Model", "FunctionModel", "GaussianPrior", "SubsetModel", "WeightedModel", "GLM",
            "LogisticRegressionModel", "MultinomialLogisticModel", "PoissonRegressionModel", "GaussianRegressionModel",
+           "GaussianScaleRegressionModel", "CyGaussianScale",
            "CyModel", "CyGLM", "CyMultinomial", "CyCallbackModel",
            "RowGeometry", "logistic_residual_range_bound", "DaskGLM"]

@@ -112,6 +112,14 @@ class Model:
     #: ``full_pass(hessian=True)`` is analytic and cheap (else numerical)
     analytic_hessian = False
 
+    @property
+    def full_pass_cost(self):
+        """Per-datum evaluations a full-data pass (:meth:`full_pass`) is worth: the
+        number of data ``n``, unless the model's full-data sums do not read every
+        datum (linear regression's sufficient statistics). The samplers' cost
+        figures count it, and HMC-ECS compares its subsample size with it."""
+        return self.n_data
+
     # ---- full passes made (diagnostics_["data_passes"]) -------------------------
     @property
     def n_full_passes(self):

@@ -72,12 +72,14 @@ def diagonal_metric(metric, model):
     uses a diagonal mass matrix on ``model``: "diag", or "auto" beyond
     ``DENSE_METRIC_MAX`` parameters. The diagonal path (no ``p x p`` matrix
     anywhere: the mode by preconditioned L-BFGS, the Hessian's diagonal from
-    one pass) needs a compiled GLM with its rows in memory; "auto" keeps the
-    dense metric on other models, "diag" raises."""
-    from ..models import CyGLM
+    one pass) needs a compiled GLM (or linear regression with the noise
+    sampled) with its rows in memory; "auto" keeps the dense metric on other
+    models, "diag" raises."""
+    from ..models import CyGaussianScale, CyGLM
     if metric == "dense" or (metric == "auto" and model.n_params <= DENSE_METRIC_MAX):
         return False
-    able = isinstance(model.compiled, CyGLM) and not getattr(model, "distributed", False)
+    able = (not getattr(model, "distributed", False)
+            and isinstance(model.compiled, (CyGLM, CyGaussianScale)))
     if not able and metric == "diag":
         raise ValueError(
             "metric='diag' needs one of the compiled GLMs (logistic, Poisson, linear "

@@ -7,12 +7,18 @@
 difference estimator on a subsample, and the block update of the subsample.
 The inner Hamiltonian kernel is the shared one of ``_hamiltonian.pyx``.
 
-Two kinds of compiled model are served: the scalar GLMs (``CyGLM``: one linear
-predictor per row) and multinomial logistic regression (``CyMultinomial``: K
-linear predictors per row, ``theta`` of shape (K, p1)). The estimator (the
+Three kinds of compiled model are served: the scalar GLMs (``CyGLM``: one linear
+predictor per row), multinomial logistic regression (``CyMultinomial``: K
+linear predictors per row, ``theta`` of shape (K, p1)) and linear regression
+with the noise's log scale sampled (``CyGaussianScale``: one linear predictor
+per row and the log scale, ``theta = (beta, t)``). The estimator (the
 residual sums, their variance, the per-row weights ``c_i``) is common; a row's
 residual derivative is then a K-vector and the weights a (m, K) matrix, and
 the BLAS calls become matrix products (``eta = Xu Theta^T``, ``grad = C^T Xu``).
+The noise-scale model has the GLMs' rows and products, with K = 2 derivatives
+per row (in eta and in the log scale): the gradient's coefficients are
+``Xu^T c_eta`` (the weights' even entries, a strided BLAS vector) and its last
+entry ``sum c_tau``.
 
 The subsample rows live in a contiguous float64 buffer ``Xu`` (intercept
 column included, gathered by the model's ``Rows``), with their targets and
@@ -40,8 +46,10 @@ from libc.stdint cimport int64_t
 from bayes_subsample._rng cimport bitgen_t, get_bitgen, rng_index, rng_uniform_open
 from bayes_subsample.models._cymodel cimport CyModel, CyGLM
 from bayes_subsample.models._cymultinomial cimport CyMultinomial
+from bayes_subsample.models._cylinear cimport CyGaussianScale
+from bayes_subsample.models._scale_terms cimport ScaleConsts, scale_terms_block
 from bayes_subsample.models._softmax_terms cimport softmax_cache, softmax_residual
-from bayes_subsample.models._rows cimport row_dot
+from bayes_subsample.models._rows cimport Rows, row_dot
 from bayes_subsample.samplers._hamiltonian cimport Potential
 from scipy.linalg.cython_blas cimport dgemv, dgemm
 
@@ -50,30 +58,39 @@ DEF MODE_SIGNED = 1
 
 MODES = {"perturbed": MODE_PERTURBED, "signed": MODE_SIGNED}
 
+#: the compiled models ECSCore serves (``model.compiled`` of the GLMs, the
+#: multinomial model and the noise-scale linear regression)
+SERVED = (CyGLM, CyMultinomial, CyGaussianScale)
+
 
 @cython.final
 cdef class ECSCore(Potential):
     """Subsampled potential ``U(theta) = -(lambda_hat(theta) + log p(theta))`` of a
-    GLM or of multinomial logistic regression (perturbed: ``lambda_hat = ell_hat - sigma2_hat / 2``; signed:
+    GLM, of multinomial logistic regression or of linear regression with the
+    noise sampled (perturbed: ``lambda_hat = ell_hat - sigma2_hat / 2``; signed:
     ``log |L_hat|`` of the block-Poisson estimator, with its sign kept).
 
     Parameters
     ----------
-    model : CyGLM or CyMultinomial
+    model : CyGLM, CyMultinomial or CyGaussianScale
         The compiled model (``model.compiled``).
     order : {0, 1, 2}
         Taylor order of the control variates.
     prior_precision : array-like of shape (p,)
     mode : {"perturbed", "signed"}
     direct : bool, default=False
-        Read the subsample's rows in place through the model's ``Rows`` (GLMs;
-        for sparse rows) instead of copying them into a dense buffer (BLAS).
+        Read the subsample's rows in place through the model's ``Rows`` (GLMs and
+        the noise-scale model; for sparse rows) instead of copying them into a
+        dense buffer (BLAS).
     """
 
     # configuration
-    cdef CyGLM glm                 # the model: one of these two
+    cdef CyGLM glm                 # the model: one of these three
     cdef CyMultinomial mult
+    cdef CyGaussianScale lin
+    cdef Rows rows                 # the model's rows
     cdef bint multi
+    cdef bint scale                # the noise-scale model (lin)
     cdef readonly bint direct      # rows read in place (no gathered copy)
     cdef bint has_B                # the Hessian sum B is kept (order 2)
     cdef readonly int order, mode
@@ -138,6 +155,13 @@ cdef class ECSCore(Potential):
             self.n_features = self.glm.n_features
             self.intercept = self.glm.intercept
             self.K = 1
+        elif isinstance(model, CyGaussianScale):
+            self.lin = model
+            self.multi = False
+            self.scale = True
+            self.n_features = self.lin.n_features
+            self.intercept = self.lin.intercept
+            self.K = 2           # derivatives per row: in eta and in the log scale
         elif isinstance(model, CyMultinomial):
             self.mult = model
             self.multi = True
@@ -145,10 +169,12 @@ cdef class ECSCore(Potential):
             self.intercept = self.mult.intercept
             self.K = self.mult.n_classes
         else:
-            raise TypeError("ECSCore serves the compiled GLMs and multinomial regression, got "
-                            f"{type(model).__name__}")
+            raise TypeError("ECSCore serves the compiled GLMs, multinomial regression and the "
+                            f"noise-scale linear regression, got {type(model).__name__}")
+        self.rows = model.rows
         if direct and self.multi:
-            raise ValueError("direct row access serves the GLMs (one linear predictor per row)")
+            raise ValueError("direct row access serves the models with one linear predictor "
+                             "per row (GLMs, the noise-scale linear regression)")
         self.direct = direct
         self.p1 = self.n_features + self.intercept
         self.W = 2 * self.K + 1
@@ -194,6 +220,8 @@ cdef class ECSCore(Potential):
                                  self.ec2, self.eMC, self.n_exact)
 
     cdef Py_ssize_t _rows_available(self):
+        if self.scale:
+            return self.lin.n_data
         return self.mult.n_data if self.multi else self.glm.n_data
 
     def set_population(self, double n):
@@ -287,11 +315,18 @@ cdef class ECSCore(Potential):
                     and model.n_classes == self.K):
                 raise TypeError("set_source needs a model of the same kind and width")
             self.mult = model
+            self.rows = model.rows
+        elif self.scale:
+            if not (isinstance(model, CyGaussianScale) and model.n_params == self.dim):
+                raise TypeError("set_source needs a model of the same kind and width")
+            self.lin = model
+            self.rows = model.rows
         else:
             if not (isinstance(model, CyGLM) and model.n_params == self.dim
                     and type(model) is type(self.glm)):
                 raise TypeError("set_source needs a model of the same kind and width")
             self.glm = model
+            self.rows = model.rows
         self.set_index_stream(idx)
 
     @property
@@ -366,9 +401,11 @@ cdef class ECSCore(Potential):
         cdef Py_ssize_t i
         if self.direct:
             for i in range(count):
-                ydst[i] = self.glm.target(idx[i])
+                ydst[i] = self.lin.y[idx[i]] if self.scale else self.glm.target(idx[i])
         elif self.multi:
             self.mult.gather_rows(idx, count, &Xdst[0, 0], &ydst[0])
+        elif self.scale:
+            self.lin.gather_rows(idx, count, &Xdst[0, 0], &ydst[0])
         else:
             self.glm.gather_rows(idx, count, &Xdst[0, 0], &ydst[0])
 
@@ -376,8 +413,9 @@ cdef class ECSCore(Potential):
                           double[::1] c0, double[::1] c1, double[::1] c2, double[:, ::1] MC,
                           Py_ssize_t count) noexcept nogil:
         """The rows' constants at theta* (GLMs: eta*, c0, c1, c2; multinomial: the
-        cache eta*, p*, lse* of ``_softmax_terms``); ``idx``: the rows (read in
-        place when ``direct``), ``Xs`` their copies otherwise."""
+        cache eta*, p*, lse* of ``_softmax_terms``; the noise-scale model: eta*);
+        ``idx``: the rows (read in place when ``direct``), ``Xs`` their copies
+        otherwise."""
         cdef Py_ssize_t i, k, p1 = self.p1, K = self.K
         if self.multi:
             for i in range(count):
@@ -386,11 +424,77 @@ cdef class ECSCore(Potential):
                 softmax_cache(K, &MC[i, 0], &MC[i, 0])
             return
         if self.direct:
-            self.glm.rows.dot(idx, count, &self.theta_star[0], &es[0])
+            self.rows.dot(idx, count, &self.theta_star[0], &es[0])
         else:
             for i in range(count):
                 es[i] = row_dot(&Xs[i, 0], &self.theta_star[0], p1, False)
-        self.glm.cv_consts(count, &es[0], &c0[0], &c1[0], &c2[0])
+        if not self.scale:
+            self.glm.cv_consts(count, &es[0], &c0[0], &c1[0], &c2[0])
+
+    # ---- rows with one linear predictor (the GLMs, the noise-scale model) ----------------
+    cdef void _row_eta(self, const int64_t* idx, double[:, ::1] Xs, Py_ssize_t count,
+                       const double* th, double* eta) noexcept nogil:
+        """``eta[i] = x_i . theta`` of ``count`` rows: read in place (``direct``), or
+        from their copies ``Xs`` by BLAS (``Xs`` (count x p, row-major) is a
+        column-major p x count matrix; BLAS reads its first d rows, the features,
+        and the intercept is added here)."""
+        cdef int pp = <int> self.p1, dd = <int> self.n_features, cc = <int> count, one = 1
+        cdef double alpha = 1.0, beta = 0.0
+        cdef char trans = b'T'
+        cdef Py_ssize_t i
+        if self.direct:
+            self.rows.dot(idx, count, th, eta)
+            return
+        dgemv(&trans, &dd, &cc, &alpha, &Xs[0, 0], &pp, <double*> th, &one, &beta, eta, &one)
+        if self.intercept:
+            for i in range(count):
+                eta[i] += th[dd]
+
+    cdef double _row_terms(self, const double* th, Py_ssize_t count, const double* y,
+                           const double* eta, const double* es, const double* c0,
+                           const double* c1, const double* c2, double* D,
+                           double* DP) noexcept nogil:
+        """The residuals ``D`` of ``count`` rows at th and their derivatives ``DP``
+        (K per row: in eta, and for the noise-scale model in its log scale);
+        returns their sum."""
+        cdef ScaleConsts kc
+        cdef Py_ssize_t i
+        cdef double s = 0.0
+        if self.scale:
+            self.lin.consts(self.order, th, &self.theta_star[0], &kc)
+            return scale_terms_block(&kc, count, y, eta, es, D, DP)
+        self.glm.cv_terms(self.order, count, y, eta, es, c0, c1, c2, D, DP)
+        for i in range(count):
+            s += D[i]
+        return s
+
+    cdef void _row_grad(self, const int64_t* idx, double[:, ::1] Xs, Py_ssize_t count,
+                        double* c, double* out) noexcept nogil:
+        """``out[:dim] = sum_i (c[i K] x_i, c[i K + 1])``: the gradient of ``count`` rows
+        with weights ``c`` (K per row; the second, the noise-scale model's weight in
+        its log scale, is the last entry). Direct rows compact ``c`` in place."""
+        cdef int pp = <int> self.p1, dd = <int> self.n_features, cc = <int> count, one = 1
+        cdef int kk = <int> self.K
+        cdef double alpha = 1.0, beta = 0.0, csum = 0.0
+        cdef char notrans = b'N'
+        cdef Py_ssize_t i, K = self.K
+        for i in range(self.dim):
+            out[i] = 0.0
+        if self.scale:
+            for i in range(count):
+                csum += c[i * K + 1]
+            out[self.p1] = csum
+            csum = 0.0
+        if self.direct:
+            for i in range(1, count):
+                c[i] = c[i * K]              # forward: i K >= i
+            self.rows.add_xt(idx, count, c, out)
+            return
+        dgemv(&notrans, &dd, &cc, &alpha, &Xs[0, 0], &pp, c, &kk, &beta, out, &one)
+        if self.intercept:
+            for i in range(count):
+                csum += c[i * K]
+            out[dd] = csum
 
     cdef double _block_residuals(self, const int64_t* idx, double[:, ::1] Xs, double[::1] ys,
                                  double[::1] es,
@@ -403,28 +507,26 @@ cdef class ECSCore(Potential):
         start) K:]; returns sum d_i."""
         cdef Py_ssize_t i, k, p1 = self.p1, K = self.K
         cdef double s = 0.0
-        if self.multi:
-            for i in range(start, stop):
-                for k in range(K):
-                    eta[(i - start) * K + k] = row_dot(&Xs[i, 0], th + k * p1, p1, False)
-                Dout[i - start] = softmax_residual(self.order, K, <int> ys[i],
-                                                   &eta[(i - start) * K], &MC[i, 0],
-                                                   &DPout[(i - start) * K])
-        else:
+        if not self.multi:
             if self.direct:
-                self.glm.rows.dot(idx + start, stop - start, th, eta)
+                self.rows.dot(idx + start, stop - start, th, eta)
             else:
                 for i in range(start, stop):
                     eta[i - start] = row_dot(&Xs[i, 0], th, p1, False)
-            self.glm.cv_terms(self.order, stop - start, &ys[start], eta, &es[start],
-                              &c0[start], &c1[start], &c2[start], Dout, DPout)
-        for i in range(stop - start):
-            s += Dout[i]
+            return self._row_terms(th, stop - start, &ys[start], eta, &es[start], &c0[start],
+                                   &c1[start], &c2[start], Dout, DPout)
+        for i in range(start, stop):
+            for k in range(K):
+                eta[(i - start) * K + k] = row_dot(&Xs[i, 0], th + k * p1, p1, False)
+            Dout[i - start] = softmax_residual(self.order, K, <int> ys[i],
+                                               &eta[(i - start) * K], &MC[i, 0],
+                                               &DPout[(i - start) * K])
+            s += Dout[i - start]
         return s
 
     cdef double _evaluate(self, const double* th, int bank, double* gradU) noexcept nogil:
         """Evaluate every buffered row at th into ``bank``; returns U, writes grad U."""
-        cdef int pp = <int> self.p1, dd = <int> self.n_features, mm = <int> self.m, one = 1
+        cdef int pp = <int> self.p1, mm = <int> self.m
         cdef int kk = <int> self.K
         cdef double alpha = 1.0, beta = 0.0
         cdef char trans = b'T', notrans = b'N'
@@ -443,64 +545,36 @@ cdef class ECSCore(Potential):
                                                    &self.eta_buf[i * K], &self.MC[i, 0],
                                                    &self.DP[bank, i * K])
             return self._combine(th, bank, gradU)
-        if self.direct:
-            self.glm.rows.dot(&self.idx[0], self.m, th, &self.eta_buf[0])
-        else:
-            # eta = Xu theta: Xu (m x p, row-major) is a column-major p x m matrix; BLAS
-            # reads its first d rows (the features) and the intercept is added here
-            dgemv(&trans, &dd, &mm, &alpha, &self.Xu[0, 0], &pp, <double*> th, &one, &beta,
-                  &self.eta_buf[0], &one)
-            if self.intercept:
-                for i in range(self.m):
-                    self.eta_buf[i] += th[dd]
-        self.glm.cv_terms(self.order, self.m, &self.yu[0], &self.eta_buf[0], &self.es[0],
-                          &self.c0[0], &self.c1[0], &self.c2[0], &self.D[bank, 0],
-                          &self.DP[bank, 0])
+        self._row_eta(&self.idx[0], self.Xu, self.m, th, &self.eta_buf[0])
+        self._row_terms(th, self.m, &self.yu[0], &self.eta_buf[0], &self.es[0], &self.c0[0],
+                        &self.c1[0], &self.c2[0], &self.D[bank, 0], &self.DP[bank, 0])
         return self._combine(th, bank, gradU)
 
     cdef void _evaluate_exact(self, const double* th, int bank) noexcept nogil:
         """The exact stratum at th: the sum of its residuals to ``esum[bank]``,
         their gradient (weight 1 per row) to ``egrad[bank]``."""
-        cdef int pp = <int> self.p1, dd = <int> self.n_features, ee = <int> self.n_exact
-        cdef int kk = <int> self.K, one = 1
-        cdef double alpha = 1.0, beta = 0.0, s = 0.0, csum = 0.0
+        cdef int pp = <int> self.p1, ee = <int> self.n_exact
+        cdef int kk = <int> self.K
+        cdef double alpha = 1.0, beta = 0.0, s = 0.0
         cdef char trans = b'T', notrans = b'N'
         cdef Py_ssize_t i, e = self.n_exact
-        if self.multi:
-            dgemm(&trans, &notrans, &kk, &ee, &pp, &alpha, <double*> th, &pp,
-                  &self.eXu[0, 0], &pp, &beta, &self.eeta[0], &kk)
-            for i in range(e):
-                self.eD[i] = softmax_residual(self.order, self.K, <int> self.eyu[i],
-                                              &self.eeta[i * self.K], &self.eMC[i, 0],
-                                              &self.eDP[i * self.K])
-            # gradient: the K x p1 matrix eDP^T eXu
-            dgemm(&notrans, &trans, &pp, &kk, &ee, &alpha, &self.eXu[0, 0], &pp,
-                  &self.eDP[0], &kk, &beta, &self.egrad[bank, 0], &pp)
-        elif self.direct:
-            self.glm.rows.dot(&self.eidx[0], e, th, &self.eeta[0])
-            self.glm.cv_terms(self.order, e, &self.eyu[0], &self.eeta[0], &self.ees[0],
-                              &self.ec0[0], &self.ec1[0], &self.ec2[0], &self.eD[0],
-                              &self.eDP[0])
-            for i in range(self.dim):
-                self.egrad[bank, i] = 0.0
-            self.glm.rows.add_xt(&self.eidx[0], e, &self.eDP[0], &self.egrad[bank, 0])
-        else:
-            dgemv(&trans, &dd, &ee, &alpha, &self.eXu[0, 0], &pp, <double*> th, &one, &beta,
-                  &self.eeta[0], &one)
-            if self.intercept:
-                for i in range(e):
-                    self.eeta[i] += th[dd]
-            self.glm.cv_terms(self.order, e, &self.eyu[0], &self.eeta[0], &self.ees[0],
-                              &self.ec0[0], &self.ec1[0], &self.ec2[0], &self.eD[0],
-                              &self.eDP[0])
-            dgemv(&notrans, &dd, &ee, &alpha, &self.eXu[0, 0], &pp, &self.eDP[0], &one,
-                  &beta, &self.egrad[bank, 0], &one)
-            if self.intercept:
-                for i in range(e):
-                    csum += self.eDP[i]
-                self.egrad[bank, dd] = csum
+        if not self.multi:
+            self._row_eta(&self.eidx[0], self.eXu, e, th, &self.eeta[0])
+            self.esum[bank] = self._row_terms(th, e, &self.eyu[0], &self.eeta[0], &self.ees[0],
+                                              &self.ec0[0], &self.ec1[0], &self.ec2[0],
+                                              &self.eD[0], &self.eDP[0])
+            self._row_grad(&self.eidx[0], self.eXu, e, &self.eDP[0], &self.egrad[bank, 0])
+            return
+        dgemm(&trans, &notrans, &kk, &ee, &pp, &alpha, <double*> th, &pp,
+              &self.eXu[0, 0], &pp, &beta, &self.eeta[0], &kk)
         for i in range(e):
+            self.eD[i] = softmax_residual(self.order, self.K, <int> self.eyu[i],
+                                          &self.eeta[i * self.K], &self.eMC[i, 0],
+                                          &self.eDP[i * self.K])
             s += self.eD[i]
+        # gradient: the K x p1 matrix eDP^T eXu
+        dgemm(&notrans, &trans, &pp, &kk, &ee, &alpha, &self.eXu[0, 0], &pp,
+              &self.eDP[0], &kk, &beta, &self.egrad[bank, 0], &pp)
         self.esum[bank] = s
 
     cdef double _combine(self, const double* th, int bank, double* gradU) noexcept nogil:
@@ -512,9 +586,8 @@ cdef class ECSCore(Potential):
         cdef Py_ssize_t K = self.K
         cdef double n = self.n_data, Q, dbar, ssd, r, stot = 0.0, lp = 0.0
         cdef double est, dh, a = self.a_const, sgn = 1.0, cn, sb_sum, f
-        cdef int pp = <int> self.p1, dd = <int> self.n_features, mm = <int> m, one = 1
-        cdef int kk = <int> K
-        cdef double alpha = 1.0, beta = 0.0, csum = 0.0
+        cdef int pp = <int> self.p1, mm = <int> m, kk = <int> K
+        cdef double alpha = 1.0, beta = 0.0
         cdef char notrans = b'N', trans = b'T'
         # Q(theta) and its gradient
         for j in range(p):
@@ -571,15 +644,8 @@ cdef class ECSCore(Potential):
         if m > 0 and self.multi:
             dgemm(&notrans, &trans, &pp, &kk, &mm, &alpha, &self.Xu[0, 0], &pp, &self.cw[0],
                   &kk, &beta, gradU, &pp)
-        elif m > 0 and self.direct:
-            self.glm.rows.add_xt(&self.idx[0], m, &self.cw[0], gradU)
         elif m > 0:
-            dgemv(&notrans, &dd, &mm, &alpha, &self.Xu[0, 0], &pp, &self.cw[0], &one, &beta,
-                  gradU, &one)
-            if self.intercept:
-                for i in range(m):
-                    csum += self.cw[i]
-                gradU[dd] = csum
+            self._row_grad(&self.idx[0], self.Xu, m, &self.cw[0], gradU)
         if self.n_exact > 0:
             for j in range(p):
                 gradU[j] += self.egrad[bank, j]

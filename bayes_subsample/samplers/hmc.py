@@ -44,7 +44,9 @@ class HMCKernel(Kernel):
                  extra_tuning=None):
         self.model = model
         self.extra_tuning = extra_tuning or {}
-        self.n = model.n_data
+        # per-datum evaluations of a full-data gradient (below n when full passes
+        # do not read the rows: linear regression's sufficient statistics)
+        self.n = model.full_pass_cost
         self.diagonal = np.ndim(precision) == 1
         # a diagonal precision's entries that are not positive take the prior's
         # added; a dense one that is not positive definite raises (and mid-warmup

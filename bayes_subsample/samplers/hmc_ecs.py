@@ -2,9 +2,9 @@
 :ref:`algo-hmc-ecs`), composed of three parts:
 
 * the **proxy**: Taylor control variates around theta* (:class:`TaylorControlVariate`),
-  loaded into a subsampled potential (the compiled ``ECSCore`` for GLMs and
-  multinomial logistic regression, the
-  NumPy ``NumpyECSPotential`` for other models);
+  loaded into a subsampled potential (the compiled ``ECSCore`` for GLMs,
+  multinomial logistic regression and linear regression with the noise
+  sampled, the NumPy ``NumpyECSPotential`` for other models);
 * the **block update** of the subsample at fixed theta (perturbed: one of G
   blocks, ``PerturbedUpdate``; signed: kappa of the lambda products,
   ``SignedUpdate``), a pseudo-marginal MH step;
@@ -28,8 +28,6 @@ from .. import _rng
 from .._optimize import diagonal_mode
 from .._params import store_params
 from ..control_variates import TaylorControlVariate
-from ..models import CyGLM
-from ..models._cymultinomial import CyMultinomial
 from ._adapt import VarianceWindows, diagonal_windows, rescaled_precision
 from ._base import (BaseSampler, Kernel, Prepared, cv_order, diagonal_metric,
                     shared_constraints)
@@ -38,7 +36,7 @@ from ._ecs_tuning import (STRATA_GAIN, astray_strata, choose_n_products, choose_
                           choose_subsample_size, heavy_rows, initial_theta_star, laplace_strata,
                           pilot_strata_gain, residual_scan, refine_theta_star,
                           residual_variances, typical_thetas)
-from ._hmc_ecs_fast import ECSCore
+from ._hmc_ecs_fast import SERVED, ECSCore
 from ._inner import info_type, make_inner
 from ._hamiltonian import FullPotential
 from .hmc import HMCKernel, metric_from_precision
@@ -263,10 +261,10 @@ class HMCECSKernel(Kernel):
 
     def _new_potential(self):
         prec = self.model.prior.precision
-        if isinstance(self.model.compiled, (CyGLM, CyMultinomial)):   # compiled potential
+        if isinstance(self.model.compiled, SERVED):   # compiled potential
             mode = "signed" if self.update.signed else "perturbed"
             # sparse rows are read in place (their stored entries), not copied dense
-            direct = isinstance(self.model.compiled, CyGLM) and not self.model.compiled.dense
+            direct = not getattr(self.model.compiled, "dense", True)
             pot = ECSCore(self.model.compiled, self.order, prec, mode, direct)
             if self.update.signed:
                 pot.set_signed(-float(self.n_products), float(self.n_products))
@@ -724,7 +722,7 @@ class HMCECS(BaseSampler):
                              f"cv_order={model.max_cv_order}")
         distributed = getattr(model, "distributed", False)
         can_stratify = (not signed and not distributed
-                        and isinstance(model.compiled, (CyGLM, CyMultinomial)))
+                        and isinstance(model.compiled, SERVED))
         force_strata = self._force_strata
         if force_strata and not can_stratify:
             raise ValueError(
@@ -757,6 +755,9 @@ class HMCECS(BaseSampler):
                           FutureWarning, stacklevel=2)
             batch_size = self.subsample_size if batch_size is None else batch_size
         n = model.n_data
+        #: per-datum evaluations a full-data gradient costs (n, unless the model's
+        #: full passes do not read the rows)
+        pass_cost = model.full_pass_cost
         n_evals = 0
         if self.theta_star is not None:
             theta_star, auto_ts = model.check_theta(self.theta_star), False
@@ -794,7 +795,7 @@ class HMCECS(BaseSampler):
                 lam = 1
             # lambda batches of m rows on average: does that undercut the data?
             layout = dict(m=m, block_size=m, n_products=lam, auto_m=False,
-                          full_data=batch_size is None and m * lam > n / 2)
+                          full_data=batch_size is None and m * lam > pass_cost / 2)
         elif self.subsample_size is not None:
             if force_strata:
                 raise ValueError("stratify=True chooses the subsample size: leave "
@@ -815,8 +816,10 @@ class HMCECS(BaseSampler):
                 n_evals += ev
                 # a few rows carry the residuals' variance (the pilot saw some):
                 # sum them exactly, subsample the rest (:ref:`algo-hmc-ecs-strata`)
-                # or rows move far along directions few rows inform (heavy_rows)
-                if can_stratify and self.stratify is not False and n >= 20 * G:
+                # or rows move far along directions few rows inform (heavy_rows);
+                # only where full passes read the rows
+                if (can_stratify and self.stratify is not False and pass_cost >= n
+                        and n >= 20 * G):
                     heavy, read = heavy_rows(model, factors.cov)
                     n_evals += n if read else 0
                     cost0, best = pilot_strata_gain(R, n, n_blocks=G,
@@ -832,16 +835,21 @@ class HMCECS(BaseSampler):
                             m = m_s
                 del R
             n_exact = 0 if exact is None else int(exact.sum())
-            full = G > n or m + n_exact > n / 2
+            # the control variates need more than half the data (poor), or the
+            # subsample costs more than half a full pass (cheap full passes: the
+            # sufficient statistics of linear regression)
+            poor = G > n or m + n_exact > n / 2
+            full = poor or m + n_exact > pass_cost / 2
             # the control variates at the mode are too poor (e.g. directions only
             # the prior bounds, where a Laplace draw walks into a likelihood wall):
             # a stratified warmup may still subsample (compiled models in memory)
             stratify = can_stratify and (force_strata or (
-                isinstance(self.stratify, str) and full and n >= 20 * G))
+                isinstance(self.stratify, str) and poor and pass_cost >= n and n >= 20 * G))
             layout = dict(m=m, block_size=m // G, n_products=1, auto_m=True,
                           full_data=full and not stratify, stratify=stratify,
                           m_stage=G * max(1, min(m, n // 20) // G) if stratify else 0,
-                          exact_mask=None if full else exact)
+                          # (a stratified warmup starts from it too)
+                          exact_mask=exact if stratify or not full else None)
         if distributed and layout.get("full_data", False):
             raise ValueError(
                 f"HMC-ECS would need a subsample of more than half the data (m = {m} of "

@@ -100,7 +100,7 @@ class MHKernel(ProposalKernel):
     def __init__(self, model, proposal, n_steps=1):
         self.model = model
         self.proposal = proposal
-        self.n = model.n_data
+        self.n = model.full_pass_cost     # per-datum evaluations of a full pass
         self.n_steps = int(n_steps)
 
     def init(self, rng, theta0):

@@ -1,0 +1,62 @@
+# The compiled model of linear regression with the Gaussian noise's log scale
+# sampled (see ``_cylinear.pyx``).
+#
+# ``theta`` is (beta, t): the p1 = n_features + intercept coefficients (intercept
+# last), then t = log(sigma / s), s a fixed scale of the data (``log_scale`` =
+# log s), so tau = log sigma = log_scale + t. The per-datum terms are those of
+# ``_scale_terms.pxd`` at (eta = x . beta, tau). The cache of the control-variate
+# methods (``cv_cache``, passed back as ``eta_star``) is the linear predictor at
+# theta* (one double per datum, as for the GLMs).
+#
+# Full-data sums: every sum of the likelihood is a function of tau and of three
+# sums over the data at beta, the raw sums S_rr = sum r^2, S_rx = sum r x and
+# S_xx = sum x x^T (r = y - x . beta). With sufficient statistics (S_rr, S_rx at a
+# reference beta0, and S_xx) the raw sums at any beta follow exactly, in O(p1^2)
+# and without reading the data:
+#   S_rx(beta) = S_rx0 - S_xx delta,  S_rr(beta) = S_rr0 - delta . (2 S_rx0 - S_xx delta),
+# delta = beta - beta0. Without them, a pass over the rows computes the raw sums.
+from libc.stdint cimport int64_t
+from bayes_subsample.models._cymodel cimport CyModel
+from bayes_subsample.models._rows cimport Rows, DenseRows
+from bayes_subsample.models._scale_terms cimport ScaleConsts
+
+
+cdef class CyGaussianScale(CyModel):
+    cdef readonly Rows rows
+    cdef readonly bint dense              # rows is a DenseRows (with columns)
+    cdef const double[::1] y
+    cdef readonly Py_ssize_t n_features   # d
+    cdef readonly Py_ssize_t n_cols       # p1 = d + intercept (n_params = p1 + 1)
+    cdef readonly bint intercept
+    cdef readonly double log_scale        # log s: tau = log_scale + theta[p1]
+    # the sufficient statistics (``set_statistics``)
+    cdef readonly bint has_statistics
+    cdef double[::1] beta0, srx0
+    cdef double[:, ::1] sxx
+    cdef double srr0
+
+    # the constants of the terms of ``order`` at theta (theta_star for residuals)
+    cdef void consts(self, int order, const double* theta, const double* theta_star,
+                     ScaleConsts* k) noexcept nogil
+    # X[i, :p1] = x_{idx[i]} (float64, intercept column included), y[i] = y_{idx[i]}
+    cdef void gather_rows(self, const int64_t* idx, Py_ssize_t m, double* X,
+                          double* y) noexcept nogil
+    # the raw sums at beta (theta[:p1]): srr[0], srx[:p1], and (if sxx is not NULL) the
+    # full symmetric sxx[:p1 * p1]; from the statistics, else by a pass over the rows
+    # (counted). -1 if out of memory
+    cdef int raw_sums(self, const double* beta, double* srr, double* srx, double* sxx,
+                      int n_threads) noexcept nogil
+
+    # ---- internals -----------------------------------------------------------------------
+    cdef int _nomem(self, const char* where) noexcept with gil
+    # t[i] = the terms by order of idx[i]; dt[2i], dt[2i + 1] (if dt is not NULL) their
+    # derivatives in eta and tau
+    cdef int _values(self, int order, const double* theta_star, const double* eta_star,
+                     const double* theta, const int64_t* idx, Py_ssize_t m, double* t,
+                     double* dt) noexcept nogil
+    # the eta* of a chunk: from the cache, else x . theta_star
+    cdef void _eta_star(self, const double* theta_star, const double* eta_star,
+                        const int64_t* idx, Py_ssize_t c, double* out) noexcept nogil
+    # rows [start, stop) of the raw-sums pass, in row order
+    cdef double _range_sums(self, Py_ssize_t start, Py_ssize_t stop, const double* beta,
+                            double* srx, double* sxx) noexcept nogil
