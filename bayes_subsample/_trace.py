@@ -214,8 +214,21 @@ class Trace:
 
     def summary(self):
         """:class:`~bayes_subsample.diagnostics.Summary` of the retained draws
-        (:meth:`reported_draws`)."""
-        return diag.summary(self.reported_draws(), names=self.param_names)
+        (:meth:`reported_draws`), with what the sampler chose and why (HMC-ECS:
+        subsampled or full data, :meth:`choice`) under the table."""
+        c = self.choice()
+        return diag.summary(self.reported_draws(), names=self.param_names,
+                            notes=[f"{self.sampler.name}: {c['reason']}"] if c else ())
+
+    def choice(self):
+        """What the sampler's preparation chose and why (HMC-ECS: ``engine``
+        "subsampled", "stratified warmup" or "full data", ``rows_per_evaluation``,
+        ``n_exact``, ``m``, ``reason`` in words), or None for samplers that make
+        no such choice."""
+        for t in self.tuning or ():
+            if t and t.get("choice"):
+                return dict(t["choice"])
+        return None
 
     def diagnostics(self):
         """Per-parameter and per-chain diagnostics as a dict (see estimators'

@@ -621,9 +621,11 @@ class Summary:
 
     columns = ("mean", "sd", "q5", "q95", "mcse_mean", "ess_bulk", "ess_tail", "r_hat")
 
-    def __init__(self, names, values):
+    def __init__(self, names, values, notes=()):
         self.names = list(names)
         self._values = {c: np.asarray(values[c], dtype=np.float64) for c in self.columns}
+        #: lines printed under the table (e.g. what the sampler chose and why)
+        self.notes = [str(x) for x in notes]
 
     def __getitem__(self, column):
         if column not in self._values:
@@ -662,7 +664,7 @@ class Summary:
         for r in rows:
             cells = [r[0].ljust(widths[0])] + [s.rjust(w) for s, w in zip(r[1:], widths[1:])]
             lines.append("  ".join(cells))
-        return "\n".join(lines)
+        return "\n".join(lines + self.notes)
 
     def __str__(self):
         return self._format()
@@ -671,7 +673,7 @@ class Summary:
         return f"Summary({len(self)} parameters)\n{self._format()}"
 
 
-def summary(draws, names=None):
+def summary(draws, names=None, notes=()):
     """Posterior summary table per parameter.
 
     Parameters
@@ -681,6 +683,8 @@ def summary(draws, names=None):
         axes are flattened in C order.
     names : sequence of str, optional
         Parameter names; default ``"x[0]", "x[1]", ...``.
+    notes : sequence of str, optional
+        Lines printed under the table.
 
     Returns
     -------
@@ -715,7 +719,7 @@ def summary(draws, names=None):
         "ess_tail": np.atleast_1d(ess_tail(a)),
         "r_hat": np.atleast_1d(rhat(a)),
     }
-    return Summary(names, values)
+    return Summary(names, values, notes)
 
 
 def _moments_core(a):

@@ -223,3 +223,24 @@ def test_rare_indicator_posterior_matches_nuts():
     assert np.all(np.abs(ratio - 1) < 0.1)
     assert np.min(diagnostics.ess_bulk(d)) > 400
     assert math.isfinite(float(np.max(diagnostics.rhat(d))))
+
+
+def test_the_choice_and_its_reason_are_reported():
+    from bayes_subsample import BayesianLogisticRegression
+    X, y, _ = _rare_indicator_data()
+    kw = dict(n_samples=50, n_warmup=100, n_chains=2, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tall = BayesianLogisticRegression(**kw).fit(X, y)
+        small = BayesianLogisticRegression(**kw).fit(X[:150], y[:150])
+        nuts = BayesianLogisticRegression(sampler="nuts", **kw).fit(X[:150], y[:150])
+    c = tall.diagnostics_["choice"]
+    assert c["engine"] == "subsampled" and c["n_exact"] == 60
+    assert c["rows_per_evaluation"] == c["n_exact"] + c["m"] < X.shape[0] / 100
+    assert "60 summed exactly" in c["reason"] and c["reason"] in str(tall.trace_.summary())
+    assert all(t["choice"] == c for t in tall.diagnostics_["tuning"])
+    s = small.diagnostics_["choice"]
+    assert s["engine"] == "full data" and small.diagnostics_["tuning"][0]["full_data"]
+    assert "more than half of the 150 rows" in s["reason"]
+    assert s["reason"] in str(small.trace_.summary())
+    assert nuts.diagnostics_["choice"] is None and nuts.trace_.summary().notes == []

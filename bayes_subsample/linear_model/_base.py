@@ -202,6 +202,7 @@ class BayesianGLMBase(BaseEstimator):
         d = trace.diagnostics()
         d["sampler"] = trace.sampler.name
         d["tuning"] = trace.tuning
+        d["choice"] = trace.choice()
         d["interrupted"] = trace.interrupted
         d["summary"] = trace.summary() if trace.common_draws().shape[1] >= 4 else None
         return d

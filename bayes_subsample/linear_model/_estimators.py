@@ -80,7 +80,10 @@ _ATTR_DOC = """
         ``mean_accept_prob``, ``n_divergences``, ``n_evals`` (per-datum
         evaluations, tuning included), ``n_evals_per_iteration``,
         ``data_fraction_per_iteration``, ``wall_time``; ``ess_per_second``,
-        ``tuning`` (step size, leapfrog steps, ...), ``summary`` (a table).
+        ``tuning`` (step size, leapfrog steps, ...), ``choice`` (HMC-ECS:
+        whether it subsampled or ran on the full data, the rows it read per
+        evaluation and why, in words; None for other samplers), ``summary``
+        (a table, with the choice under it).
     trace_ : Trace
         The full sampling result (warmup draws, per-iteration statistics).
     n_features_in_ : int

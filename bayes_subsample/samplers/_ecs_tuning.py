@@ -118,11 +118,12 @@ WEAK_PRIOR_SHARE = 1e-4
 def heavy_rows(model, cov, max_fraction=None):
     """The rows whose linear predictor(s) move far under the Laplace
     approximation ``N(mode, cov)``: a standard deviation of at least ``ETA_SD``
-    (``model.linear_predictor_sd``; at most ``max_fraction`` of the data, the
-    largest). Returns ``(mask, read)``: a bool mask, or None (no such row, a
-    model without linear predictors, or no parameter whose Laplace variance
-    reaches ``WEAK_PRIOR_SHARE`` of its prior's: then no row can move that
-    far), and whether the rows were read (one full pass, counted).
+    (``model.linear_predictor_sd``). Returns ``(mask, read)``: a bool mask, or
+    None (no such row; more than ``max_fraction`` of the data, where summing
+    them exactly does not pay; a model without linear predictors; or no
+    parameter whose Laplace variance reaches ``WEAK_PRIOR_SHARE`` of its
+    prior's: then no row can move that far), and whether the rows were read
+    (one full pass, counted).
 
     These are the rows of directions that few rows inform (rare 0/1
     indicators, separating ones among them, extreme values): along such a
@@ -143,10 +144,7 @@ def heavy_rows(model, cov, max_fraction=None):
     model.compiled.note_passes(1)
     mask = s >= ETA_SD
     room = int((MAX_EXACT_FRACTION if max_fraction is None else max_fraction) * len(s))
-    if mask.sum() > room:
-        mask[:] = False
-        mask[np.argsort(-s, kind="stable")[:room]] = True
-    return (mask if mask.any() else None), True
+    return (mask if 0 < mask.sum() <= room else None), True
 
 
 def laplace_strata(cv, thetas, exact=None, *, n_blocks=100, target_variance=1.0):

@@ -32,10 +32,11 @@ from ._adapt import VarianceWindows, diagonal_windows, rescaled_precision
 from ._base import (BaseSampler, Kernel, Prepared, cv_order, diagonal_metric,
                     shared_constraints)
 from ._ecs_numpy import NumpyECSPotential
-from ._ecs_tuning import (STRATA_GAIN, astray_strata, choose_n_products, choose_strata,
-                          choose_subsample_size, heavy_rows, initial_theta_star, laplace_strata,
-                          pilot_strata_gain, residual_scan, refine_theta_star,
-                          residual_variances, typical_thetas)
+from ._ecs_tuning import (ETA_SD, STRATA_GAIN, astray_strata, choose_n_products,
+                          choose_strata, choose_subsample_size, heavy_rows,
+                          initial_theta_star, laplace_strata, pilot_strata_gain,
+                          residual_scan, refine_theta_star, residual_variances,
+                          typical_thetas)
 from ._hmc_ecs_fast import SERVED, ECSCore
 from ._inner import info_type, make_inner
 from ._hamiltonian import FullPotential
@@ -72,6 +73,9 @@ class ECSPrepared(Prepared):
     #: preparation from every row's residuals at draws of the Laplace
     #: approximation; None: every row is subsampled
     exact_mask: np.ndarray = None
+    #: what the preparation chose (subsampled, stratified warmup or full data),
+    #: the rows per evaluation and the reason in words (``choice``)
+    choice: dict = None
 
 
 class ECSState(NamedTuple):
@@ -160,6 +164,50 @@ class SignedUpdate:
             n_evals + idx.shape[0]
 
 
+def choice(n, pass_cost, n_blocks, layout, signed, n_heavy=0):
+    """What HMC-ECS's preparation chose, in the terms of its cost rule
+    (:ref:`algo-hmc-ecs-choice`): subsample where an evaluation of the
+    estimator reads at most half the rows a full-data gradient reads (the
+    Hamiltonian moves are the same, so the draws' efficiency per gradient is
+    too), else run the inner kernel on the full data. Returns ``{"engine":
+    "subsampled" | "stratified warmup" | "full data", "rows_per_evaluation",
+    "n_data", "n_exact", "m", "reason"}``; the reason in words a user can act
+    on (``diagnostics_["choice"]``, ``trace_.summary()``)."""
+    m = int(layout["m"])
+    mask = layout.get("exact_mask")
+    n_exact = 0 if mask is None else int(mask.sum())
+    rows = (m * int(layout["n_products"]) if signed else m) + n_exact
+    out = {"n_data": int(n), "n_exact": n_exact, "m": m, "rows_per_evaluation": int(rows)}
+    pct = f"{100.0 * rows / n:.2g}%"
+    if layout.get("stratify"):
+        out.update(engine="stratified warmup", reason=(
+            f"stratified warmup: the control variates at the mode would need {m:,} rows per "
+            f"evaluation (more than half of the {n:,} rows); the warmup chooses the rows to "
+            "sum exactly from the chain's own draws"))
+    elif layout.get("full_data"):
+        if pass_cost < n:
+            why = (f"a full-data gradient costs {pass_cost:,} evaluations (sufficient "
+                   f"statistics), less than twice the {rows:,} rows of the subsample")
+        elif n_blocks > n:
+            why = f"the {n:,} rows are fewer than the n_blocks={n_blocks} blocks"
+        else:
+            why = (f"the control variates would need {rows:,} rows per evaluation, more than "
+                   f"half of the {n:,} rows")
+        out.update(engine="full data", reason=f"full data (exact HMC): {why}")
+    else:
+        what = f"{rows:,} rows per evaluation ({pct} of the {n:,} rows)"
+        if n_exact:
+            heavy = (f"rows whose linear predictor moves by at least {ETA_SD} sd under the "
+                     "Laplace approximation")
+            resid = "the largest residuals at draws of the Laplace approximation"
+            which = (heavy if n_heavy == n_exact else resid if n_heavy == 0 else
+                     f"{n_heavy:,} {heavy}, {n_exact - n_heavy:,} of {resid}")
+            what += f": {n_exact:,} summed exactly ({which}) and {m:,} drawn from the others"
+        out.update(engine="subsampled", reason=f"subsampled: {what}; a full-data gradient "
+                   f"reads all {n:,} rows")
+    return out
+
+
 # ----------------------------------------------------------------------------------------
 # the kernel
 # ----------------------------------------------------------------------------------------
@@ -203,6 +251,7 @@ class HMCECSKernel(Kernel):
         # are large join the exact stratum
         self.stratify = stratify
         self.exact_mask = prepared.exact_mask
+        self.choice = prepared.choice
         self.stages = []
         if stratify:
             self.m = prepared.m_stage
@@ -475,7 +524,7 @@ class HMCECSKernel(Kernel):
                 "mass_matrix": self.factors.precision.copy(), "cv_order": self.order,
                 "recentre_declined": self.n_recentre_declined,
                 "n_exact": 0 if self.exact_mask is None else int(self.exact_mask.sum()),
-                "strata_stages": list(self.stages)}
+                "strata_stages": list(self.stages), "choice": self.choice}
 
 
 class FetchingHMCECSKernel(HMCECSKernel):
@@ -808,7 +857,7 @@ class HMCECS(BaseSampler):
                     f"subsample_size={m} must be a multiple of n_blocks={G} (equal blocks)")
             layout = dict(m=m, block_size=m // G, n_products=1, auto_m=False)
         else:
-            m, exact = n, None
+            m, exact, n_heavy = n, None, 0
             if G <= n:
                 m, ev, (R, thetas) = choose_subsample_size(
                     cv, chol_cov, rng, n_blocks=G, target_variance=self.target_variance,
@@ -822,6 +871,7 @@ class HMCECS(BaseSampler):
                         and n >= 20 * G):
                     heavy, read = heavy_rows(model, factors.cov)
                     n_evals += n if read else 0
+                    n_heavy = 0 if heavy is None else int(heavy.sum())
                     cost0, best = pilot_strata_gain(R, n, n_blocks=G,
                                                     target_variance=self.target_variance)
                     if heavy is not None or best < STRATA_GAIN * cost0:
@@ -848,14 +898,15 @@ class HMCECS(BaseSampler):
             layout = dict(m=m, block_size=m // G, n_products=1, auto_m=True,
                           full_data=full and not stratify, stratify=stratify,
                           m_stage=G * max(1, min(m, n // 20) // G) if stratify else 0,
-                          # (a stratified warmup starts from it too)
-                          exact_mask=exact if stratify or not full else None)
+                          exact_mask=None if full else exact)
         if distributed and layout.get("full_data", False):
             raise ValueError(
                 f"HMC-ECS would need a subsample of more than half the data (m = {m} of "
                 f"n = {n}): subsampling does not pay on this model, and full-data HMC "
                 "on rows that live with Dask would make a cluster pass per leapfrog step. "
                 "Bring X into memory (X.compute()) and fit again.")
+        layout["choice"] = choice(n, pass_cost, G, layout, signed,
+                                  n_heavy=n_heavy if layout.get("exact_mask") is not None else 0)
         # chains start around the mode (theta* plus its Newton step: no extra pass)
         return ECSPrepared(theta_init=mode, init_chol=chol_cov, n_evals=n_evals, cv=cv,
                            hessian=h, auto_theta_star=auto_ts,
@@ -874,6 +925,7 @@ class HMCECS(BaseSampler):
             return HMCKernel(model, self, self.inner,
                              _posterior_precision(model, prepared.hessian), n_warmup,
                              extra_tuning={"full_data": True, "m": model.n_data,
+                                           "choice": prepared.choice,
                                            "cv_order": prepared.cv.order,
                                            # the subsample the control variates would
                                            # have needed (perturbed; rule at theta*)
