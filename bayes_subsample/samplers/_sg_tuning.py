@@ -307,15 +307,20 @@ def refuse_if_too_slow(sampler, model, rule, batch_size, step, control_variates)
     """Raise a :class:`~bayes_subsample.exceptions.SamplingError` before any
     draw when the default ``step`` is more than :data:`MAX_SLOWDOWN` times
     smaller than the same rule's step on a Gaussian posterior with the mode's
-    curvature and exact gradients: the curvature at the Laplace draws
-    (``rule.lam / rule.lam_mode``) and the gradient noise (``1 / rule.q``)
-    make it so small that the chains cannot mix. The message names the cause,
-    the batch size that would restore the step where one smaller than the
-    data does, and the samplers to use instead."""
+    curvature and exact gradients (the curvature at the Laplace draws,
+    ``rule.lam / rule.lam_mode``, and the gradient noise, ``1 / rule.q``, make
+    it so small that the chains cannot mix), or when that curvature ratio
+    alone exceeds :data:`MAX_SLOWDOWN` (EWSG's step, bounded by its friction,
+    shrinks less, but a step set from a few draws' curvature cannot be trusted
+    where the curvature varies that much: on iris setosa against the rest its
+    chains ran away at it). The message names the causes, the batch size that
+    would remove the noise where one below half the data does, and the
+    samplers to use instead. Returns the slowdown otherwise."""
     name = type(sampler).__name__
     friction = getattr(sampler, "friction", None)
     slowdown = step_from_curvature(sampler.name, rule.lam_mode, 1.0, friction=friction) / step
-    if not slowdown > MAX_SLOWDOWN:
+    curved = rule.lam / rule.lam_mode
+    if not (slowdown > MAX_SLOWDOWN or curved > MAX_SLOWDOWN):
         return slowdown
     causes = []
     if rule.lam > 2 * rule.lam_mode:
@@ -332,10 +337,15 @@ def refuse_if_too_slow(sampler, model, rule, batch_size, step, control_variates)
             + (f" (a batch_size of about {needed:.3g} of the {model.n_data} rows would remove "
                "this part)" if needed < 0.5 * model.n_data else
                f" (no batch smaller than the data, {model.n_data} rows, removes it)"))
+    if slowdown > MAX_SLOWDOWN:
+        effect = (f"the default step size would be {slowdown:.3g} times smaller than on a "
+                  f"Gaussian posterior and each chain would need about {slowdown:.3g} times as "
+                  "many iterations per independent draw")
+    else:
+        effect = ("a step set from the curvature at a few draws would not hold where the "
+                  "chains go (they meet steeper regions)")
     raise SamplingError(
-        f"{name} refuses this posterior at these settings: {' and '.join(causes)}, so the "
-        f"default step size would be {slowdown:.3g} times smaller than on a Gaussian posterior "
-        f"and each chain would need about {slowdown:.3g} times as many iterations per "
-        "independent draw, and its draws could not be trusted. Use 'nuts' or 'hmc' (exact, "
-        "full data), or pass step_size explicitly to run anyway (the check at the end of "
-        "warmup still applies).")
+        f"{name} refuses this posterior at these settings: {' and '.join(causes)}, so "
+        f"{effect}, and its draws could not be trusted. Use 'nuts' or 'hmc' (exact, full "
+        "data), or pass step_size explicitly to run anyway (the check at the end of warmup "
+        "still applies).")
