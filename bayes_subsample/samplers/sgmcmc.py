@@ -147,9 +147,9 @@ def suggest_step_size(model, sampler="sgld", *, batch_size=None, control_variate
     dynamics then run in the whitened coordinates, where ``P`` is the identity),
     raised to the largest ``lambda_max(M^-1 P(theta_i)) / 1.25`` at four draws
     ``theta_i`` of the Laplace approximation when it is computed here
-    (``precision=None``, the curvature from 2,048 rows on tall data; on a
-    near-Gaussian posterior this leaves ``lam`` as it is, on separable data it
-    raises it by orders of magnitude), the rule is
+    (``precision=None``; on tall data as ``lam`` times a ratio of curvatures
+    on 2,048 rows; on a near-Gaussian posterior this leaves ``lam`` as it is,
+    on separable data it raises it by orders of magnitude), the rule is
 
     * SGLD (``theta += eps/2 g + N(0, eps I)``): ``eps = c q / lam``;
     * SGHMC (friction ``C``) and EWSG (friction ``gamma``):
