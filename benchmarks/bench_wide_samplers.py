@@ -10,7 +10,9 @@ min and median bulk ESS, the step size, and the distance of its posterior
 means and sds from NUTS's (max and median over the coordinates of
 ``|mean - mean_NUTS| / sd_NUTS``, and the 5%, 50%, 95% quantiles of
 ``sd / sd_NUTS``). Warnings the fits raise (EfficiencyWarning,
-ConvergenceWarning) are listed.
+ConvergenceWarning) are listed, and a sampler's refusal (a ``SamplingError``:
+the SG samplers' step too small to mix, or a chain that fails their check at
+the end of warmup) is reported as its row.
 
 Usage::
 
@@ -33,6 +35,7 @@ from scipy import sparse
 
 from _procmem import run_info, write_result
 from bayes_subsample import BayesianLogisticRegression
+from bayes_subsample.exceptions import SamplingError
 from bayes_subsample.samplers import (EWSG, HMCECS, MH, NUTS, SGHMC, SGLD, AusterityMH,
                                       ConfidenceMH)
 
@@ -57,7 +60,11 @@ def fit(X, y, name, batch, args):
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        est.fit(X, y)
+        try:
+            est.fit(X, y)
+        except SamplingError as e:       # a refusal (SG samplers): reported, not hidden
+            return {"sampler": name, "batch_size": batch,
+                    "seconds": time.perf_counter() - t0, "error": str(e)}
     seconds = time.perf_counter() - t0
     draws = est.trace_.pooled_draws()
     ess = np.asarray(est.diagnostics_["ess_bulk"])
@@ -92,6 +99,10 @@ def main(argv=None):
             name, _, batch = spec.partition(":")
             r = fit(X, y, name, int(batch) if batch else None, args)
             rows.append(r)
+            if "error" in r:
+                print(f"| {name} | {batch} | {r['seconds']:.1f} | refused: {r['error'][:160]} |",
+                      flush=True)
+                continue
             z = np.abs(r["mean"] - ref["mean"]) / ref["sd"]
             ratio = r["sd"] / ref["sd"]
             r["dmean_over_sd"] = [float(z.max()), float(np.median(z))]
@@ -105,7 +116,7 @@ def main(argv=None):
               f"{'' if sq is None else ', '.join(f'{q:.2f}' for q in sq)} | "
               f"{', '.join(r['warnings'])} |", flush=True)
     for r in rows:
-        r.pop("mean"), r.pop("sd")
+        r.pop("mean", None), r.pop("sd", None)
     write_result({**run_info("bench_wide_samplers.py", argv), "n": int(args.n), "p": args.p,
                   "runs": rows}, args.out)
 

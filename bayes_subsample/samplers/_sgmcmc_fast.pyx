@@ -207,17 +207,51 @@ cdef inline bint _all_finite(const double* a, Py_ssize_t p) noexcept nogil:
     return True
 
 
+#: entries of a Stein accumulator per parameter (sum g z, sum g, sum z, sum z^2),
+#: plus one for the count
+STEIN_FIELDS = 4
+
+
+cdef double* _stein_buffer(double[::1] stein, Py_ssize_t p) except? NULL:
+    """The accumulator's data (NULL for None), its length checked."""
+    if stein is None:
+        return NULL
+    if stein.shape[0] != STEIN_FIELDS * p + 1:
+        raise ValueError(f"the Stein accumulator must have length {STEIN_FIELDS * p + 1}")
+    return &stein[0]
+
+
+cdef inline void _stein_add(double* acc, const double* g, const double* z, double sign,
+                            Py_ssize_t p) noexcept nogil:
+    """Add one pair (``z``, an unbiased estimate ``sign * g`` of the gradient of
+    the log posterior at ``z``) to the sums ``acc`` = [sum g z | sum g | sum z |
+    sum z^2 | count] (per coordinate): the check of the samplers' spread
+    (``_sg_check.SteinCheck``)."""
+    cdef Py_ssize_t j
+    cdef double gj
+    for j in range(p):
+        gj = sign * g[j]
+        acc[j] += gj * z[j]
+        acc[p + j] += gj
+        acc[2 * p + j] += z[j]
+        acc[3 * p + j] += z[j] * z[j]
+    acc[4 * p] += 1.0
+
+
 def sgld_steps(GradientEstimator est, double[::1] theta, double step_size,
                Py_ssize_t batch_size, Py_ssize_t n_steps, generator, int64_t[::1] idx,
-               double[::1] g):
+               double[::1] g, double[::1] stein=None):
     """``n_steps`` SGLD steps ``theta += eps/2 g(theta) + N(0, eps I)`` in place
-    (each with ``batch_size`` fresh iid indices). Returns the steps completed."""
+    (each with ``batch_size`` fresh iid indices). ``stein``: sums of the pairs
+    (position, gradient estimate) of every step are added to it
+    (``_stein_add``). Returns the steps completed."""
     cdef bitgen_t* bg = get_bitgen(generator)
     cdef Py_ssize_t n = est.n_data, p = est.dim, s, i, j
     cdef double scale = <double> n / <double> batch_size
     cdef double half = 0.5 * step_size, noise = sqrt(step_size)
     cdef Py_ssize_t done = n_steps
     cdef int rc = 0
+    cdef double* acc = _stein_buffer(stein, p)
     with generator.bit_generator.lock, nogil:
         for s in range(n_steps):
             for i in range(batch_size):
@@ -225,6 +259,8 @@ def sgld_steps(GradientEstimator est, double[::1] theta, double step_size,
             rc = est.estimate(&theta[0], &idx[0], batch_size, scale, 1.0, &g[0])
             if rc != 0:
                 break
+            if acc != NULL:
+                _stein_add(acc, &g[0], &theta[0], 1.0, p)
             for j in range(p):
                 theta[j] += half * g[j] + noise * rng_normal(bg)
             if not _all_finite(&theta[0], p):
@@ -238,18 +274,20 @@ def sgld_steps(GradientEstimator est, double[::1] theta, double step_size,
 def sghmc_steps(GradientEstimator est, double[::1] theta, double[::1] mom, bint refresh,
                 Metric metric, double step_size, double friction, Py_ssize_t batch_size,
                 Py_ssize_t n_steps, generator, int64_t[::1] idx, double[::1] g,
-                double[::1] v, double[::1] z, double[::1] xi):
+                double[::1] v, double[::1] z, double[::1] xi, double[::1] stein=None):
     """One SGHMC iteration in place: optionally refresh ``mom ~ N(0, M)``, then
     ``n_steps`` steps
     ``theta += eps M^-1 p; p += eps g(theta) - eps C M^-1 p_old + N(0, 2 C eps)``
     with ``C = friction * M`` (so ``C M^-1 p = friction p``, noise
-    ``chol(M) N(0, 2 friction eps)``). Returns the steps completed."""
+    ``chol(M) N(0, 2 friction eps)``). ``stein`` as for :func:`sgld_steps`.
+    Returns the steps completed."""
     cdef bitgen_t* bg = get_bitgen(generator)
     cdef Py_ssize_t n = est.n_data, p = est.dim, s, i, j
     cdef double scale = <double> n / <double> batch_size
     cdef double noise = sqrt(2.0 * friction * step_size)
     cdef Py_ssize_t done = n_steps
     cdef int rc = 0
+    cdef double* acc = _stein_buffer(stein, p)
     with generator.bit_generator.lock, nogil:
         if refresh:
             metric.sample_momentum(bg, &z[0], &mom[0])
@@ -262,6 +300,8 @@ def sghmc_steps(GradientEstimator est, double[::1] theta, double[::1] mom, bint 
             rc = est.estimate(&theta[0], &idx[0], batch_size, scale, 1.0, &g[0])
             if rc != 0:
                 break
+            if acc != NULL:
+                _stein_add(acc, &g[0], &theta[0], 1.0, p)
             metric.sample_momentum(bg, &z[0], &xi[0])
             for j in range(p):
                 # C M^-1 p_old with C = friction * M is friction * p_old
@@ -312,14 +352,17 @@ cdef inline double _ewsg_energy(const double* g, const double* r, double gamma, 
 def ewsg_steps(GradientEstimator est, double[::1] theta, double[::1] r, int64_t[::1] perm,
                int64_t[::1] chain, Py_ssize_t batch_size, Py_ssize_t index_chain_length,
                bint persistent, double step_size, double gamma, Py_ssize_t n_steps, generator,
-               double[::1] g_cur, double[::1] g_prop):
+               double[::1] g_cur, double[::1] g_prop, double[::1] stein=None):
     """``n_steps`` EWSG steps in place.
 
     ``perm`` holds the current random partition (block J = perm[J b : (J+1) b]);
     ``chain = [J, blocks evaluated since the last reshuffle]`` (J = -1: none).
     The partition is reshuffled at the start of a step once ``n_b`` blocks
-    (one data pass) have been evaluated. Returns ``(steps completed, index
-    proposals accepted, data points evaluated)``.
+    (one data pass) have been evaluated. ``stein`` as for :func:`sgld_steps`,
+    with the gradient of a block drawn uniformly (the index chain's start,
+    or with ``persistent`` its first proposal; the selected block's is biased).
+    Returns ``(steps completed, index proposals accepted, data points
+    evaluated)``.
     """
     cdef bitgen_t* bg = get_bitgen(generator)
     cdef Py_ssize_t n = est.n_data, p = est.dim, s, i, j
@@ -329,6 +372,8 @@ def ewsg_steps(GradientEstimator est, double[::1] theta, double[::1] r, int64_t[
     cdef double noise = sigma * sqrt(step_size), e_cur, e_prop, th
     cdef Py_ssize_t done = n_steps, n_acc = 0
     cdef int rc = 0
+    cdef bint fresh
+    cdef double* acc = _stein_buffer(stein, p)
     if perm.shape[0] != n:
         raise ValueError(f"perm must have length {n}")
     part = Partition(&perm[0], n, (n + batch_size - 1) // batch_size, batch_size, chain[1], 0)
@@ -338,17 +383,23 @@ def ewsg_steps(GradientEstimator est, double[::1] theta, double[::1] r, int64_t[
                 for i in range(n - 1):
                     fisher_yates_step(bg, &perm[0], i, n)
                 part.since = 0
-            if not persistent or J < 0:
+            fresh = not persistent or J < 0
+            if fresh:
                 J = rng_index(bg, part.n_blocks)
             rc = _block_grad(est, &theta[0], &part, J, &g_cur[0])
             if rc != 0:
                 break
+            if acc != NULL and fresh:
+                # g_cur = n_b grad V_J: minus the gradient of the log posterior
+                _stein_add(acc, &g_cur[0], &theta[0], -1.0, p)
             e_cur = _ewsg_energy(&g_cur[0], &r[0], gamma, coef, p)
             for i in range(index_chain_length):
                 Jp = rng_index(bg, part.n_blocks)
                 rc = _block_grad(est, &theta[0], &part, Jp, &g_prop[0])
                 if rc != 0:
                     break
+                if acc != NULL and not fresh and i == 0:
+                    _stein_add(acc, &g_prop[0], &theta[0], -1.0, p)
                 e_prop = _ewsg_energy(&g_prop[0], &r[0], gamma, coef, p)
                 if log(rng_uniform_open(bg)) < e_prop - e_cur:
                     J = Jp

@@ -21,7 +21,8 @@ from .. import _rng
 from .._params import store_params
 from . import _sgmcmc_fast as _fast
 from ._base import BaseSampler, shared_constraints
-from .sgmcmc import _BIAS_NOTE, _METRIC_PARAM, _diverged, _SGKernelBase, prepare_sg
+from .sgmcmc import (_BIAS_NOTE, _CHECK_PARAM, _METRIC_PARAM, _diverged, _SGKernelBase,
+                     prepare_sg)
 
 __all__ = ["EWSG"]
 
@@ -48,9 +49,9 @@ class EWSGInfo(NamedTuple):
 
 
 class EWSGKernel(_SGKernelBase):
-    def __init__(self, model, prepared, sampler):
+    def __init__(self, model, prepared, sampler, n_warmup):
         batch_size = int(min(sampler.batch_size, model.n_data))
-        super().__init__(model, prepared, sampler, batch_size, sampler.n_steps)
+        super().__init__(model, prepared, sampler, batch_size, sampler.n_steps, n_warmup)
         self.friction = float(sampler.friction)
         self.n_blocks = -(-self.n // self.batch_size)
         self.index_chain_length = int(sampler.index_chain_length)
@@ -65,13 +66,13 @@ class EWSGKernel(_SGKernelBase):
         _rng.shuffle(rng, perm)                       # the first random partition
         return EWSGState(self._theta(z), z, r, -1, perm, 0)
 
-    def step(self, rng, state):
+    def _advance(self, rng, state, stein):
         z, r = state.position.copy(), state.momentum.copy()
         chain = np.array([state.index, state.blocks_since_shuffle], dtype=np.int64)
         done, n_acc, n_data = _fast.ewsg_steps(
             self.gradient, z, r, state.partition, chain, self.batch_size,
             self.index_chain_length, self.persistent, self.step_size, self.friction,
-            self.n_steps, rng, self._g_cur, self._g_prop)
+            self.n_steps, rng, self._g_cur, self._g_prop, stein)
         if done < self.n_steps:
             raise _diverged("EWSG", self.step_size, f"step {done + 1} of an iteration")
         n_data *= self.gradient.evals_per_datum
@@ -146,6 +147,7 @@ class EWSG(BaseSampler):
         precision at the mode as the mass matrix in ``theta``; ``h`` is then in
         whitened units. ``False``: unit mass in ``theta``.
     {metric}
+    {check}
 
     Notes
     -----
@@ -176,11 +178,12 @@ class EWSG(BaseSampler):
                              "control_variates", "precondition", "metric"),
         "index_chain_length": [Interval(Integral, 0, None, closed="left")],
         "index_chain": [StrOptions({"restart", "persistent"})],
+        "check_spread": ["boolean"],
     }
 
     def __init__(self, step_size=None, batch_size=32, friction=2.0, index_chain_length=1,
                  index_chain="restart", n_steps=10, control_variates=True, precondition=True,
-                 metric="auto"):
+                 metric="auto", check_spread=True):
         store_params(self, locals())
 
     def prepare(self, model, rng):
@@ -190,8 +193,9 @@ class EWSG(BaseSampler):
                           friction=self.friction)
 
     def build(self, model, prepared, n_warmup):
-        return EWSGKernel(model, prepared, self)
+        return EWSGKernel(model, prepared, self, n_warmup)
 
 
 EWSG.__doc__ = (EWSG.__doc__.replace("{bias}", _BIAS_NOTE)
-                .replace("    {metric}\n", _METRIC_PARAM))
+                .replace("    {metric}\n", _METRIC_PARAM)
+                .replace("    {check}\n", _CHECK_PARAM))

@@ -33,6 +33,9 @@ from .._linalg import scale_draws, solve_chol
 from ._base import (BaseSampler, Kernel, LaplacePrepared, cv_order, diagonal_metric, prepare_laplace,
                     shared_constraints)
 from ._hamiltonian import Metric
+from ._sg_check import SteinCheck
+from ._sg_tuning import (_DEFAULT_FRICTION, StepRule, curvature_and_noise, max_curvature,
+                         refuse_if_too_slow, step_from_curvature, step_rule)
 from ._sgmcmc_fast import GradientEstimator
 
 __all__ = ["SGLD", "SGHMC", "suggest_step_size", "iterations_for_passes"]
@@ -43,9 +46,26 @@ _BIAS_NOTE = """
        its draws follow a discretised, noisy dynamics whose stationary
        distribution differs from the posterior. The bias grows with the step
        size (and with the minibatch gradient noise); it vanishes only as the
-       step size goes to 0, at the price of slower mixing. Start from
-       :func:`suggest_step_size` and check that halving ``step_size`` does not
+       step size goes to 0, at the price of slower mixing. The default step
+       size keeps it to a few percent of the variance where the curvature
+       and gradient noise measured at draws of the Laplace approximation hold;
+       where they make that step too small for the chains to mix, the sampler
+       refuses before any draw, and a chain whose spread disagrees with the
+       posterior's gradient at the end of warmup stops with an error
+       (:ref:`algo-sg-safety`). Check that halving ``step_size`` does not
        change the summaries you report.
+"""
+
+#: the ``check_spread`` parameter of SGLD, SGHMC and EWSG
+_CHECK_PARAM = """    check_spread : bool, default=True
+        At the end of warmup, compare each chain's spread and centre with the
+        posterior's gradient (Stein's identity, on the second half of warmup;
+        no extra gradient evaluations) and raise a
+        :class:`~bayes_subsample.exceptions.SamplingError` where its variance
+        in a whitened coordinate is outside 1/1.5 to 1.5 times the posterior's,
+        or its mean more than 0.3 posterior sds off, beyond four standard
+        errors (:ref:`algo-sg-safety`). Needs ``n_warmup >= 200``. ``False``
+        skips it (to measure the bias of deliberately large steps).
 """
 
 #: the ``metric`` parameter of SGLD, SGHMC and EWSG
@@ -114,20 +134,22 @@ def iterations_for_passes(n_passes, n_data, batch_size, index_chain_length=0, n_
     return max(1, int(math.ceil(n_passes * n_data / per_iter - 1e-9)))
 
 
-_DEFAULT_FRICTION = {"sghmc": 1.0, "ewsg": 2.0}
-
-
 def suggest_step_size(model, sampler="sgld", *, batch_size=None, control_variates=True,
                       friction=None, precondition=False, c=0.3, precision=None, mass=None,
                       metric="auto"):
-    """A conservative step size from the curvature of the posterior at its mode.
+    """A conservative step size from the curvature of the posterior where its
+    Laplace approximation puts its mass.
 
     With ``P`` the posterior precision at the MAP (``-Hessian`` of the log
     posterior; the Laplace approximation ``N(theta*, P^-1)``), ``M`` the mass
     matrix (the metric of the dynamics) and ``lam = lambda_max(M^-1 P)``
     (``lambda_max(P)`` for the identity metric, 1 when ``precondition``: the
     dynamics then run in the whitened coordinates, where ``P`` is the identity),
-    the rule is
+    raised to the largest ``lambda_max(M^-1 P(theta_i)) / 1.25`` at four draws
+    ``theta_i`` of the Laplace approximation when it is computed here
+    (``precision=None``; on tall data as ``lam`` times a ratio of curvatures
+    on 2,048 rows; on a near-Gaussian posterior this leaves ``lam`` as it is,
+    on separable data it raises it by orders of magnitude), the rule is
 
     * SGLD (``theta += eps/2 g + N(0, eps I)``): ``eps = c q / lam``;
     * SGHMC (friction ``C``) and EWSG (friction ``gamma``):
@@ -157,8 +179,10 @@ def suggest_step_size(model, sampler="sgld", *, batch_size=None, control_variate
     variates, every posterior sd on covtype and on the HIGGS sample is within
     9% of full-data NUTS for all three samplers (the table of bias
     against step size is printed by ``benchmarks/bench_mixing.py``); smaller
-    ``c`` is more accurate and mixes more slowly. Curvature far from the mode
-    is not accounted for.
+    ``c`` is more accurate and mixes more slowly. The samplers refuse a
+    default step more than 20 times below the same rule's on a Gaussian
+    posterior with the mode's curvature (:ref:`algo-sg-safety`); this function
+    returns it.
 
     Parameters
     ----------
@@ -249,113 +273,6 @@ def suggest_step_size(model, sampler="sgld", *, batch_size=None, control_variate
     return step_from_curvature(sampler, lam, q, friction=friction, c=c)
 
 
-def step_from_curvature(sampler, lam, q, *, friction=None, c=0.3):
-    """The rule of :func:`suggest_step_size` given ``lam`` and ``q``."""
-    if friction is None:
-        friction = _DEFAULT_FRICTION.get(sampler, 1.0)
-    if sampler == "sgld":
-        return c * q / lam
-    return c * min(lam ** -0.5, 1.0 / friction, q * friction / lam)
-
-
-#: rows and points of the gradient-noise estimate (:func:`gradient_noise`)
-NOISE_ROWS, NOISE_POINTS = 2048, 4
-
-
-def gradient_noise(model, cv, chol, precondition, batch_size):
-    """``(v, n_evals)``: ``v`` the largest variance, over the coordinates the
-    dynamics move, of the control-variate gradient estimate's noise on a
-    minibatch of ``batch_size`` iid rows, ``n^2 / b Var_k(grad d_k)``
-    (``L^T grad d_k`` when ``precondition``), averaged over ``NOISE_POINTS``
-    draws ``theta* + L z`` of the Laplace approximation (``L = chol``, dense or
-    diagonal), the variance over ``NOISE_ROWS`` rows drawn without
-    replacement. The residual gradients are taken in chunks of at most 2^18
-    entries (no ``rows x p`` array on wide models). Deterministic (a fixed
-    seed: the same value for the sampler's default and
-    :func:`suggest_step_size`).
-
-    Near the mode with order-2 control variates on tall data ``v`` is tiny;
-    it grows as ``p / b`` with order 1 (wide models: each residual gradient
-    is ``O(|theta - theta*|)``), which the curvature rule alone ignores."""
-    rng = np.random.default_rng(0)
-    n, p = model.n_data, model.n_params
-    m = int(min(n, NOISE_ROWS))
-    idx = np.sort(rng.choice(n, size=m, replace=False))
-    chunk = max(1, (1 << 18) // p)
-    var = np.zeros(p)
-    for _ in range(NOISE_POINTS):
-        theta = cv.theta_star + scale_draws(chol, rng.standard_normal(p))
-        s1, s2 = np.zeros(p), np.zeros(p)
-        for start in range(0, m, chunk):
-            _, G = cv.residuals(theta, idx[start:start + chunk])
-            if precondition:
-                G = G * chol if np.ndim(chol) == 1 else G @ chol
-            s1 += G.sum(axis=0)
-            s2 += np.einsum("ij,ij->j", G, G)
-        mean = s1 / m
-        var += np.maximum(s2 / m - mean * mean, 0.0)
-    v = float(np.max(var)) / NOISE_POINTS * n * (n / batch_size)
-    return v, NOISE_POINTS * m * model.compiled.cv_cost
-
-
-def curvature_and_noise(model, theta_map, chol_cov, precision, diagonal, precondition, cv,
-                        batch_size):
-    """``(lam, q, n_evals)`` of the SG step-size rule at the Laplace
-    approximation ``N(theta_map, chol_cov chol_cov^T)``: the largest curvature
-    (:func:`max_curvature`), ``q = min(1, lam / v)`` with ``v`` the control
-    variates' ``cv`` gradient noise (:func:`gradient_noise`), ``min(1, b / n)``
-    without them (``cv`` None; 1 without a ``batch_size``), and the per-datum
-    evaluations both spent."""
-    passes = model.n_full_passes
-    lam = max_curvature(model, theta_map, chol_cov if diagonal else None, precondition,
-                        precision)
-    n_evals = (model.n_full_passes - passes) * model.n_data
-    if cv is None:
-        return lam, min(1.0, batch_size / model.n_data) if batch_size else 1.0, n_evals
-    v, ev = gradient_noise(model, cv, chol_cov, precondition, batch_size)
-    q = 1.0 if not (np.isfinite(v) and v > lam) else lam / v
-    return lam, q, n_evals + ev
-
-
-def max_curvature(model, theta, chol, precondition, precision):
-    """``lambda_max`` of the posterior precision ``P`` at the mode ``theta``
-    in the coordinates the dynamics move: ``theta`` itself, or ``z`` with
-    ``theta = theta_map + L z`` when ``precondition``.
-
-    ``chol`` None: ``precision`` is the dense ``P`` and ``L`` its Cholesky
-    factor's inverse transpose, so preconditioned ``lam = 1``. ``chol`` a
-    ``(p,)`` vector (the diagonal Laplace approximation: ``L = diag(chol)``,
-    ``chol = diag(P)^-1/2``): ``lambda_max(L P L)`` (or of ``P``) by Lanczos
-    (ARPACK) on ``model.neg_hessian_operator(theta)``, tolerance ``1e-3``;
-    it is at least 1 when preconditioned, more where features correlate."""
-    if chol is None:
-        lam = 1.0 if precondition else \
-            float(np.max(np.linalg.eigvalsh(0.5 * (precision + precision.T))))
-    else:
-        from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
-
-        op = P = model.neg_hessian_operator(theta)
-        if precondition:
-            d = np.asarray(chol, dtype=np.float64)
-            op = LinearOperator(P.shape, matvec=lambda v: d * P.matvec(d * np.ravel(v)),
-                                dtype=np.float64)
-        p = op.shape[0]
-        if p <= 2:
-            lam = float(np.max(np.linalg.eigvalsh(op.matmat(np.eye(p)))))
-        else:
-            try:
-                lam = float(eigsh(op, k=1, which="LA", tol=1e-3, v0=np.ones(p),
-                                  return_eigenvectors=False)[0])
-            except ArpackNoConvergence as e:
-                if len(e.eigenvalues) == 0:
-                    raise ValueError("the largest curvature of the posterior at the mode "
-                                     "was not found (Lanczos did not converge)") from e
-                lam = float(np.max(e.eigenvalues))
-    if not (np.isfinite(lam) and lam > 0):
-        raise ValueError("the posterior precision at the mode is not positive definite")
-    return lam
-
-
 # --------------------------------------------------------------------------------------
 # shared machinery
 # --------------------------------------------------------------------------------------
@@ -368,14 +285,21 @@ class SGPrepared(LaplacePrepared):
     step_size: float = 0.0
     #: the dynamics run in the whitened coordinates of the Laplace approximation
     precondition: bool = True
+    #: the curvature and noise behind the default step (None: ``step_size`` given)
+    step_rule: Optional[StepRule] = None
 
 
 def prepare_sg(sampler, model, *, control_variates, batch_size, friction=None,
                precondition=None):
     """MAP / Laplace, control variates at the MAP (order 2 for GLMs, 1 otherwise;
-    their cache built), and the step size. With a diagonal metric (wide models)
-    the Laplace approximation is diagonal and the control variates are of
-    order 1 (order 2 needs the ``p x p`` Hessian sum): ``O(p)`` work a step."""
+    their cache built), and the step size: the default from the curvature and
+    gradient noise at the mode and at draws of the Laplace approximation
+    (:func:`~._sg_tuning.step_rule`), refused when it is too small for the
+    chains to mix (:func:`~._sg_tuning.refuse_if_too_slow`, a
+    :class:`~bayes_subsample.exceptions.SamplingError` before any draw). With
+    a diagonal metric (wide models) the Laplace approximation is diagonal and
+    the control variates are of order 1 (order 2 needs the ``p x p`` Hessian
+    sum): ``O(p)`` work a step."""
     precondition = sampler.precondition if precondition is None else precondition
     diagonal = diagonal_metric(sampler.metric, model)
     lap = prepare_laplace(model, diagonal=diagonal)
@@ -384,11 +308,14 @@ def prepare_sg(sampler, model, *, control_variates, batch_size, friction=None,
         cv = TaylorControlVariate(model, lap.theta_init, order=cv_order(model, diagonal))
         cv.build_cache()
         n_evals += cv.n_evals
+    rule = None
     if sampler.step_size is None:
-        lam, q, ev = curvature_and_noise(model, lap.theta_init, lap.init_chol, lap.precision,
-                                         diagonal, precondition, cv, batch_size)
-        n_evals += ev
-        step = step_from_curvature(sampler.name, lam, q, friction=friction)
+        rule = step_rule(model, lap.theta_init, lap.init_chol, lap.precision, diagonal,
+                         precondition, cv, batch_size)
+        n_evals += rule.n_evals
+        q = rule.q
+        step = step_from_curvature(sampler.name, rule.lam, q, friction=friction)
+        refuse_if_too_slow(sampler, model, rule, batch_size, step, control_variates)
         if cv is not None and q < 0.1:
             needed = batch_size / q
             cure = (f"A batch_size of about {needed:.0f} restores it" if needed < model.n_data
@@ -403,7 +330,7 @@ def prepare_sg(sampler, model, *, control_variates, batch_size, friction=None,
     else:
         step = float(sampler.step_size)
     return SGPrepared(**{**vars(lap), "n_evals": n_evals}, cv=cv, step_size=step,
-                      precondition=bool(precondition))
+                      precondition=bool(precondition), step_rule=rule)
 
 
 def _diverged(name, step_size, where):
@@ -436,9 +363,12 @@ class SGInfo(NamedTuple):
 
 class _SGKernelBase(Kernel):
     """The gradient estimator, the coordinates the dynamics move (whitened by the
-    Laplace approximation when preconditioned) and the runaway check."""
+    Laplace approximation when preconditioned), the runaway check and the
+    check of the chain's spread at the end of warmup (:class:`SteinCheck`).
+    Subclasses implement ``_advance(rng, state, stein)`` (one iteration, the
+    Stein sums added to ``stein`` unless None)."""
 
-    def __init__(self, model, prepared, sampler, batch_size, n_steps):
+    def __init__(self, model, prepared, sampler, batch_size, n_steps, n_warmup):
         self.model = model
         self.name = type(sampler).__name__
         self.n = model.n_data
@@ -455,6 +385,19 @@ class _SGKernelBase(Kernel):
         self._g = np.empty(self.p)
         self._evals = 0
         self._warned = False
+        self.check = SteinCheck(self.p, n_warmup if sampler.check_spread else 0,
+                                None if self.precondition else self.chol)
+        self.rule = prepared.step_rule
+
+    def step(self, rng, state):
+        return self._advance(rng, state, None)
+
+    def warmup_step(self, rng, state, iteration):
+        return self._advance(rng, state, self.check.accumulator(iteration))
+
+    def end_warmup(self, state):
+        self.check.verdict(self.name, self.step_size)
+        return state
 
     def _position(self, theta):
         theta = self.model.check_theta(theta).copy()
@@ -471,12 +414,16 @@ class _SGKernelBase(Kernel):
             theta = position.copy()
         dist = float(np.max(np.abs(z)))
         if not dist < RUNAWAY_SD:
+            cure = ("The default step, from the curvature at draws of the Laplace "
+                    "approximation, is too large where this chain went: the posterior is far "
+                    "from Gaussian. Use 'nuts' or 'hmc' (exact), or a smaller step_size."
+                    if self.rule is not None else
+                    "Use the default step size (preconditioned, suggest_step_size), a smaller "
+                    "step_size or control variates.")
             raise SamplingError(
                 f"{self.name} ran away: the chain is {dist:.3g} posterior standard deviations "
                 f"(of the Laplace approximation) from the mode; step_size={self.step_size:g} "
-                "makes the discretised dynamics unstable for this posterior. Use the default "
-                "step size (preconditioned, suggest_step_size), a smaller step_size or "
-                "control variates.")
+                f"makes the discretised dynamics unstable for this posterior. {cure}")
         if dist > SUSPECT_SD and not self._warned:
             self._warned = True
             warnings.warn(
@@ -492,9 +439,13 @@ class _SGKernelBase(Kernel):
         return SGInfo(1.0, True, int(n_evals), self._evals / self.n)
 
     def tuning(self):
-        return {"step_size": self.step_size, "batch_size": self.batch_size,
-                "n_steps": self.n_steps, "data_passes": self._evals / self.n,
-                "precondition": self.precondition}
+        out = {"step_size": self.step_size, "batch_size": self.batch_size,
+               "n_steps": self.n_steps, "data_passes": self._evals / self.n,
+               "precondition": self.precondition, "spread_check": dict(self.check.summary)}
+        if self.rule is not None:
+            out.update(curvature=self.rule.lam, curvature_at_mode=self.rule.lam_mode,
+                       noise_factor=1.0 / self.rule.q)
+        return out
 
 
 # --------------------------------------------------------------------------------------
@@ -505,10 +456,10 @@ class SGLDKernel(_SGKernelBase):
         z = self._position(theta0)
         return SGState(self._theta(z), z)
 
-    def step(self, rng, state):
+    def _advance(self, rng, state, stein):
         z = state.position.copy()
         done = _fast.sgld_steps(self.gradient, z, self.step_size, self.batch_size,
-                                self.n_steps, rng, self._idx, self._g)
+                                self.n_steps, rng, self._idx, self._g, stein)
         if done < self.n_steps:
             raise _diverged("SGLD", self.step_size, f"step {done + 1} of an iteration")
         return SGState(self._theta(z), z), self._info(
@@ -560,11 +511,14 @@ class SGLD(BaseSampler):
         the mode in ``theta``). ``False``: the identity metric in ``theta``,
         whose stable step size is set by the stiffest direction.
     {metric}
+    {check}
 
     A chain that leaves the finite numbers, or runs more than ``1000`` posterior
     standard deviations (of the Laplace approximation) away from the mode,
     stops with a :class:`~bayes_subsample.exceptions.SamplingError` (a
-    ``ValueError`` and ``FloatingPointError``) saying what to change.
+    ``ValueError`` and ``FloatingPointError``) saying what to change; so does
+    a default step size too small for the chains to mix (before any draw) and
+    a chain that fails the check of ``check_spread``.
 
     Notes
     -----
@@ -586,11 +540,14 @@ class SGLD(BaseSampler):
 
     name = "sgld"
     exact = False
-    _parameter_constraints = shared_constraints("step_size", "batch_size", "control_variates",
-                                                "n_steps", "precondition", "metric")
+    _parameter_constraints = {
+        **shared_constraints("step_size", "batch_size", "control_variates", "n_steps",
+                             "precondition", "metric"),
+        "check_spread": ["boolean"],
+    }
 
     def __init__(self, step_size=None, batch_size=32, control_variates=True, n_steps=10,
-                 precondition=True, metric="auto"):
+                 precondition=True, metric="auto", check_spread=True):
         store_params(self, locals())
 
     def prepare(self, model, rng):
@@ -599,15 +556,16 @@ class SGLD(BaseSampler):
                           batch_size=self.batch_size)
 
     def build(self, model, prepared, n_warmup):
-        return SGLDKernel(model, prepared, self, self.batch_size, self.n_steps)
+        return SGLDKernel(model, prepared, self, self.batch_size, self.n_steps, n_warmup)
 
 
 # --------------------------------------------------------------------------------------
 # SGHMC
 # --------------------------------------------------------------------------------------
 class SGHMCKernel(_SGKernelBase):
-    def __init__(self, model, prepared, sampler):
-        super().__init__(model, prepared, sampler, sampler.batch_size, sampler.n_steps)
+    def __init__(self, model, prepared, sampler, n_warmup):
+        super().__init__(model, prepared, sampler, sampler.batch_size, sampler.n_steps,
+                         n_warmup)
         self.friction = float(sampler.friction)
         self.refresh = bool(sampler.refresh_momentum)
         # the identity mass in the coordinates the dynamics move
@@ -618,11 +576,11 @@ class SGHMCKernel(_SGKernelBase):
         z = self._position(theta0)
         return SGState(self._theta(z), z, rng.standard_normal(self.p))
 
-    def step(self, rng, state):
+    def _advance(self, rng, state, stein):
         z, mom = state.position.copy(), state.momentum.copy()
         done = _fast.sghmc_steps(self.gradient, z, mom, self.refresh, self.metric,
                                  self.step_size, self.friction, self.batch_size, self.n_steps,
-                                 rng, self._idx, self._g, self._v, self._z, self._xi)
+                                 rng, self._idx, self._g, self._v, self._z, self._xi, stein)
         if done < self.n_steps:
             raise _diverged("SGHMC", self.step_size, f"step {done + 1} of an iteration")
         return SGState(self._theta(z), z, mom), self._info(
@@ -684,6 +642,7 @@ class SGHMC(BaseSampler):
         ``n_steps`` (about 10% of the variance at ``n_steps=10`` on a Gaussian).
         ``False`` keeps the momentum across iterations (an uninterrupted
         underdamped Langevin discretisation whose bias is ``O(eps)``).
+    {check}
 
     Notes
     -----
@@ -708,11 +667,12 @@ class SGHMC(BaseSampler):
                              "precondition", "metric"),
         "refresh_momentum": ["boolean"],
         "mass": deprecated_constraint(StrOptions({"identity", "laplace"})),
+        "check_spread": ["boolean"],
     }
 
     def __init__(self, step_size=None, batch_size=32, n_steps=10, friction=1.0,
                  control_variates=True, precondition=True, refresh_momentum=True,
-                 mass=DEPRECATED, metric="auto"):
+                 mass=DEPRECATED, metric="auto", check_spread=True):
         store_params(self, locals())
 
     def prepare(self, model, rng):
@@ -729,10 +689,11 @@ class SGHMC(BaseSampler):
                           precondition=precondition)
 
     def build(self, model, prepared, n_warmup):
-        return SGHMCKernel(model, prepared, self)
+        return SGHMCKernel(model, prepared, self, n_warmup)
 
 
 for _cls in (SGLD, SGHMC):
     _cls.__doc__ = (_cls.__doc__.replace("{bias}", _BIAS_NOTE)
                     .replace("    {metric}\n", _METRIC_PARAM)
+                    .replace("    {check}\n", _CHECK_PARAM)
                     .replace("    {example_data}", _EXAMPLE_DATA))

@@ -1,0 +1,358 @@
+"""The default step size of the stochastic-gradient samplers and their refusal
+before any draw (:ref:`algo-sg-step-size`, :ref:`algo-sg-safety`).
+
+The step comes from the largest curvature of the posterior in the coordinates
+the dynamics move, taken at the mode *and* at draws of the Laplace
+approximation (where the chains will go; on separable or otherwise
+non-Gaussian posteriors the curvature there is many times the mode's), and
+from the control variates' gradient noise at the same draws. When the step
+this gives is so much smaller than on a Gaussian posterior that the chains
+cannot mix (:data:`MAX_SLOWDOWN`), the samplers refuse before any draw.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .._linalg import scale_draws
+from ..exceptions import SamplingError
+
+__all__ = ["step_from_curvature", "gradient_noise", "curvature_and_noise", "max_curvature",
+           "curvature_at", "step_rule", "refuse_if_too_slow", "laplace_points", "noise_rows",
+           "StepRule", "NOISE_ROWS", "NOISE_POINTS", "MAX_SLOWDOWN", "CURVATURE_SLACK"]
+
+#: rows and points of the gradient-noise and curvature estimates (:func:`gradient_noise`,
+#: :func:`step_rule`)
+NOISE_ROWS, NOISE_POINTS = 2048, 4
+#: curvature at the Laplace draws up to this many times the mode's leaves the step
+#: as it is: the rule's constant ``c = 0.3`` was measured on posteriors (covtype, the
+#: HIGGS sample) whose curvature there is 1.01 to 1.08 times the mode's (measured on
+#: all rows; 1.00 to 1.02 by the estimate of :func:`step_rule`)
+CURVATURE_SLACK = 1.25
+#: the default step may be at most this many times smaller than the step of the
+#: same rule on a Gaussian posterior with the mode's curvature and exact
+#: gradients; beyond it the samplers refuse before any draw: at the default
+#: ``n_steps`` a chain would need more than about 25 iterations per independent
+#: draw (SGLD: about 1.3 at the Gaussian step), so the second half of a
+#: 1,000-iteration warmup would hold fewer than the ``_sg_check.MIN_ESS`` = 20
+#: effective draws that the check at its end needs
+MAX_SLOWDOWN = 20.0
+#: with a dense metric, a model without per-datum Hessians up to this many
+#: parameters gets its curvature from the full numerical Hessian (2 p gradient
+#: passes), beyond it by Lanczos on finite-difference products
+DENSE_CURVATURE_MAX = 64
+
+_DEFAULT_FRICTION = {"sghmc": 1.0, "ewsg": 2.0}
+
+
+def step_from_curvature(sampler, lam, q, *, friction=None, c=0.3):
+    """The rule of :func:`~bayes_subsample.samplers.suggest_step_size` given
+    ``lam`` and ``q``."""
+    if friction is None:
+        friction = _DEFAULT_FRICTION.get(sampler, 1.0)
+    if sampler == "sgld":
+        return c * q / lam
+    return c * min(lam ** -0.5, 1.0 / friction, q * friction / lam)
+
+
+def laplace_points(theta_map, chol, n_points=NOISE_POINTS):
+    """``n_points`` draws ``theta_map + L z`` of the Laplace approximation
+    (``L = chol``, dense or diagonal), from a fixed seed: the points where the
+    gradient noise and the curvature are measured (the same for the samplers'
+    default and :func:`~bayes_subsample.samplers.suggest_step_size`)."""
+    rng = np.random.default_rng(0)
+    p = len(theta_map)
+    return [theta_map + scale_draws(chol, rng.standard_normal(p)) for _ in range(n_points)]
+
+
+def noise_rows(n_data):
+    """The ``min(n, NOISE_ROWS)`` rows (sorted, drawn without replacement from a
+    fixed seed) on which the gradient noise and the curvature at the Laplace
+    draws are measured."""
+    rng = np.random.default_rng(1)
+    return np.sort(rng.choice(n_data, size=int(min(n_data, NOISE_ROWS)), replace=False))
+
+
+def gradient_noise(model, cv, chol, precondition, batch_size, points=None, rows=None):
+    """``(v, n_evals)``: ``v`` the largest variance, over the coordinates the
+    dynamics move, of the control-variate gradient estimate's noise on a
+    minibatch of ``batch_size`` iid rows, ``n^2 / b Var_k(grad d_k)``
+    (``L^T grad d_k`` when ``precondition``), averaged over ``points``
+    (default :func:`laplace_points` around ``cv.theta_star``), the variance
+    over ``rows`` (default :func:`noise_rows`). The residual gradients are
+    taken in chunks of at most 2^18 entries (no ``rows x p`` array on wide
+    models). Deterministic (fixed seeds).
+
+    Near the mode with order-2 control variates on tall data ``v`` is tiny;
+    it grows as ``p / b`` with order 1 (wide models: each residual gradient
+    is ``O(|theta - theta*|)``), which the curvature rule alone ignores."""
+    if points is None:
+        points = laplace_points(cv.theta_star, chol)
+    n, p = model.n_data, model.n_params
+    idx = noise_rows(n) if rows is None else rows
+    m = len(idx)
+    chunk = max(1, (1 << 18) // p)
+    var = np.zeros(p)
+    for theta in points:
+        s1, s2 = np.zeros(p), np.zeros(p)
+        for start in range(0, m, chunk):
+            _, G = cv.residuals(theta, idx[start:start + chunk])
+            if precondition:
+                G = G * chol if np.ndim(chol) == 1 else G @ chol
+            s1 += G.sum(axis=0)
+            s2 += np.einsum("ij,ij->j", G, G)
+        mean = s1 / m
+        var += np.maximum(s2 / m - mean * mean, 0.0)
+    v = float(np.max(var)) / len(points) * n * (n / batch_size)
+    return v, len(points) * m * model.compiled.cv_cost
+
+
+class StepRule(NamedTuple):
+    """The ingredients of the default step (:func:`step_rule`)."""
+
+    #: the curvature the step is set by: ``max(lam_mode, lam_draws / CURVATURE_SLACK)``
+    lam: float
+    #: ``min(1, lam / v)`` (``min(1, b / n)`` without control variates)
+    q: float
+    #: the largest curvature at the mode (in the dynamics' coordinates)
+    lam_mode: float
+    #: the control variates' gradient noise ``v`` (nan without them)
+    noise: float
+    #: per-datum evaluations spent
+    n_evals: int
+    #: the largest curvature at the Laplace draws
+    lam_draws: float = float("nan")
+
+
+def step_rule(model, theta_map, chol_cov, precision, diagonal, precondition, cv, batch_size):
+    """The curvature and noise behind the SG step size at the Laplace
+    approximation ``N(theta_map, chol_cov chol_cov^T)``: the largest curvature
+    at the mode (:func:`max_curvature`), ``lam_mode``, and at the
+    :func:`laplace_points`, ``lam_draws``: ``lam_mode`` times the largest
+    ratio of the curvature there to the curvature at the mode, both on the
+    :func:`noise_rows` (:func:`curvature_at`; the ratio cancels the upward
+    bias of the largest eigenvalue of a subsample's Hessian, 1.2 to 1.4 at the
+    mode on 2,048 rows of covtype or of 29-parameter synthetic data).
+    ``lam = max(lam_mode, lam_draws / CURVATURE_SLACK)``; ``q = min(1, lam /
+    v)`` with ``v`` the control variates' ``cv`` gradient noise at the same
+    points and rows (:func:`gradient_noise`), ``min(1, b / n)`` without them
+    (``cv`` None; 1 without a ``batch_size``)."""
+    passes = model.n_full_passes
+    lam_mode = max_curvature(model, theta_map, chol_cov if diagonal else None, precondition,
+                             precision)
+    points = laplace_points(theta_map, chol_cov)
+    rows = noise_rows(model.n_data)
+    sub = model if len(rows) == model.n_data else _RowsModel(model, rows)
+    at_mode = curvature_at(sub, theta_map, chol_cov, precondition, diagonal)
+    lam_draws = lam_mode * max(curvature_at(sub, t, chol_cov, precondition, diagonal)
+                               for t in points) / at_mode
+    lam = max(lam_mode, lam_draws / CURVATURE_SLACK)
+    n_evals = (model.n_full_passes - passes) * model.n_data + getattr(sub, "n_evals", 0)
+    if cv is None:
+        q = min(1.0, batch_size / model.n_data) if batch_size else 1.0
+        return StepRule(lam, q, lam_mode, float("nan"), n_evals, lam_draws)
+    v, ev = gradient_noise(model, cv, chol_cov, precondition, batch_size, points, rows)
+    q = 1.0 if not (np.isfinite(v) and v > lam) else lam / v
+    return StepRule(lam, q, lam_mode, v, n_evals + ev, lam_draws)
+
+
+def curvature_and_noise(model, theta_map, chol_cov, precision, diagonal, precondition, cv,
+                        batch_size):
+    """``(lam, q, n_evals)`` of :func:`step_rule`."""
+    rule = step_rule(model, theta_map, chol_cov, precision, diagonal, precondition, cv,
+                     batch_size)
+    return rule.lam, rule.q, rule.n_evals
+
+
+def _largest_eigenvalue(op, tol):
+    """The largest eigenvalue of a symmetric operator (Lanczos, ARPACK; dense
+    below 3 parameters)."""
+    from scipy.sparse.linalg import ArpackNoConvergence, eigsh
+
+    p = op.shape[0]
+    if p <= 2:
+        return float(np.max(np.linalg.eigvalsh(op.matmat(np.eye(p)))))
+    try:
+        return float(eigsh(op, k=1, which="LA", tol=tol, v0=np.ones(p),
+                           return_eigenvectors=False)[0])
+    except ArpackNoConvergence as e:
+        if len(e.eigenvalues) == 0:
+            raise ValueError("the largest curvature of the posterior was not found (Lanczos "
+                             "did not converge)") from e
+        return float(np.max(e.eigenvalues))
+
+
+def _whitened(op, chol, precondition):
+    """``L^T P L`` as an operator (``L = chol``, dense or diagonal), or ``P``."""
+    from scipy.sparse.linalg import LinearOperator
+
+    if not precondition:
+        return op
+    L = np.asarray(chol, dtype=np.float64)
+    if L.ndim == 1:
+        mv = lambda v: L * op.matvec(L * np.ravel(v))            # noqa: E731
+    else:
+        mv = lambda v: L.T @ op.matvec(L @ np.ravel(v))         # noqa: E731
+    return LinearOperator(op.shape, matvec=mv, rmatvec=mv, dtype=np.float64)
+
+
+def _finite_difference_operator(model, theta):
+    """The posterior precision at ``theta`` as an operator: central differences
+    of the full-data gradient of the log posterior (two passes a product)."""
+    from scipy.sparse.linalg import LinearOperator
+
+    theta = np.asarray(theta, dtype=np.float64)
+    scale = 1e-5 * max(1.0, float(np.max(np.abs(theta))))
+
+    def mv(v):
+        v = np.ravel(v)
+        norm = float(np.linalg.norm(v))
+        if norm == 0.0:
+            return np.zeros_like(v)
+        h = scale / norm
+        gp = model.log_posterior_and_grad(theta + h * v)[1]
+        gm = model.log_posterior_and_grad(theta - h * v)[1]
+        return -(gp - gm) / (2 * h)
+
+    p = model.n_params
+    return LinearOperator((p, p), matvec=mv, rmatvec=mv, dtype=np.float64)
+
+
+class _RowsModel:
+    """The posterior precision of a model estimated from some of its rows: the
+    rows' Hessian sum scaled by ``n / m`` plus the prior's precision (what
+    :func:`curvature_at` needs: ``neg_hessian_log_posterior`` and, for the
+    GLMs, ``neg_hessian_operator``). ``n_evals`` counts the rows' evaluations."""
+
+    def __init__(self, model, rows):
+        self.sub = model.subset(rows)
+        self.scale = model.n_data / len(rows)
+        self.prior = model.prior
+        self.n_params = model.n_params
+        self.max_cv_order = model.max_cv_order
+        self.n_evals = 0
+        if hasattr(self.sub, "neg_hessian_operator"):
+            self.neg_hessian_operator = self._operator
+
+    def _count(self):
+        return self.sub.n_full_passes
+
+    def neg_hessian_log_posterior(self, theta):
+        before = self._count()
+        P = self.sub.neg_hessian_log_posterior(theta)
+        self.n_evals += (self._count() - before) * self.sub.n_data
+        prior = self.prior.neg_hessian()
+        return prior + self.scale * (P - prior)
+
+    def log_posterior_and_grad(self, theta):
+        before = self._count()
+        ll, g, _ = self.sub.full_pass(theta, gradient=True)
+        self.n_evals += (self._count() - before) * self.sub.n_data
+        return (self.scale * ll + self.prior.log_prob(theta),
+                self.scale * g + self.prior.grad_log_prob(theta))
+
+    def _operator(self, theta):
+        from scipy.sparse.linalg import LinearOperator
+
+        op = self.sub.neg_hessian_operator(theta)
+        prec = np.asarray(self.prior.precision, dtype=np.float64)
+        scale = self.scale
+
+        def mv(v):
+            v = np.ravel(v)
+            return prec * v + scale * (op.matvec(v) - prec * v)
+
+        return LinearOperator(op.shape, matvec=mv, rmatvec=mv, dtype=np.float64)
+
+
+def curvature_at(model, theta, chol, precondition, diagonal, tol=1e-2):
+    """The largest eigenvalue of the posterior precision at ``theta``
+    (``-d^2 log pi / d theta^2``) in the coordinates the dynamics move: ``P``,
+    or ``L^T P L`` when ``precondition`` (``L = chol``). From the dense matrix
+    for models with per-datum Hessians (one pass) and small models (the
+    numerical Hessian), else by Lanczos on products with ``P`` (the GLMs'
+    operator, two reads of X a product, or finite differences of the
+    gradient, two passes); clipped below at a tiny positive value (a draw where
+    the posterior is locally flat does not bound the step)."""
+    if not diagonal and (model.max_cv_order >= 2 or model.n_params <= DENSE_CURVATURE_MAX):
+        P = model.neg_hessian_log_posterior(theta)
+        if precondition:
+            L = np.asarray(chol)
+            P = L.T @ P @ L if L.ndim == 2 else L[:, None] * P * L[None, :]
+        lam = float(np.max(np.linalg.eigvalsh(0.5 * (P + P.T))))
+    else:
+        op = (model.neg_hessian_operator(theta) if hasattr(model, "neg_hessian_operator")
+              else _finite_difference_operator(model, theta))
+        lam = _largest_eigenvalue(_whitened(op, chol, precondition), tol)
+    return lam if np.isfinite(lam) else float("inf")
+
+
+def max_curvature(model, theta, chol, precondition, precision):
+    """``lambda_max`` of the posterior precision ``P`` at the mode ``theta``
+    in the coordinates the dynamics move: ``theta`` itself, or ``z`` with
+    ``theta = theta_map + L z`` when ``precondition``.
+
+    ``chol`` None: ``precision`` is the dense ``P`` and ``L`` its Cholesky
+    factor's inverse transpose, so preconditioned ``lam = 1``. ``chol`` a
+    ``(p,)`` vector (the diagonal Laplace approximation: ``L = diag(chol)``,
+    ``chol = diag(P)^-1/2``): ``lambda_max(L P L)`` (or of ``P``) by Lanczos
+    (ARPACK) on ``model.neg_hessian_operator(theta)``, tolerance ``1e-3``;
+    it is at least 1 when preconditioned, more where features correlate."""
+    if chol is None:
+        lam = 1.0 if precondition else \
+            float(np.max(np.linalg.eigvalsh(0.5 * (precision + precision.T))))
+    else:
+        lam = _largest_eigenvalue(_whitened(model.neg_hessian_operator(theta), chol,
+                                            precondition), 1e-3)
+    if not (np.isfinite(lam) and lam > 0):
+        raise ValueError("the posterior precision at the mode is not positive definite")
+    return lam
+
+
+def refuse_if_too_slow(sampler, model, rule, batch_size, step, control_variates):
+    """Raise a :class:`~bayes_subsample.exceptions.SamplingError` before any
+    draw when the default ``step`` is more than :data:`MAX_SLOWDOWN` times
+    smaller than the same rule's step on a Gaussian posterior with the mode's
+    curvature and exact gradients (the curvature at the Laplace draws,
+    ``rule.lam / rule.lam_mode``, and the gradient noise, ``1 / rule.q``, make
+    it so small that the chains cannot mix), or when that curvature ratio
+    alone exceeds :data:`MAX_SLOWDOWN` (EWSG's step, bounded by its friction,
+    shrinks less, but a step set from a few draws' curvature cannot be trusted
+    where the curvature varies that much: on iris setosa against the rest its
+    chains ran away at it). The message names the causes, the batch size that
+    would remove the noise where one below half the data does, and the
+    samplers to use instead. Returns the slowdown otherwise."""
+    name = type(sampler).__name__
+    friction = getattr(sampler, "friction", None)
+    slowdown = step_from_curvature(sampler.name, rule.lam_mode, 1.0, friction=friction) / step
+    curved = rule.lam / rule.lam_mode
+    if not (slowdown > MAX_SLOWDOWN or curved > MAX_SLOWDOWN):
+        return slowdown
+    causes = []
+    if rule.lam > 2 * rule.lam_mode:
+        causes.append(
+            f"the posterior's curvature at draws of its Laplace approximation reaches "
+            f"{rule.lam_draws / rule.lam_mode:.3g} times that at the mode (the posterior is far "
+            "from Gaussian: separable data, or parameters only the prior bounds)")
+    if rule.q < 1:
+        needed = batch_size / rule.q
+        what = "control variates'" if control_variates else "minibatch"
+        causes.append(
+            f"the {what} gradient noise on minibatches of {batch_size} rows is "
+            f"{1 / rule.q:.3g} times what that curvature allows"
+            + (f" (a batch_size of about {needed:.3g} of the {model.n_data} rows would remove "
+               "this part)" if needed < 0.5 * model.n_data else
+               f" (no batch smaller than the data, {model.n_data} rows, removes it)"))
+    if slowdown > MAX_SLOWDOWN:
+        effect = (f"the default step size would be {slowdown:.3g} times smaller than on a "
+                  f"Gaussian posterior and each chain would need about {slowdown:.3g} times as "
+                  "many iterations per independent draw")
+    else:
+        effect = ("a step set from the curvature at a few draws would not hold where the "
+                  "chains go (they meet steeper regions)")
+    raise SamplingError(
+        f"{name} refuses this posterior at these settings: {' and '.join(causes)}, so "
+        f"{effect}, and its draws could not be trusted. Use 'nuts' or 'hmc' (exact, full "
+        "data), or pass step_size explicitly to run anyway (the check at the end of warmup "
+        "still applies).")
