@@ -86,12 +86,15 @@ def rescaled_precision(factors, var, k):
     from that curvature is too narrow there. The draws' marginal variances
     see it, with a relative error of ``sqrt(2 / k)`` each (a full sample
     covariance would need many more draws than parameters); the correlations
-    stay the curvature's. Returns the (p, p) precision, or None below
-    ``MIN_VARIANCE_DRAWS`` draws."""
+    stay the curvature's. Returns the (p, p) precision, or None (below
+    ``MIN_VARIANCE_DRAWS`` draws, or no variance differs significantly: the
+    metric and the step-size adaptation then go on as they are)."""
     if k < MIN_VARIANCE_DRAWS:
         return None
     log_ratio = np.log(np.maximum(var, 1e-300) / np.diag(factors.cov))
     log_ratio[np.abs(log_ratio) <= RESCALE_SIGNIFICANCE * math.sqrt(2.0 / k)] = 0.0
+    if not log_ratio.any():
+        return None
     d = np.exp(-0.5 * log_ratio)
     return factors.precision * d[:, None] * d[None, :]
 
