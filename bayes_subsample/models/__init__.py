@@ -12,6 +12,7 @@ from ._cymodel import CyGLM, CyModel
 from ._cymultinomial import CyMultinomial
 from ._multinomial import MultinomialLogisticModel
 from ._dask import DaskGLM
+from ._strata import RowStrata, logistic_stratum_range_bounds, row_strata
 from ._glm import (GLM, GaussianRegressionModel, LogisticRegressionModel,
                    PoissonRegressionModel, RowGeometry,
                    logistic_residual_range_bound)
@@ -19,4 +20,5 @@ from ._glm import (GLM, GaussianRegressionModel, LogisticRegressionModel,
 __all__ = ["Model", "FunctionModel", "GaussianPrior", "SubsetModel", "WeightedModel", "GLM",
            "LogisticRegressionModel", "MultinomialLogisticModel", "PoissonRegressionModel", "GaussianRegressionModel",
            "CyModel", "CyGLM", "CyMultinomial", "CyCallbackModel",
-           "RowGeometry", "logistic_residual_range_bound", "DaskGLM"]
+           "RowGeometry", "RowStrata", "row_strata", "logistic_residual_range_bound",
+           "logistic_stratum_range_bounds", "DaskGLM"]

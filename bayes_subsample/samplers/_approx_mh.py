@@ -17,17 +17,16 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import _rng
-from .._linalg import precision_factor
 from ..control_variates import TaylorControlVariate
-from ..models import RowGeometry
+from ..models import RowStrata
 from . import _approx_mh_fast as _fast
 from ._base import LaplacePrepared
 from ._proposals import RandomWalkProposal, SGLDProposal
 from ._sgmcmc_fast import GradientEstimator
 from .mh import ProposalKernel
 
-__all__ = ["ApproxMHKernel", "ProxyPrepared", "Strata", "build_proposal", "leverage_strata",
-           "model_has_proxy", "prepare_proxy", "resolve_first_batch"]
+__all__ = ["ApproxMHKernel", "ProxyPrepared", "build_proposal", "model_has_proxy",
+           "prepare_proxy", "resolve_first_batch"]
 
 
 class ApproxMHState(NamedTuple):
@@ -121,16 +120,13 @@ class DecisionRule:
 
     With control variates ``cv`` (a Taylor proxy) the rules test the residual
     differences ``d_k(theta') - d_k(theta)`` against
-    ``threshold - [Q(theta') - Q(theta)]``, the proxies' total being exact; with
-    ``strata`` the data in ``strata.exact`` are summed exactly at every
-    decision and the rule samples from the rest.
+    ``threshold - [Q(theta') - Q(theta)]``, the proxies' total being exact.
     """
 
-    def __init__(self, model, cv=None, strata=None):
+    def __init__(self, model, cv=None):
         self.model = model
         self.cy = model.compiled
         self.cv = cv
-        self.strata = strata
         self.cv_args = ({} if cv is None else
                         {"cv_order": cv.order, "theta_star": cv.theta_star, "eta_star": cv.cache})
         #: the proxy is the log-likelihood itself (the Gaussian GLM's second-order
@@ -139,9 +135,7 @@ class DecisionRule:
 
     def initial_perm(self):
         """The population the rule samples from, as the start of its permutation."""
-        if self.strata is None:
-            return np.arange(self.model.n_data, dtype=np.int64)
-        return self.strata.sampled.copy()
+        return np.arange(self.model.n_data, dtype=np.int64)
 
     def exact_sum(self, theta, theta_new):
         """``sum_k l_k(theta') - l_k(theta)`` over all data, in storage order."""
@@ -154,15 +148,11 @@ class DecisionRule:
         return self.cv.delta_Q(theta, theta_new) > threshold, 0, 0
 
     def sampled_target(self, theta, theta_new, threshold):
-        """``(target, n_exact)``: what the sum of the sampled terms must exceed for
-        ``sum_k l_k > threshold``, after the proxies' exact total and the exactly
-        summed stratum (``n_exact`` data) are taken out."""
+        """What the sum of the terms the rule reads must exceed for
+        ``sum_k l_k > threshold``, after the proxies' exact total is taken out."""
         if self.cv is not None:
             threshold = threshold - self.cv.delta_Q(theta, theta_new)
-        if self.strata is None or not len(self.strata.exact):
-            return threshold, 0
-        part = _fast.term_sum_at(self.cy, theta, theta_new, self.strata.exact, **self.cv_args)
-        return threshold - part, len(self.strata.exact)
+        return threshold
 
     def decide(self, state, theta_new, threshold):
         raise NotImplementedError
@@ -218,11 +208,12 @@ def build_proposal(sampler, prepared, model):
 class ProxyPrepared(LaplacePrepared):
     """The Laplace preparation plus what the decision rules test with: the
     Taylor control variates at the mode (``cv``, None without a proxy) and the
-    split of the data into an exactly summed stratum and a sampled one
-    (``strata``, None: every datum is sampled)."""
+    strata of rows of a stratified decision (``strata``, a
+    :class:`~bayes_subsample.models.RowStrata`; None: every datum is sampled
+    alike)."""
 
     cv: TaylorControlVariate = None
-    strata: "Strata" = None
+    strata: RowStrata = None
 
 
 def model_has_proxy(model):
@@ -237,46 +228,3 @@ def prepare_proxy(model, prepared, order=2):
     models, whose diagonal metric avoids the ``p x p`` Hessian sum)."""
     cv = TaylorControlVariate(model, prepared.theta_init, order=order).build_cache()
     return ProxyPrepared(**{**vars(prepared), "n_evals": prepared.n_evals + cv.n_evals}, cv=cv)
-
-
-class Strata(NamedTuple):
-    """A split of the data for a decision: ``exact`` (sorted indices) are summed
-    exactly at every decision, the rule samples from ``sampled``; ``geometry``
-    (a :class:`~bayes_subsample.models.RowGeometry`) describes the sampled rows.
-    """
-
-    exact: np.ndarray
-    sampled: np.ndarray
-    geometry: RowGeometry
-
-
-def leverage_strata(model, precision, typical_range, degree, max_fraction=0.1):
-    """Split off the rows of highest leverage so that the range bound over the
-    rest is small (:ref:`algo-confidence`, "A stratum of high-leverage rows").
-
-    The leverage of datum ``k`` is ``r_k = ||L^{-1} x_k||`` in the metric of the
-    Laplace precision ``L L^T`` (one pass over X). A range bound over rows of
-    leverage at most ``r`` scales as ``typical_range * r^degree`` for a typical
-    proposal; a concentration-bound decision then examines about
-    ``N * typical_range * r^degree`` (times the rule's constants) of the ``N``
-    sampled rows. The split minimises ``j + min(N_j, N_j * typical_range *
-    r_(j)^degree)`` over the number ``j`` of rows summed exactly (at most
-    ``max_fraction`` of the data), ``r_(j)`` the largest leverage left.
-
-    Returns a :class:`Strata` (with an empty ``exact`` when no row is worth
-    summing exactly; its geometry then covers every datum).
-    """
-    L = precision_factor(precision)
-    r = model.whitened_row_norms(L)
-    n = r.shape[0]
-    order = np.argsort(-r, kind="stable")
-    r_desc = r[order]
-    j = np.arange(int(max_fraction * n) + 1)
-    left = n - j
-    cost = j + np.minimum(left, left * typical_range * r_desc[j] ** degree)
-    best = int(np.argmin(cost))
-    # a relative margin covers the rounding of the computed norms
-    geometry = RowGeometry(L, r_desc[best] * (1.0 + 1e-9))
-    exact = np.sort(order[:best]).astype(np.int64)
-    sampled = np.sort(order[best:]).astype(np.int64)
-    return Strata(exact, sampled, geometry)

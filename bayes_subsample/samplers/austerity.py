@@ -46,12 +46,12 @@ class SequentialTestRule(DecisionRule):
         exact = self.decide_from_proxy(state.theta, theta_new, threshold)
         if exact is not None:
             return exact
-        target, n_exact = self.sampled_target(state.theta, theta_new, threshold)
+        target = self.sampled_target(state.theta, theta_new, threshold)
         acc, n_used, n_batches, _ = _fast.austerity_decide(
             state.sub_rng, self.cy, state.theta, theta_new, state.perm,
             target / len(state.perm), self.epsilon, self.first_batch_size, self.batch_size,
             n_threads=self.model.pass_threads(), **self.cv_args)
-        return acc, n_used + n_exact, n_batches
+        return acc, n_used, n_batches
 
 
 class AusterityMH(BaseSampler):

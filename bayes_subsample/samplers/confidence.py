@@ -24,11 +24,10 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from .._deprecation import DEPRECATED, deprecated_constraint, renamed
 from .._params import store_params
 from .._seqtest import BOUNDS
-from .._linalg import precision_factor, solve_chol
-from ..models import RowGeometry
+from ..models import row_strata
 from . import _approx_mh_fast as _fast
 from ._approx_mh import (ApproxMHKernel, DecisionRule, ProxyPrepared, build_proposal,
-                         leverage_strata, model_has_proxy, prepare_proxy, resolve_first_batch)
+                         model_has_proxy, prepare_proxy, resolve_first_batch)
 from ._base import BaseSampler, diagonal_metric, prepare_laplace, shared_constraints
 from .mh import resolve_n_steps
 
@@ -37,24 +36,32 @@ __all__ = ["ConfidenceMH"]
 
 class ConfidenceRule(DecisionRule):
     """The concentration-bound decision (``delta = 0``: every datum, in storage
-    order, one check), optionally on control-variate residual differences and
-    with the high-leverage rows summed exactly."""
+    order, one check), optionally on control-variate residual differences, and
+    on strata of rows with a range bound each (``strata``, a
+    :class:`~bayes_subsample.models.RowStrata`)."""
 
     def __init__(self, model, sampler, first_batch_size, cv=None, strata=None):
-        super().__init__(model, cv=cv, strata=strata)
+        super().__init__(model, cv=cv)
+        self.strata = strata
+        self.index = None if strata is None else _fast.StrataIndex(strata.members,
+                                                                   strata.offsets, model.n_data)
         self.delta = float(sampler.delta)
         self.bound_code = BOUNDS[sampler.bound]
         self.batch_growth = float(renamed(sampler, "gamma", "batch_growth", warn=False))
         self.p = float(sampler.p)
         self.first_batch_size = int(first_batch_size)
-        self.geometry = {} if strata is None else {"geometry": strata.geometry}
+
+    def initial_perm(self):
+        # the stratified rule draws with replacement: no permutation to keep
+        if self.strata is not None:
+            return np.zeros(0, dtype=np.int64)
+        return super().initial_perm()
 
     def _range(self, theta, theta_new):
         if self.cv is None:
-            C = self.model.range_bound(theta, theta_new, **self.geometry)
+            C = self.model.range_bound(theta, theta_new)
         else:
-            C = self.model.cv_range_bound(theta, theta_new, self.cv.theta_star, self.cv.order,
-                                          **self.geometry)
+            C = self.model.cv_range_bound(theta, theta_new, self.cv.theta_star, self.cv.order)
         C = float(C)
         if not C >= 0.0:
             raise ValueError(f"the model's range bound returned {C!r}; it must be a float >= 0")
@@ -67,13 +74,23 @@ class ConfidenceRule(DecisionRule):
         exact = self.decide_from_proxy(theta, theta_new, threshold)
         if exact is not None:
             return exact
-        # sum_k l_k = [Q(theta') - Q(theta)] + sum_{exact} t_k + sum_{sampled} t_k
-        target, n_exact = self.sampled_target(theta, theta_new, threshold)
+        # sum_k l_k = [Q(theta') - Q(theta)] + sum_k t_k
+        target = self.sampled_target(theta, theta_new, threshold)
+        if self.strata is not None:
+            st = self.strata
+            C = self.model.stratum_range_bounds(
+                theta, theta_new, None if self.cv is None else self.cv.theta_star,
+                None if self.cv is None else self.cv.order, st)
+            acc, t, k, _, _ = _fast.stratified_decide(
+                state.sub_rng, self.cy, theta, theta_new, self.index, C, target,
+                self.delta, self.batch_growth, self.p, self.first_batch_size,
+                n_threads=self.model.pass_threads(), **self.cv_args)
+            return acc, t, k
         acc, t, k, _, _ = _fast.confidence_decide(
-            state.sub_rng, self.cy, theta, theta_new, state.perm, target / len(state.perm),
+            state.sub_rng, self.cy, theta, theta_new, state.perm, target / n,
             self._range(theta, theta_new), self.delta, self.bound_code, self.batch_growth,
             self.p, self.first_batch_size, n_threads=self.model.pass_threads(), **self.cv_args)
-        return acc, t + n_exact, k
+        return acc, t, k
 
 
 class ConfidenceMH(BaseSampler):
@@ -239,26 +256,14 @@ default="bernstein_serfling"
         return "taylor"
 
     def _strata(self, model, prepared, proxy):
-        """The high-leverage rows to sum exactly (None: sample every datum)."""
+        """The strata of rows with a range bound each (None: sample every datum
+        alike)."""
         order = 2 if proxy == "taylor" else None
-        degree = model.range_bound_degree(order)
-        if not self.stratify or degree is None or self.delta == 0.0:
+        if not self.stratify or self.delta == 0.0 or model.range_bound_degree(order) is None:
             return None
-        # the bound at leverage 1 for a typical step of the tuned random walk
-        # (||L^T (theta' - theta)|| ~ 2.38, ||L^T (theta - theta*)|| ~ sqrt(d)),
-        # times the Bernstein-Serfling constant 2 kappa log(5 / delta): a decision
-        # examines about that times r^degree of the sampled data
-        p = model.n_params
-        L = precision_factor(prepared.precision)
-        step = solve_chol(L, np.where(np.arange(p) % 2 == 0, 1.0, -1.0), trans=True)
-        theta = prepared.theta_init + solve_chol(L, np.ones(p), trans=True)
-        theta_new = theta + 2.38 / np.sqrt(p) * step
-        unit = {"geometry": RowGeometry(L, 1.0)}
-        C1 = (model.cv_range_bound(theta, theta_new, prepared.theta_init, 2, **unit)
-              if proxy == "taylor" else model.range_bound(theta, theta_new, **unit))
-        kappa = 7.0 / 3.0 + 3.0 / np.sqrt(2.0)
-        return leverage_strata(model, prepared.precision,
-                               2.0 * kappa * np.log(5.0 / self.delta) * float(C1), degree)
+        cv = getattr(prepared, "cv", None)
+        return row_strata(model, prepared.precision,
+                          eta_star=None if cv is None or order is None else cv.cache)
 
     def prepare(self, model, rng):
         self._validate_params()
@@ -292,7 +297,7 @@ default="bernstein_serfling"
         if not isinstance(prepared, ProxyPrepared):
             prepared = ProxyPrepared(**vars(prepared))
         prepared.strata = strata
-        prepared.n_evals += model.n_data        # the leverage pass
+        prepared.n_evals += 3 * model.n_data    # the strata's passes over X
         return prepared
 
     def build(self, model, prepared, n_warmup):
