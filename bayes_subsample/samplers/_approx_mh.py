@@ -17,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import _rng
+from ..exceptions import SamplingError
 from ..control_variates import TaylorControlVariate
 from ..models import RowStrata
 from . import _approx_mh_fast as _fast
@@ -81,6 +82,19 @@ class ApproxMHKernel(ProposalKernel):
         self.rule = rule
         self.check_exact = bool(check_exact)
         self.n = model.n_data
+        self.checks = DecisionChecks(rule)
+        self._in_warmup = False
+
+    def warmup_step(self, rng, state, iteration):
+        self._in_warmup = True
+        return super().warmup_step(rng, state, iteration)
+
+    def end_warmup(self, state):
+        self._in_warmup = False
+        return super().end_warmup(state)
+
+    def tuning(self):
+        return {**super().tuning(), **self.checks.report()}
 
     def init(self, rng, theta0):
         theta0 = np.asarray(theta0, dtype=np.float64)
@@ -103,15 +117,108 @@ class ApproxMHKernel(ProposalKernel):
             accepted, n_used, n_batches = False, 0, 0
         accepted = bool(accepted)
         fields = (float(accepted), accepted, 2 * n_used + n_prop, n_used / self.n, n_batches)
-        if self.check_exact:
+        checking = self._in_warmup and self.checks.due(2 * n_used, np.isfinite(threshold))
+        if self.check_exact or checking:
             exact = bool(np.isfinite(threshold)
-                         and self.rule.exact_sum(theta, theta_new) > threshold)
+                         and self.checks.exact_sum(state.theta, theta_new) > threshold)
+            if self._in_warmup and np.isfinite(threshold):
+                self.checks.record(exact != accepted)
+        if self.check_exact:
             info = CheckedApproxMHInfo(*fields, exact != accepted, exact)
         else:
             info = ApproxMHInfo(*fields)
         if accepted:
             return state._replace(theta=theta_new, log_prior=lp_new), info
         return state, info
+
+
+#: the decisions checked against exact MH in warmup read at most this share of the
+#: data the warmup's decisions read (a full pass per check)
+CHECK_SHARE = 0.1
+#: a knob is lowered when the wrong decisions among those checked are this unlikely
+#: at a rate equal to it (binomial upper tail)
+CHECK_LEVEL = 1e-3
+#: and by this factor, at most this many times
+KNOB_FACTOR = 4.0
+MAX_LOWERINGS = 4
+
+
+class DecisionChecks:
+    """Warmup decisions of an approximate rule checked against exact MH's (the
+    same ``u``), within a budget of ``CHECK_SHARE`` of the warmup's data reads:
+    when the wrong decisions are too many for the rule's error knob (``epsilon``,
+    ``delta``: a binomial test at level ``CHECK_LEVEL`` against a rate equal to
+    the knob), the knob is lowered ``KNOB_FACTOR``-fold (at most
+    ``MAX_LOWERINGS`` times) for the rest of the run, and the run says so
+    (:meth:`report`, whose ``decision_check_message`` the trace warns with).
+    When even the lowest knob leaves far too many wrong decisions (level
+    ``CHECK_LEVEL ** 2``) the run stops with a :class:`SamplingError` before any
+    draw is kept. A rule that tests with a range bound also has the bound checked
+    against the data at each checked move (:meth:`DecisionRule.check_range`)."""
+
+    def __init__(self, rule):
+        self.rule = rule
+        self.knob_name = rule.knob_name
+        self.knob0 = rule.knob
+        self.read = 0           # data evaluations of the warmup's decisions
+        self.spent = 0          # of the checks
+        self.n_checked = 0
+        self.n_wrong = 0
+        self.window = [0, 0]    # checked, wrong since the knob last changed
+        self.lowered = 0
+
+    def due(self, n_evals, finite):
+        """Whether to check this warmup decision (``n_evals`` it read)."""
+        self.read += n_evals
+        if not finite or self.knob_name is None or not self.rule.knob > 0:
+            return False
+        cost = 2 * self.rule.model.n_data
+        if self.spent + cost > CHECK_SHARE * self.read:
+            return False
+        self.spent += cost
+        return True
+
+    def exact_sum(self, theta, theta_new):
+        total, abs_max = self.rule.exact_sum_abs_max(theta, theta_new)
+        self.rule.check_range(theta, theta_new, abs_max)
+        return total
+
+    def record(self, wrong):
+        from scipy.stats import binom
+
+        self.n_checked += 1
+        self.n_wrong += int(wrong)
+        self.window[0] += 1
+        self.window[1] += int(wrong)
+        k, w = self.window
+        if not w:
+            return
+        tail = binom.sf(w - 1, k, self.rule.knob)
+        if tail < CHECK_LEVEL and self.lowered < MAX_LOWERINGS:
+            self.rule.knob = self.rule.knob / KNOB_FACTOR
+            self.lowered += 1
+            self.window = [0, 0]
+        elif tail < CHECK_LEVEL ** 2:
+            raise SamplingError(
+                f"{self.knob_name}={self.knob0:g} lowered to {self.rule.knob:g} is still too "
+                f"loose for this posterior: {w} of the last {k} decisions checked against "
+                "exact MH in warmup differed from them, so the draws would be off. The "
+                "terms this rule decides on are too heavy-tailed for it; use exact MH "
+                "(sampler='mh') or, with a range bound, ConfidenceMH.")
+
+    def report(self):
+        if self.knob_name is None:
+            return {}
+        out = {"decision_checks": self.n_checked, "wrong_decisions": self.n_wrong,
+               self.knob_name: self.rule.knob}
+        name, k0, k1 = self.knob_name, self.knob0, self.rule.knob
+        if self.lowered:
+            out["decision_check_message"] = (
+                f"{name}={k0:g} was too loose for this posterior: of the decisions checked "
+                f"against exact MH in warmup, more than a share {name} differed ({self.n_wrong} "
+                f"of {self.n_checked} in all), so {name} was lowered to {k1:g} for sampling. "
+                f"Pass {name}={k1:g} to start there, or use exact MH (sampler='mh').")
+        return out
 
 
 class DecisionRule:
@@ -137,9 +244,22 @@ class DecisionRule:
         """The population the rule samples from, as the start of its permutation."""
         return np.arange(self.model.n_data, dtype=np.int64)
 
+    #: the name of the rule's error knob (``epsilon``, ``delta``), and its value
+    knob_name = None
+    knob = 0.0
+
     def exact_sum(self, theta, theta_new):
         """``sum_k l_k(theta') - l_k(theta)`` over all data, in storage order."""
         return _fast.term_sum(self.cy, theta, theta_new)
+
+    def exact_sum_abs_max(self, theta, theta_new):
+        """``(sum_k t_k, max_k |t_k|)`` over all data, ``t_k`` the log-likelihood
+        differences (one sweep)."""
+        return _fast.term_sum_abs_max(self.cy, theta, theta_new)
+
+    def check_range(self, theta, theta_new, abs_max):
+        """Raise when the range bound the rule tested this move with is below the
+        data's ``abs_max`` (rules that use none: nothing to check)."""
 
     def decide_from_proxy(self, theta, theta_new, threshold):
         """The decision without data when the residuals vanish, else None."""

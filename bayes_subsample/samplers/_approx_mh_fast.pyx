@@ -598,6 +598,17 @@ def term_sum(CyModel model, const double[::1] theta, const double[::1] theta_new
     return total
 
 
+def term_sum_abs_max(CyModel model, const double[::1] theta, const double[::1] theta_new,
+                     int cv_order=-1, theta_star=None, eta_star=None):
+    """``(sum_k t_k, max_k |t_k|)`` over all data in one sweep (a decision checked
+    against the exact one, and the range bound it used against the data)."""
+    cdef TermSource src
+    cdef double total, abs_max
+    keep = _source(model, &src, theta, theta_new, cv_order, theta_star, eta_star)
+    _sweep(model, &src, &total, &abs_max)
+    return total, abs_max
+
+
 def term_abs_max(CyModel model, const double[::1] theta, const double[::1] theta_new,
                  int cv_order=-1, theta_star=None, eta_star=None):
     """``max_k |t_k|`` over all data (checks range bounds by brute force)."""

@@ -10,9 +10,10 @@ control-variate residuals ``d_k = l_k - q_k`` while the proxies' full sum
 ``Q(theta') - Q(theta)`` is computed exactly in O(d^2); near the mode these
 differences are tiny, so far fewer data are needed. The range of those
 differences comes from the model
-(:meth:`~bayes_subsample.models.GLM.cv_range_bound`), in the metric of the
-Laplace precision, over all rows but the few of highest leverage, which are
-summed exactly (``stratify``).
+(:meth:`~bayes_subsample.models.GLM.cv_range_bound`); on the logistic GLM it is
+taken per stratum of rows (``stratify``: rows grouped by their 0/1 columns and
+split by radius, each stratum with its own bound), and the decision samples the
+strata separately (:ref:`algo-confidence-strata`).
 """
 from __future__ import annotations
 
@@ -40,6 +41,8 @@ class ConfidenceRule(DecisionRule):
     on strata of rows with a range bound each (``strata``, a
     :class:`~bayes_subsample.models.RowStrata`)."""
 
+    knob_name = "delta"
+
     def __init__(self, model, sampler, first_batch_size, cv=None, strata=None):
         super().__init__(model, cv=cv)
         self.strata = strata
@@ -56,6 +59,28 @@ class ConfidenceRule(DecisionRule):
         if self.strata is not None:
             return np.zeros(0, dtype=np.int64)
         return super().initial_perm()
+
+    @property
+    def knob(self):
+        return self.delta
+
+    @knob.setter
+    def knob(self, value):
+        self.delta = float(value)
+
+    def check_range(self, theta, theta_new, abs_max):
+        # the model's own range bound on the log-likelihood differences (the
+        # proxies' and the strata's bounds are derived for the compiled GLMs)
+        if self.cv is not None or self.strata is not None:
+            return
+        C = self._range(theta, theta_new)
+        if abs_max > C * (1.0 + 1e-9) + 1e-300:
+            raise ValueError(
+                f"{type(self.model).__name__}.range_bound is not a bound: at a move checked "
+                f"in warmup it returned C = {C:.6g}, but a datum's |l_k(theta') - l_k(theta)| "
+                f"is {abs_max:.6g}. The confidence sampler's guarantee needs C(theta, theta') "
+                ">= max_k |l_k(theta') - l_k(theta)| for every move: fix the range bound, or "
+                "use AusterityMH or exact MH (sampler='mh').")
 
     def _range(self, theta, theta_new):
         if self.cv is None:
@@ -134,13 +159,15 @@ default="bernstein_serfling"
         one, the plain bound otherwise. ``None``: the plain rule of the 2014
         paper, on ``l_k(theta') - l_k(theta)``.
     stratify : bool, default=True
-        Sum the rows of highest leverage (``||L^{-1} x_k||`` in the metric of the
-        Laplace precision ``L L^T``) exactly at every decision and sample the
-        rest, whose range bound is then far smaller (:ref:`algo-confidence`,
-        "A stratum of high-leverage rows"); the split minimises the estimated
-        data examined per decision, costs one pass over the data in
-        ``prepare``, and is used where the model's range bound takes the data's
-        geometry (the logistic GLM).
+        Split the rows into strata, each with its own range bound (rows grouped
+        by their values in the 0/1 columns, each group split by the rows'
+        distance to its center in the Laplace metric), and decide on draws from
+        every stratum with a stratified Bernstein bound; strata that would be
+        read half or more are summed exactly (:ref:`algo-confidence-strata`).
+        Costs three passes over the data in ``prepare``; used where the model's
+        range bound takes the data's geometry (the logistic GLM). ``bound``,
+        ``p`` and ``batch_growth`` keep their meaning, except that the
+        stratified rule has one bound of its own (``bound`` is then unused).
     step_size : float, optional
         Initial random-walk scale (default ``2.38/sqrt(d)``).
     adapt : bool, default=True
@@ -156,11 +183,11 @@ default="bernstein_serfling"
         record ``wrong_decision`` and ``exact_accept`` in the trace stats (not
         counted in ``n_evals``).
     metric : {"auto", "dense", "diag"}, default="auto"
-        The Laplace approximation the proposal and the leverage strata start
+        The Laplace approximation the proposal and the strata start
         from: dense, or diagonal (wide models, compiled GLMs: no ``p x p``
         matrix anywhere -- the mode by L-BFGS, the precision's diagonal from
         one pass, a random walk whose variances adapt to the chain's marginal
-        variances, leverages ``||x_k / sqrt(diag P)||``, and the plain bound,
+        variances, strata in the diagonal metric, and the plain bound,
         since the second-order proxies' total needs the ``p x p`` Hessian sum).
         ``"auto"``: dense up to 2,000 parameters, diagonal beyond. See
         :ref:`scaling-wide`.
