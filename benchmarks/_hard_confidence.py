@@ -29,7 +29,7 @@ N_ROWS = 100_000
 #: chains, warmup and retained draws of the two samplers (quick: 2, 100, 150)
 SIZES = dict(n_chains=2, n_warmup=300, n_samples=1000)
 #: the long NUTS run (quick: 2 x (300 + 500))
-NUTS_SIZES = dict(n_chains=4, n_warmup=1000, n_samples=2000)
+NUTS_SIZES = dict(n_chains=4, n_warmup=500, n_samples=1500)
 #: the run on all training rows, for the read fraction
 FULL_SIZES = dict(n_chains=1, n_warmup=200, n_samples=200)
 #: the largest share of the data a decision may read

@@ -119,10 +119,11 @@ class ApproxMHKernel(ProposalKernel):
         fields = (float(accepted), accepted, 2 * n_used + n_prop, n_used / self.n, n_batches)
         checking = self._in_warmup and self.checks.due(2 * n_used, np.isfinite(threshold))
         if self.check_exact or checking:
-            exact = bool(np.isfinite(threshold)
-                         and self.checks.exact_sum(state.theta, theta_new) > threshold)
+            margin = (self.checks.exact_sum(state.theta, theta_new) - threshold
+                      if np.isfinite(threshold) else -np.inf)
+            exact = bool(margin > 0)
             if self._in_warmup and np.isfinite(threshold):
-                self.checks.record(exact != accepted)
+                self.checks.record(accepted, exact, margin)
         if self.check_exact:
             info = CheckedApproxMHInfo(*fields, exact != accepted, exact)
         else:
@@ -138,7 +139,10 @@ CHECK_SHARE = 0.1
 #: a knob is lowered when the wrong decisions among those checked are this unlikely
 #: at a rate equal to it (binomial upper tail)
 CHECK_LEVEL = 1e-3
-#: and by this factor, at most this many times
+#: a wrong decision by more than this many nats of log-ratio is a gross one: two in a
+#: window lower the knob (a test whose estimate is near-normal errs only near 0)
+GROSS_NATS = 3.0
+#: the knob is lowered by this factor, at most this many times
 KNOB_FACTOR = 4.0
 MAX_LOWERINGS = 4
 
@@ -148,11 +152,14 @@ class DecisionChecks:
     same ``u``), within a budget of ``CHECK_SHARE`` of the warmup's data reads:
     when the wrong decisions are too many for the rule's error knob (``epsilon``,
     ``delta``: a binomial test at level ``CHECK_LEVEL`` against a rate equal to
-    the knob), the knob is lowered ``KNOB_FACTOR``-fold (at most
+    the knob) or fall mostly one way (wrong accepts against wrong rejects, a sign
+    test at the same level: skewed terms err systematically) or by more than
+    ``GROSS_NATS`` of log-ratio twice (heavy-tailed terms make gross errors, which
+    bias the draws even at a small rate), the knob is lowered ``KNOB_FACTOR``-fold (at most
     ``MAX_LOWERINGS`` times) for the rest of the run, and the run says so
     (:meth:`report`, whose ``decision_check_message`` the trace warns with).
     When even the lowest knob leaves far too many wrong decisions (level
-    ``CHECK_LEVEL ** 2``) the run stops with a :class:`SamplingError` before any
+    ``CHECK_LEVEL ** 2``, or three gross ones) the run stops with a :class:`SamplingError` before any
     draw is kept. A rule that tests with a range bound also has the bound checked
     against the data at each checked move (:meth:`DecisionRule.check_range`)."""
 
@@ -164,7 +171,10 @@ class DecisionChecks:
         self.spent = 0          # of the checks
         self.n_checked = 0
         self.n_wrong = 0
-        self.window = [0, 0]    # checked, wrong since the knob last changed
+        self.n_wrong_accept = 0
+        # checked, wrong, wrongly accepted, wrong by > GROSS_NATS since the last change
+        self.window = [0, 0, 0, 0]
+        self.n_gross = 0
         self.lowered = 0
 
     def due(self, n_evals, finite):
@@ -183,40 +193,57 @@ class DecisionChecks:
         self.rule.check_range(theta, theta_new, abs_max)
         return total
 
-    def record(self, wrong):
+    def record(self, accepted, exact, margin):
+        """Record a checked decision: the rule's ``accepted``, exact MH's ``exact``,
+        ``margin`` the exact log-ratio minus ``log u`` (its sign is ``exact``'s)."""
         from scipy.stats import binom
 
+        wrong = accepted != exact
+        gross = wrong and abs(margin) > GROSS_NATS
         self.n_checked += 1
         self.n_wrong += int(wrong)
-        self.window[0] += 1
-        self.window[1] += int(wrong)
-        k, w = self.window
+        self.n_wrong_accept += int(wrong and accepted)
+        self.n_gross += int(gross)
+        win = self.window
+        win[0] += 1
+        win[1] += int(wrong)
+        win[2] += int(wrong and accepted)
+        win[3] += int(gross)
+        k, w, fa, g = win
         if not w:
             return
-        tail = binom.sf(w - 1, k, self.rule.knob)
-        if tail < CHECK_LEVEL and self.lowered < MAX_LOWERINGS:
+        # too many wrong decisions for the knob; wrong mostly one way (wrong accepts
+        # against wrong rejects); or wrong by several nats: errors that are
+        # systematic or gross bias the draws even at a small rate
+        tail = min(binom.sf(w - 1, k, self.rule.knob),
+                   2.0 * binom.sf(max(fa, w - fa) - 1, w, 0.5))
+        if (tail < CHECK_LEVEL or g >= 2) and self.lowered < MAX_LOWERINGS:
             self.rule.knob = self.rule.knob / KNOB_FACTOR
             self.lowered += 1
-            self.window = [0, 0]
-        elif tail < CHECK_LEVEL ** 2:
+            self.window = [0, 0, 0, 0]
+        elif tail < CHECK_LEVEL ** 2 or g >= 3:
             raise SamplingError(
                 f"{self.knob_name}={self.knob0:g} lowered to {self.rule.knob:g} is still too "
                 f"loose for this posterior: {w} of the last {k} decisions checked against "
-                "exact MH in warmup differed from them, so the draws would be off. The "
-                "terms this rule decides on are too heavy-tailed for it; use exact MH "
+                f"exact MH in warmup differed from them ({fa} wrongly accepted, {g} by more "
+                f"than {GROSS_NATS:g} nats of log-ratio), so the draws would be off. The terms "
+                "this rule decides on are too heavy-tailed or skewed for it; use exact MH "
                 "(sampler='mh') or, with a range bound, ConfidenceMH.")
 
     def report(self):
         if self.knob_name is None:
             return {}
         out = {"decision_checks": self.n_checked, "wrong_decisions": self.n_wrong,
+               "wrong_accepts": self.n_wrong_accept, "gross_wrong_decisions": self.n_gross,
                self.knob_name: self.rule.knob}
         name, k0, k1 = self.knob_name, self.knob0, self.rule.knob
         if self.lowered:
             out["decision_check_message"] = (
                 f"{name}={k0:g} was too loose for this posterior: of the decisions checked "
-                f"against exact MH in warmup, more than a share {name} differed ({self.n_wrong} "
-                f"of {self.n_checked} in all), so {name} was lowered to {k1:g} for sampling. "
+                f"against exact MH in warmup, more than a share {name} differed, or they "
+                f"differed mostly one way or by several nats ({self.n_wrong} of "
+                f"{self.n_checked} in all, {self.n_gross} by more than {GROSS_NATS:g}), so "
+                f"{name} was lowered to {k1:g} for sampling. "
                 f"Pass {name}={k1:g} to start there, or use exact MH (sampler='mh').")
         return out
 
