@@ -282,7 +282,7 @@ cdef inline bint seqtest_check(SeqTest* t) noexcept nogil:
 # term is 0) or sampled *with* replacement; at each check a budget T of terms is shared
 # by water-filling: the sampled strata get N[s] C[s] / lam draws (equal ranges
 # 2 C[s] N[s] / t[s] of the scaled draws), a stratum that would get N[s] / 2 or more is
-# summed exactly instead. The half-width is Bernstein's for the independent scaled draws
+# summed exactly instead, and every stratum once the budget reaches half the terms. The half-width is Bernstein's for the independent scaled draws
 # with the variance bounded from the sample (Maurer & Pontil's self-bounding argument,
 # with the largest range of any draw):
 #     eps = sqrt(2 lg1) (sqrt(W) + b sqrt(2 kt lg2)) + 2/3 b lg1,
@@ -374,8 +374,9 @@ cdef inline void strat_init(StratTest* st, int64_t S, const int64_t* N, const do
 cdef inline void strat_plan(StratTest* st) noexcept nogil:
     """The strata to sum exactly and the draws of the others for this check's budget."""
     cdef int64_t i, s
-    cdef double W = 0.0, n_exact = 0.0, lam, w
+    cdef double W = 0.0, n_exact = 0.0, n_all = 0.0, lam, w
     for s in range(st.S):
+        n_all += <double> st.N[s]
         if st.state[s] == STRAT_EXACT or st.state[s] == STRAT_PENDING:
             n_exact += <double> st.N[s]
     for i in range(st.j_exact, st.n_order):
@@ -383,7 +384,8 @@ cdef inline void strat_plan(StratTest* st) noexcept nogil:
         W += <double> st.N[s] * st.C[s]
     lam = 0.0
     while st.j_exact < st.n_order:
-        if st.T - n_exact <= 0.0 or not W > 0.0:
+        # a budget of half the terms or more: cheaper to sum them all
+        if st.T - n_exact <= 0.0 or not W > 0.0 or 2.0 * st.T >= n_all:
             lam = 0.0
             break
         lam = W / (st.T - n_exact)

@@ -197,7 +197,7 @@ def python_strat_test(terms, offsets, C, positions, target, delta, gamma=2.0, p=
         W = sum(N[s] * C[s] for s in order[j:])
         lam = 0.0
         while j < len(order):
-            if T - n_exact <= 0 or not W > 0:
+            if T - n_exact <= 0 or not W > 0 or 2 * T >= N.sum():
                 lam = 0.0
                 break
             lam = W / (T - n_exact)

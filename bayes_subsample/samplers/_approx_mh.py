@@ -183,7 +183,10 @@ class DecisionChecks:
         if not finite or self.knob_name is None or not self.rule.knob > 0:
             return False
         cost = 2 * self.rule.model.n_data
-        if self.spent + cost > CHECK_SHARE * self.read:
+        # a user's range bound is checked on the first decisions whatever they read
+        # (a bound far too small stops every decision at once)
+        first = self.n_checked < getattr(self.rule, "first_checks", 0)
+        if not first and self.spent + cost > CHECK_SHARE * self.read:
             return False
         self.spent += cost
         return True

@@ -34,6 +34,10 @@ from .mh import resolve_n_steps
 
 __all__ = ["ConfidenceMH"]
 
+#: warmup decisions checked against exact MH (and the range bound against the data)
+#: whatever they read, where the rule tests with the model's own range bound
+FIRST_CHECKS = 5
+
 
 class ConfidenceRule(DecisionRule):
     """The concentration-bound decision (``delta = 0``: every datum, in storage
@@ -67,6 +71,12 @@ class ConfidenceRule(DecisionRule):
     @knob.setter
     def knob(self, value):
         self.delta = float(value)
+
+    @property
+    def first_checks(self):
+        """Warmup decisions checked whatever they read: a few where the rule
+        tests with the model's own range bound (a user's), none otherwise."""
+        return FIRST_CHECKS if self.cv is None and self.strata is None else 0
 
     def check_range(self, theta, theta_new, abs_max):
         # the model's own range bound on the log-likelihood differences (the
