@@ -71,8 +71,9 @@ class ApproxMHKernel(ProposalKernel):
     Cost convention (``n_evals``): 2 per examined datum (``l_k`` is evaluated
     at ``theta`` and ``theta'``; nothing is cached across steps), plus the
     proposal's gradient evaluations (SGLD). Exact MH caches ``l(theta)`` and
-    counts ``n`` per step, so the break-even data fraction is 0.5.
-    ``check_exact`` evaluations are diagnostics and are not counted.
+    counts ``n`` per step, so the break-even data fraction is 0.5. The warmup
+    decisions checked against exact MH (:class:`DecisionChecks`) count ``2 n``
+    each; ``check_exact`` evaluations are diagnostics and are not counted.
     """
 
     def __init__(self, model, proposal, rule, check_exact=False, n_steps=1):
@@ -116,13 +117,16 @@ class ApproxMHKernel(ProposalKernel):
             # non-finite proposal, prior or proposal density: reject without data
             accepted, n_used, n_batches = False, 0, 0
         accepted = bool(accepted)
-        fields = (float(accepted), accepted, 2 * n_used + n_prop, n_used / self.n, n_batches)
         checking = self._in_warmup and self.checks.due(2 * n_used, np.isfinite(threshold))
+        n_evals = 2 * n_used + n_prop + (2 * self.n if checking else 0)
+        fields = (float(accepted), accepted, n_evals, n_used / self.n, n_batches)
         if self.check_exact or checking:
             margin = (self.checks.exact_sum(state.theta, theta_new) - threshold
                       if np.isfinite(threshold) else -np.inf)
             exact = bool(margin > 0)
-            if self._in_warmup and np.isfinite(threshold):
+            # only the budgeted checks steer the run: check_exact is a diagnostic
+            # and leaves the chain as it is without it
+            if checking:
                 self.checks.record(accepted, exact, margin)
         if self.check_exact:
             info = CheckedApproxMHInfo(*fields, exact != accepted, exact)

@@ -164,6 +164,16 @@ class AusterityMH(BaseSampler):
     guaranteed per-step error bound (heavy-tailed ``l_k`` break the t
     approximation, most with a tiny ``first_batch_size``).
 
+    Warmup decisions are checked against exact MH (the same ``u``, one full pass
+    each, within a tenth of the data the warmup reads): when too many are wrong
+    for ``epsilon``, or wrong mostly one way, or wrong by several nats of
+    log-ratio, ``epsilon`` is lowered 4-fold (at most 4 times) for the rest of
+    the run and a ``ConvergenceWarning`` says so; when even the lowest value
+    errs far too often the run stops with a
+    :class:`~bayes_subsample.exceptions.SamplingError` before any draw is kept
+    (:ref:`algo-decision-checks`). The tuned value and the checks' counts are in
+    ``trace.tuning``.
+
     Examples
     --------
     On 20,000 rows most decisions read a fraction of the data:

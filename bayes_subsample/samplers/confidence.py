@@ -207,7 +207,16 @@ default="bernstein_serfling"
     Per-iteration statistics: ``data_fraction`` (``t/n``), ``n_batches``
     (checks), and with ``check_exact`` ``wrong_decision``, ``exact_accept``.
     ``n_evals`` counts 2 per examined datum (break-even with exact MH, which
-    caches ``l(theta)``, at a data fraction of 0.5).
+    caches ``l(theta)``, at a data fraction of 0.5); with strata, a decision
+    that ends by summing every stratum has also read its earlier draws, so
+    ``data_fraction`` can exceed 1.
+
+    Warmup decisions are checked against exact MH as for
+    :class:`~bayes_subsample.samplers.AusterityMH` (``delta`` lowered when they
+    err too often; :ref:`algo-decision-checks`); where the rule tests with the
+    model's own range bound (a user model's) the first five are checked
+    whatever they read, and a bound below the data's differences at a checked
+    move is a ``ValueError`` before any draw is kept.
 
     Examples
     --------
