@@ -453,7 +453,7 @@ cdef class StrataIndex:
                 or np.any(np.diff(off) < 1):
             raise ValueError("offsets must rise from 0 to len(members), each stratum non-empty")
         if m.shape[0] and (m.min() < 0 or m.max() >= n_data
-                           or np.unique(m).shape[0] != m.shape[0]):
+                           or np.bincount(m, minlength=n_data).max() > 1):
             raise ValueError(f"members must be distinct indices in [0, {n_data})")
         S = off.shape[0] - 1
         self.members, self.offsets, self.n_data = m, off, n_data
