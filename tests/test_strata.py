@@ -57,12 +57,15 @@ def _terms(model, th, th_new, th_star, order):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("fmt", ["dense", "csr"])
 @pytest.mark.parametrize("fit_intercept", [True, False])
-def test_row_strata_describe_every_row(dtype, fmt, fit_intercept):
+@pytest.mark.parametrize("metric", ["dense", "diag"])
+def test_row_strata_describe_every_row(dtype, fmt, fit_intercept, metric):
     X, y = _onehot_data(3000, seed=1, dtype=dtype)
     Xin = sparse.csr_matrix(X) if fmt == "csr" else X
     model = LogisticRegressionModel(Xin, y, fit_intercept=fit_intercept)
     prep = prepare_laplace(model)
-    st = row_strata(model, prep.precision, max_groups=100)
+    precision = prep.precision if metric == "dense" else np.diag(prep.precision)
+    st = row_strata(model, precision, max_groups=100)
+    assert st.chol.ndim == (2 if metric == "dense" else 1)
     assert isinstance(st, RowStrata)
     assert np.array_equal(np.sort(st.members), np.arange(model.n_data))
     assert st.offsets[0] == 0 and st.offsets[-1] == model.n_data
@@ -79,6 +82,10 @@ def test_row_strata_describe_every_row(dtype, fmt, fit_intercept):
     M = st.chol if st.chol.ndim == 2 else np.diag(st.chol)
     rho = np.linalg.norm(np.linalg.solve(M, E[:, st.varying].T), axis=0)
     assert np.all(rho <= st.radius[lab])
+    # and tight: each stratum's radius is its largest row's (up to rounding margins)
+    worst = np.zeros(st.n_strata)
+    np.maximum.at(worst, lab, rho)
+    np.testing.assert_allclose(st.radius, worst, rtol=1e-6, atol=1e-7)
     if fmt == "dense":
         # grouped by the 16 one-hot columns: the continuous ones vary
         np.testing.assert_array_equal(st.varying, [0, 1, 2])

@@ -185,6 +185,45 @@ def _group_sums(X, labels, n_groups, fit_intercept):
     return sums, counts
 
 
+def _radii(X, labels, centers, varying, chol):
+    """``||M^{-1} (x_k - c_{g(k)})_V||`` for every row, in chunks of at most about
+    2M values; a sparse ``X`` with a diagonal ``M`` is never densified (the
+    square expanded over the stored entries, with a margin for its rounding)."""
+    n, nv = X.shape[0], len(varying)
+    rho = np.zeros(n)
+    if nv == 0:
+        return rho
+    rows = max(1, min(_CHUNK, (1 << 21) // nv))
+    inv_T = None if chol.ndim == 1 else \
+        solve_triangular(chol, np.eye(nv), lower=True).T      # z = e @ inv_T
+    Cv = centers[:, varying]
+    if chol.ndim == 1:
+        Cw = Cv / chol                                         # per group
+        cc = np.einsum("ij,ij->i", Cw, Cw)
+    else:
+        Cz = Cv @ inv_T
+    for s in range(0, n, rows):
+        block = X[s : s + rows][:, varying]
+        lab = labels[s : s + rows]
+        if sparse.issparse(block) and chol.ndim == 1:
+            B = sparse.csr_matrix(block, dtype=np.float64)
+            row_of = np.repeat(np.arange(B.shape[0]), np.diff(B.indptr))
+            v = B.data / chol[B.indices]
+            sq = np.bincount(row_of, weights=v * v, minlength=B.shape[0])
+            cross = np.bincount(row_of, weights=v * Cw[lab[row_of], B.indices],
+                                minlength=B.shape[0])
+            r2 = sq - 2.0 * cross + cc[lab]
+            rho[s : s + rows] = np.sqrt(np.maximum(r2, 0.0) + 1e-12 * (sq + cc[lab]))
+            continue
+        if sparse.issparse(block):
+            Z = np.asarray(block @ inv_T) - Cz[lab]
+        else:
+            E = np.asarray(block, dtype=np.float64) - Cv[lab]
+            Z = E / chol if chol.ndim == 1 else E @ inv_T
+        rho[s : s + rows] = np.sqrt(np.einsum("ij,ij->i", Z, Z))
+    return rho
+
+
 def row_strata(model, precision, *, eta_star=None, max_groups=None, n_bins=8):
     """Strata of ``model``'s rows for the stratified range bounds: rows grouped by
     their values in the 0/1 columns of a dense ``X`` (one group for CSR ``X`` or
@@ -206,7 +245,7 @@ def row_strata(model, precision, *, eta_star=None, max_groups=None, n_bins=8):
         cache), for the strata's ``eta_star_range``.
     max_groups : int, optional
         At most this many groups of 0/1 patterns (default ``min(1024, max(1,
-        n_data // 100))``); with more patterns, the rarest columns whose
+        n_data // 100), 2**20 // n_params)``); with more patterns, the rarest columns whose
         patterns fit are grouped by, the others join ``V``.
     n_bins : int, default=8
         Radius bins per group: ``(rho_max / 2, rho_max]``, ``(rho_max / 4, rho_max / 2]``,
@@ -221,7 +260,8 @@ def row_strata(model, precision, *, eta_star=None, max_groups=None, n_bins=8):
     p = model.n_params
     fit_intercept = bool(model.fit_intercept)
     if max_groups is None:
-        max_groups = min(1024, max(1, n // 100))
+        # the centers hold n_groups x n_params values, read at every decision
+        max_groups = min(1024, max(1, n // 100), max(1, (1 << 20) // p))
     if sparse.issparse(X):
         pattern = np.zeros(0, dtype=np.int64)
         labels, n_groups = np.zeros(n, dtype=np.int64), 1
@@ -248,17 +288,7 @@ def row_strata(model, precision, *, eta_star=None, max_groups=None, n_bins=8):
         sub = cov[np.ix_(varying, varying)]
         chol = cholesky(np.linalg.inv(0.5 * (sub + sub.T)), lower=True) if len(varying) \
             else np.zeros((0, 0))
-    rho = np.empty(n)
-    for s in range(0, n, _CHUNK):
-        block = X[s : s + _CHUNK]
-        block = block[:, varying].toarray() if sparse.issparse(block) else \
-            np.asarray(block[:, varying], dtype=np.float64)
-        E = block - centers[labels[s : s + _CHUNK]][:, varying]
-        if chol.ndim == 1:
-            Z = E / chol
-        else:
-            Z = solve_triangular(chol, E.T, lower=True).T if len(varying) else E
-        rho[s : s + _CHUNK] = np.sqrt(np.einsum("ij,ij->i", Z, Z))
+    rho = _radii(X, labels, centers, varying, chol)
     # radius bins within each group
     rmax = np.zeros(n_groups)
     np.maximum.at(rmax, labels, rho)
