@@ -83,6 +83,11 @@ class ConfidenceRule(DecisionRule):
         # proxies' and the strata's bounds are derived for the compiled GLMs)
         if self.cv is not None or self.strata is not None:
             return
+        if not np.isfinite(abs_max):
+            # a term overflowed (a Poisson mean beyond exp(709)): the move goes
+            # where the likelihood is 0 and is rejected; no finite bound holds
+            # there and none is asked of it
+            return
         C = self._range(theta, theta_new)
         if abs_max > C * (1.0 + 1e-9) + 1e-300:
             raise ValueError(
