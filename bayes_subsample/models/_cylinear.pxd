@@ -16,12 +16,12 @@
 #   S_rx(beta) = S_rx0 - S_xx delta,  S_rr(beta) = S_rr0 - delta . (2 S_rx0 - S_xx delta),
 # delta = beta - beta0. Without them, a pass over the rows computes the raw sums.
 from libc.stdint cimport int64_t
-from bayes_subsample.models._cymodel cimport CyModel
+from bayes_subsample.models._cymodel cimport CyTermModel
 from bayes_subsample.models._rows cimport Rows, DenseRows
 from bayes_subsample.models._scale_terms cimport ScaleConsts
 
 
-cdef class CyGaussianScale(CyModel):
+cdef class CyGaussianScale(CyTermModel):
     cdef readonly Rows rows
     cdef readonly bint dense              # rows is a DenseRows (with columns)
     cdef const double[::1] y

@@ -97,7 +97,7 @@ cdef void _to_likelihood_sums(Py_ssize_t n, Py_ssize_t p1, double tau, double sr
         hess[p1 * P + p1] = -2.0 * w * srr
 
 
-cdef class CyGaussianScale(CyModel):
+cdef class CyGaussianScale(CyTermModel):
     """Compiled linear regression with Gaussian noise of scale ``sigma`` sampled,
     ``theta = (beta, log(sigma / s))``, over a :class:`Rows` object.
 
@@ -142,35 +142,6 @@ cdef class CyGaussianScale(CyModel):
         cdef Py_ssize_t p1 = self.n_cols
         scale_consts(order, self.log_scale + theta[p1],
                      self.log_scale + theta_star[p1] if order >= 0 else 0.0, k)
-
-    # ---- the kernel methods: the term_* loops at a fixed order -------------------------
-    cdef int loglik(self, const double* theta, const int64_t* idx, Py_ssize_t m,
-                    double* out) noexcept nogil:
-        return self._values(LOGLIK, NULL, NULL, theta, idx, m, out, NULL)
-
-    cdef int cv_residuals(self, int order, const double* theta_star, const double* eta_star,
-                          const double* theta, const int64_t* idx, Py_ssize_t m,
-                          double* d) noexcept nogil:
-        return self._values(order, theta_star, eta_star, theta, idx, m, d, NULL)
-
-    cdef int loglik_diff(self, const double* theta, const double* theta_new,
-                         const int64_t* idx, Py_ssize_t m, double* out) noexcept nogil:
-        return self.term_diffs(LOGLIK, NULL, NULL, theta, theta_new, idx, m, out)
-
-    cdef int cv_residual_diff(self, int order, const double* theta_star,
-                              const double* eta_star, const double* theta,
-                              const double* theta_new, const int64_t* idx, Py_ssize_t m,
-                              double* out) noexcept nogil:
-        return self.term_diffs(order, theta_star, eta_star, theta, theta_new, idx, m, out)
-
-    cdef int grad_sum(self, const double* theta, const int64_t* idx, Py_ssize_t m,
-                      double* grad, double* ll) noexcept nogil:
-        return self.term_grad_sum(LOGLIK, NULL, NULL, theta, idx, m, grad, ll)
-
-    cdef int cv_grad_sum(self, int order, const double* theta_star, const double* eta_star,
-                         const double* theta, const int64_t* idx, Py_ssize_t m,
-                         double* grad, double* dsum) noexcept nogil:
-        return self.term_grad_sum(order, theta_star, eta_star, theta, idx, m, grad, dsum)
 
     # ---- the loops over chunks of indices ------------------------------------------------
     cdef void _eta_star(self, const double* theta_star, const double* eta_star,

@@ -119,7 +119,13 @@ cdef class CyModel:
         _atomic_add(&self._n_passes, 1)
 
 
-cdef class CyGLM(CyModel):
+# a compiled model that implements the term_* loops by Taylor order: the kernel
+# methods above (loglik, cv_residuals, ...) are those loops at a fixed order
+cdef class CyTermModel(CyModel):
+    pass
+
+
+cdef class CyGLM(CyTermModel):
     cdef readonly Rows rows
     cdef readonly bint dense            # rows is a DenseRows
     cdef const double[::1] y            # the targets as float64 ...

@@ -329,10 +329,45 @@ cdef class CyModel:
         return np.asarray(g), total
 
 
+cdef class CyTermModel(CyModel):
+    """A compiled model whose ``term_values`` / ``term_diffs`` /
+    ``term_grad_sum`` loops take the Taylor order (``LOGLIK`` for the
+    log-likelihood): the kernel methods are those loops at a fixed order
+    (abstract: the GLMs, the multinomial and the Gaussian-scale model)."""
+
+    cdef int loglik(self, const double* theta, const int64_t* idx, Py_ssize_t m,
+                    double* out) noexcept nogil:
+        return self.term_values(LOGLIK, NULL, NULL, theta, idx, m, out)
+
+    cdef int cv_residuals(self, int order, const double* theta_star, const double* eta_star,
+                          const double* theta, const int64_t* idx, Py_ssize_t m,
+                          double* d) noexcept nogil:
+        return self.term_values(order, theta_star, eta_star, theta, idx, m, d)
+
+    cdef int loglik_diff(self, const double* theta, const double* theta_new,
+                         const int64_t* idx, Py_ssize_t m, double* out) noexcept nogil:
+        return self.term_diffs(LOGLIK, NULL, NULL, theta, theta_new, idx, m, out)
+
+    cdef int cv_residual_diff(self, int order, const double* theta_star,
+                              const double* eta_star, const double* theta,
+                              const double* theta_new, const int64_t* idx, Py_ssize_t m,
+                              double* out) noexcept nogil:
+        return self.term_diffs(order, theta_star, eta_star, theta, theta_new, idx, m, out)
+
+    cdef int grad_sum(self, const double* theta, const int64_t* idx, Py_ssize_t m,
+                      double* grad, double* ll) noexcept nogil:
+        return self.term_grad_sum(LOGLIK, NULL, NULL, theta, idx, m, grad, ll)
+
+    cdef int cv_grad_sum(self, int order, const double* theta_star, const double* eta_star,
+                         const double* theta, const int64_t* idx, Py_ssize_t m,
+                         double* grad, double* dsum) noexcept nogil:
+        return self.term_grad_sum(order, theta_star, eta_star, theta, idx, m, grad, dsum)
+
+
 # ---------------------------------------------------------------------------------------
 # canonical GLMs
 # ---------------------------------------------------------------------------------------
-cdef class CyGLM(CyModel):
+cdef class CyGLM(CyTermModel):
     """Compiled canonical GLM over a :class:`Rows` object (abstract: the family
     is a subclass).
 
@@ -402,35 +437,6 @@ cdef class CyGLM(CyModel):
             _cv_terms(Poisson(self.phi), order, m, y, eta, eta_star, c0, c1, c2, d, dp)
         else:
             _cv_terms(Gaussian(self.phi), order, m, y, eta, eta_star, c0, c1, c2, d, dp)
-
-    # ---- the kernel methods: the term_* loops below at a given order ---------------------
-    cdef int loglik(self, const double* theta, const int64_t* idx, Py_ssize_t m,
-                    double* out) noexcept nogil:
-        return self.term_values(LOGLIK, NULL, NULL, theta, idx, m, out)
-
-    cdef int cv_residuals(self, int order, const double* theta_star, const double* eta_star,
-                          const double* theta, const int64_t* idx, Py_ssize_t m,
-                          double* d) noexcept nogil:
-        return self.term_values(order, theta_star, eta_star, theta, idx, m, d)
-
-    cdef int loglik_diff(self, const double* theta, const double* theta_new,
-                         const int64_t* idx, Py_ssize_t m, double* out) noexcept nogil:
-        return self.term_diffs(LOGLIK, NULL, NULL, theta, theta_new, idx, m, out)
-
-    cdef int cv_residual_diff(self, int order, const double* theta_star,
-                              const double* eta_star, const double* theta,
-                              const double* theta_new, const int64_t* idx, Py_ssize_t m,
-                              double* out) noexcept nogil:
-        return self.term_diffs(order, theta_star, eta_star, theta, theta_new, idx, m, out)
-
-    cdef int grad_sum(self, const double* theta, const int64_t* idx, Py_ssize_t m,
-                      double* grad, double* ll) noexcept nogil:
-        return self.term_grad_sum(LOGLIK, NULL, NULL, theta, idx, m, grad, ll)
-
-    cdef int cv_grad_sum(self, int order, const double* theta_star, const double* eta_star,
-                         const double* theta, const int64_t* idx, Py_ssize_t m,
-                         double* grad, double* dsum) noexcept nogil:
-        return self.term_grad_sum(order, theta_star, eta_star, theta, idx, m, grad, dsum)
 
     # ---- the loops over chunks of indices ------------------------------------------------
     cdef void _setup(self, Chunk* b, int order, const double* theta_star,

@@ -6,7 +6,7 @@
 # control-variate methods (``cv_cache``, passed back as ``eta_star``) holds
 # ``2K + 1`` doubles per datum (eta*, p*, lse(eta*)).
 from libc.stdint cimport int64_t
-from bayes_subsample.models._cymodel cimport CyModel
+from bayes_subsample.models._cymodel cimport CyTermModel
 from bayes_subsample.models._rows cimport Rows
 
 
@@ -22,7 +22,7 @@ cdef struct Scratch:
     double* p       # (K,) softmax scratch
 
 
-cdef class CyMultinomial(CyModel):
+cdef class CyMultinomial(CyTermModel):
     cdef readonly Rows rows
     cdef const double[::1] y            # class indices as float64
     cdef readonly Py_ssize_t n_classes  # K

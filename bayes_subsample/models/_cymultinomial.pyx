@@ -143,7 +143,7 @@ cdef object _cache(CyModel model, eta_star):
     return e
 
 
-cdef class CyMultinomial(CyModel):
+cdef class CyMultinomial(CyTermModel):
     """Compiled multinomial logistic regression over a :class:`Rows` object.
 
     Parameters
@@ -182,35 +182,6 @@ cdef class CyMultinomial(CyModel):
                               "buffers")
         except MemoryError:
             return self._fail()
-
-    # ---- the kernel methods: the term_* loops at a fixed order -------------------------
-    cdef int loglik(self, const double* theta, const int64_t* idx, Py_ssize_t m,
-                    double* out) noexcept nogil:
-        return self._values(LOGLIK, NULL, NULL, theta, idx, m, out, NULL)
-
-    cdef int cv_residuals(self, int order, const double* theta_star, const double* eta_star,
-                          const double* theta, const int64_t* idx, Py_ssize_t m,
-                          double* d) noexcept nogil:
-        return self._values(order, theta_star, eta_star, theta, idx, m, d, NULL)
-
-    cdef int loglik_diff(self, const double* theta, const double* theta_new,
-                         const int64_t* idx, Py_ssize_t m, double* out) noexcept nogil:
-        return self.term_diffs(LOGLIK, NULL, NULL, theta, theta_new, idx, m, out)
-
-    cdef int cv_residual_diff(self, int order, const double* theta_star,
-                              const double* eta_star, const double* theta,
-                              const double* theta_new, const int64_t* idx, Py_ssize_t m,
-                              double* out) noexcept nogil:
-        return self.term_diffs(order, theta_star, eta_star, theta, theta_new, idx, m, out)
-
-    cdef int grad_sum(self, const double* theta, const int64_t* idx, Py_ssize_t m,
-                      double* grad, double* ll) noexcept nogil:
-        return self.term_grad_sum(LOGLIK, NULL, NULL, theta, idx, m, grad, ll)
-
-    cdef int cv_grad_sum(self, int order, const double* theta_star, const double* eta_star,
-                         const double* theta, const int64_t* idx, Py_ssize_t m,
-                         double* grad, double* dsum) noexcept nogil:
-        return self.term_grad_sum(order, theta_star, eta_star, theta, idx, m, grad, dsum)
 
     # ---- the loops over chunks of indices ------------------------------------------------
     cdef void _eta(self, const int64_t* idx, Py_ssize_t c, const double* theta,
