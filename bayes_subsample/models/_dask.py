@@ -95,6 +95,7 @@ class DaskGLM(Model):
 
     max_cv_order = 2
     analytic_hessian = True
+    evaluation_overhead = 0
     #: rows live outside this process (see the samplers that serve it)
     distributed = True
 
