@@ -12,7 +12,7 @@ from .._linalg import scale_draws
 from ..models._base import WeightedModel
 from ..models._scan import term_scan
 
-__all__ = ["choose_subsample_size", "signed_tau", "choose_n_products", "refine_theta_star",
+__all__ = ["choose_subsample_size", "subsample_size_for", "signed_tau", "choose_n_products", "refine_theta_star",
            "initial_theta_star", "residual_variances", "typical_thetas", "residual_scan",
            "choose_strata", "astray_strata", "pilot_strata_gain", "laplace_strata",
            "heavy_rows"]
@@ -20,11 +20,7 @@ __all__ = ["choose_subsample_size", "signed_tau", "choose_n_products", "refine_t
 
 def residual_variances(cv, thetas, pilot_idx):
     """Sample variance S_D^2(theta) of the residuals d_k over a pilot subsample."""
-    out = np.empty(len(thetas))
-    for i, th in enumerate(thetas):
-        d = cv.residual_terms(th, pilot_idx)
-        out[i] = np.var(d, ddof=1)
-    return out
+    return np.array([np.var(d, ddof=1) for d in cv.residuals_at(thetas, pilot_idx)])
 
 
 def typical_thetas(cv, chol_cov, rng, n_theta=50, centre=None):
@@ -55,12 +51,21 @@ def choose_subsample_size(cv, chol_cov, rng, *, n_blocks=100, target_variance=1.
     n = cv.n_data
     pilot = rng.integers(0, n, size=min(n, pilot_size))
     thetas = typical_thetas(cv, chol_cov, rng, n_theta, centre)
-    R = np.array([cv.residual_terms(th, pilot) for th in thetas])
-    med = float(np.median(np.var(R, axis=1, ddof=1)))
-    m = math.ceil(n * n * med / target_variance) if med > 0 else n_blocks
-    m = int(math.ceil(max(m, n_blocks, min_size) / n_blocks) * n_blocks)
+    R = cv.residuals_at(thetas, pilot)
+    m = subsample_size_for(R, n, n_blocks=n_blocks, target_variance=target_variance,
+                           min_size=min_size)
     n_evals = n_theta * pilot.shape[0]
     return (m, n_evals, (R, thetas)) if return_residuals else (m, n_evals)
+
+
+def subsample_size_for(R, n, *, n_blocks=100, target_variance=1.0, min_size=100):
+    """``choose_subsample_size``'s rule on a pilot's residuals ``R`` (n_theta,
+    k) of a model with ``n`` rows: ``ceil(n^2 median_theta S_D^2 /
+    target_variance)`` rounded up to a multiple of ``n_blocks``, at least
+    ``max(n_blocks, min_size)``."""
+    med = float(np.median(np.var(R, axis=1, ddof=1)))
+    m = math.ceil(n * n * med / target_variance) if med > 0 else n_blocks
+    return int(math.ceil(max(m, n_blocks, min_size) / n_blocks) * n_blocks)
 
 
 #: an exact stratum is looked for (a residual scan of every row) when the pilot

@@ -27,11 +27,13 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from .. import _rng
 from .._optimize import diagonal_mode
 from .._params import store_params
-from ..control_variates import TaylorControlVariate
+from ..control_variates import TaylorControlVariate, TaylorRows, row_table_fits
+from ..models._base import python_terms
 from ._adapt import VarianceWindows, diagonal_windows, rescaled_precision
 from ._base import (BaseSampler, Kernel, Prepared, cv_order, diagonal_metric,
                     shared_constraints)
 from ._ecs_numpy import NumpyECSPotential
+from ._ecs_user import choose_user_order, subsample_pays, user_model_order
 from ._ecs_tuning import (ETA_SD, STRATA_GAIN, astray_strata, choose_n_products,
                           choose_strata, choose_subsample_size, heavy_rows,
                           initial_theta_star, laplace_strata, pilot_strata_gain,
@@ -164,20 +166,24 @@ class SignedUpdate:
             n_evals + idx.shape[0]
 
 
-def choice(n, pass_cost, n_blocks, layout, signed, n_heavy=0):
+def choice(n, pass_cost, n_blocks, layout, signed, n_heavy=0, overhead=0):
     """What HMC-ECS's preparation chose, in the terms of its cost rule
     (:ref:`algo-hmc-ecs-choice`): subsample where an evaluation of the
-    estimator reads at most half the rows a full-data gradient reads (the
+    estimator costs at most half what a full-data gradient costs (the
     Hamiltonian moves are the same, so the draws' efficiency per gradient is
-    too), else run the inner kernel on the full data. Returns ``{"engine":
+    too), else run the inner kernel on the full data. Both are counted in
+    rows read, plus ``overhead`` (``model.evaluation_overhead``: the rows'
+    worth of a Python model's call) on each side. Returns ``{"engine":
     "subsampled" | "stratified warmup" | "full data", "rows_per_evaluation",
-    "n_data", "n_exact", "m", "reason"}``; the reason in words a user can act
-    on (``diagnostics_["choice"]``, ``trace_.summary()``)."""
+    "n_data", "n_exact", "m", "evaluation_overhead", "reason"}``; the reason
+    in words a user can act on (``diagnostics_["choice"]``,
+    ``trace_.summary()``)."""
     m = int(layout["m"])
     mask = layout.get("exact_mask")
     n_exact = 0 if mask is None else int(mask.sum())
     rows = (m * int(layout["n_products"]) if signed else m) + n_exact
-    out = {"n_data": int(n), "n_exact": n_exact, "m": m, "rows_per_evaluation": int(rows)}
+    out = {"n_data": int(n), "n_exact": n_exact, "m": m, "rows_per_evaluation": int(rows),
+           "evaluation_overhead": int(overhead)}
     pct = f"{100.0 * rows / n:.2g}%"
     if layout.get("stratify"):
         out.update(engine="stratified warmup", reason=(
@@ -190,9 +196,13 @@ def choice(n, pass_cost, n_blocks, layout, signed, n_heavy=0):
                    f"statistics), less than twice the {rows:,} rows of the subsample")
         elif n_blocks > n:
             why = f"the {n:,} rows are fewer than the n_blocks={n_blocks} blocks"
-        else:
+        elif rows > n / 2 or not overhead:
             why = (f"the control variates would need {rows:,} rows per evaluation, more than "
                    f"half of the {n:,} rows")
+        else:
+            why = (f"each call of the model's Python functions costs about {overhead:,} rows' "
+                   f"worth besides its rows, so an evaluation on the {rows:,} rows of the "
+                   f"subsample would cost more than half of one on all {n:,} rows")
         out.update(engine="full data", reason=f"full data (exact HMC): {why}")
     else:
         what = f"{rows:,} rows per evaluation ({pct} of the {n:,} rows)"
@@ -295,7 +305,8 @@ class HMCECSKernel(Kernel):
         diagonal = np.ndim(self.hessian) == 1
         self.variance_windows = (
             None if n_warmup < 100 else VarianceWindows(
-                diagonal_windows(n_warmup) if diagonal else [(n_warmup // 4, n_warmup // 2)]))
+                diagonal_windows(n_warmup) if diagonal else [(n_warmup // 4, n_warmup // 2)],
+                covariance=not diagonal))
         self._mass_adapted = False
 
     def _mass(self, hessian):
@@ -318,7 +329,11 @@ class HMCECSKernel(Kernel):
             if self.update.signed:
                 pot.set_signed(-float(self.n_products), float(self.n_products))
         else:
-            pot = NumpyECSPotential(self.model, self.order, prec)
+            pot = NumpyECSPotential(self.model, self.order, prec,
+                                    "signed" if self.update.signed else "perturbed",
+                                    rows=self.cv.taylor_rows)
+            if self.update.signed:
+                pot.set_signed(-float(self.n_products), float(self.n_products))
         if self.exact_mask is not None:
             pot.set_strata(np.flatnonzero(self.exact_mask), self.update.sampled)
         cv = self.cv
@@ -358,7 +373,8 @@ class HMCECSKernel(Kernel):
         if window is not None:
             k, _, var = window
             prec = (VarianceWindows.precision(k, var, self.factors.cov)
-                    if np.ndim(self.hessian) == 1 else rescaled_precision(self.factors, var, k))
+                    if np.ndim(self.hessian) == 1 else
+                    rescaled_precision(self.factors, var, k, cov=self.variance_windows.cov))
             if prec is not None:
                 self.metric, self.factors = metric_from_precision(prec,
                                                                   self.model.prior.precision)
@@ -763,12 +779,10 @@ class HMCECS(BaseSampler):
         self._validate_params()
         signed = self.signed
         diagonal = diagonal_metric(self.metric, model)
-        order = self.cv_order if self.cv_order not in (None, "auto") else \
-            cv_order(model, diagonal)
-        if order > model.max_cv_order:
-            raise ValueError(f"cv_order={order} needs per-datum Hessians, which "
-                             f"{type(model).__name__} does not provide; use "
-                             f"cv_order={model.max_cv_order}")
+        python = python_terms(model)
+        auto_order = self.cv_order in (None, "auto")
+        order = self.cv_order if not auto_order else (
+            user_model_order(model, diagonal) if python else cv_order(model, diagonal))
         distributed = getattr(model, "distributed", False)
         can_stratify = (not signed and not distributed
                         and isinstance(model.compiled, SERVED))
@@ -781,9 +795,6 @@ class HMCECS(BaseSampler):
             raise ValueError("the signed HMC-ECS variant does not sample models whose rows "
                              "live with Dask (its batches are redrawn by the chain's "
                              "sign-correcting MH steps); use variant='perturbed'")
-        if signed and model.max_cv_order < 2:
-            raise TypeError("the signed HMC-ECS variant is implemented for the compiled GLMs; "
-                            "use variant='perturbed' for user models")
         if diagonal:
             # wide models: no p x p matrix (B needs one: order 1 by default)
             if order == 2:
@@ -805,8 +816,9 @@ class HMCECS(BaseSampler):
             batch_size = self.subsample_size if batch_size is None else batch_size
         n = model.n_data
         #: per-datum evaluations a full-data gradient costs (n, unless the model's
-        #: full passes do not read the rows)
-        pass_cost = model.full_pass_cost
+        #: full passes do not read the rows), and the rows' worth of one call of
+        #: a Python model's functions (counted on both sides of the rule)
+        pass_cost, overhead = model.full_pass_cost, model.evaluation_overhead
         n_evals = 0
         if self.theta_star is not None:
             theta_star, auto_ts = model.check_theta(self.theta_star), False
@@ -844,7 +856,8 @@ class HMCECS(BaseSampler):
                 lam = 1
             # lambda batches of m rows on average: does that undercut the data?
             layout = dict(m=m, block_size=m, n_products=lam, auto_m=False,
-                          full_data=batch_size is None and m * lam > pass_cost / 2)
+                          full_data=batch_size is None and not subsample_pays(
+                              m * lam, pass_cost, overhead))
         elif self.subsample_size is not None:
             if force_strata:
                 raise ValueError("stratify=True chooses the subsample size: leave "
@@ -858,7 +871,15 @@ class HMCECS(BaseSampler):
             layout = dict(m=m, block_size=m // G, n_products=1, auto_m=False)
         else:
             m, exact, n_heavy = n, None, 0
-            if G <= n:
+            if G <= n and python and auto_order and order == 2:
+                # user models: order 2 only where it needs fewer rows than order 1
+                order, m, ev = choose_user_order(cv, chol_cov, rng, n_blocks=G,
+                                                 target_variance=self.target_variance,
+                                                 centre=mode)
+                n_evals += ev
+                if order < cv.order:
+                    cv = TaylorControlVariate(model, theta_star, order, sums=(ll, g, h))
+            elif G <= n:
                 m, ev, (R, thetas) = choose_subsample_size(
                     cv, chol_cov, rng, n_blocks=G, target_variance=self.target_variance,
                     centre=mode, return_residuals=True)
@@ -889,7 +910,7 @@ class HMCECS(BaseSampler):
             # subsample costs more than half a full pass (cheap full passes: the
             # sufficient statistics of linear regression)
             poor = G > n or m + n_exact > n / 2
-            full = poor or m + n_exact > pass_cost / 2
+            full = poor or not subsample_pays(m + n_exact, pass_cost, overhead)
             # the control variates at the mode are too poor (e.g. directions only
             # the prior bounds, where a Laplace draw walks into a likelihood wall):
             # a stratified warmup may still subsample (compiled models in memory)
@@ -906,7 +927,13 @@ class HMCECS(BaseSampler):
                 "on rows that live with Dask would make a cluster pass per leapfrog step. "
                 "Bring X into memory (X.compute()) and fit again.")
         layout["choice"] = choice(n, pass_cost, G, layout, signed,
-                                  n_heavy=n_heavy if layout.get("exact_mask") is not None else 0)
+                                  n_heavy=n_heavy if layout.get("exact_mask") is not None else 0,
+                                  overhead=overhead)
+        if python and not layout.get("full_data"):
+            # the rows' Taylor constants at theta*, kept for every row where they fit
+            cv.taylor_rows = TaylorRows(model, theta_star, order,
+                                        table=row_table_fits(model, order))
+            n_evals += cv.taylor_rows.n_evals
         # chains start around the mode (theta* plus its Newton step: no extra pass)
         return ECSPrepared(theta_init=mode, init_chol=chol_cov, n_evals=n_evals, cv=cv,
                            hessian=h, auto_theta_star=auto_ts,
