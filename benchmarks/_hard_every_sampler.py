@@ -35,34 +35,52 @@ def run_problem(label, model, seeds, quick, samplers=SAMPLERS, reference=None):
                 signs = trace.stats.get("sign")
                 cmp = compare(trace.draws, ref, weights=signs)
                 row.update(cmp, ok=within(cmp, exact),
-                           full_data=bool(trace.tuning[0].get("full_data", False)))
+                           min_ess_per_s=cmp["min_ess_bulk"] / elapsed,
+                           full_data=bool(trace.tuning[0].get("full_data", False)),
+                           choice=trace.choice())
             rows.append(row)
     return rows, ref
 
 
 def table(rows):
     out = ["| problem | sampler | seed | max mean err / sd | sd ratio | min ESS | max R-hat "
-           "| s | within bounds | warnings / error |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "| s | min ESS/s | within bounds | warnings / error |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
             out.append(f"| {r['problem']} | {r['sampler']} | {r['seed']} | | | | | "
-                       f"{r['time_s']:.1f} | error | {r['error'][:120]} |")
+                       f"{r['time_s']:.1f} | | error | {r['error'][:120]} |")
             continue
         w = "; ".join(x.split(":")[0] for x in r["warnings"])
         out.append(f"| {r['problem']} | {r['sampler']} | {r['seed']} | "
                    f"{r['max_mean_err_sd']:.2f} | {r['sd_ratio_min']:.2f}-{r['sd_ratio_max']:.2f}"
                    f" | {r['min_ess_bulk']:.0f} | {r['max_rhat']:.3f} | {r['time_s']:.1f} | "
-                   f"{'yes' if r['ok'] else 'NO'} | {w} |")
+                   f"{r['min_ess_per_s']:.3g} | {'yes' if r['ok'] else 'NO'} | {w} |")
     return "\n".join(out)
 
 
+#: the default (HMC-ECS) is never slower than full-data NUTS by more than this
+DEFAULT_SLACK = 0.2
+
+
 def criteria(rows):
-    """One check per problem and sampler: every seed within bounds (or a clear error)."""
+    """One check per problem and sampler: every seed within bounds (or a clear
+    error); and per problem and seed, the default's (``hmc_ecs``) min bulk ESS
+    per second at least ``1 - DEFAULT_SLACK`` of full-data NUTS's (all-in, in
+    the same run)."""
     out = {}
     for r in rows:
         key = f"{r['problem']}: {r['sampler']} within bounds or a clear error"
         out[key] = out.get(key, True) and bool(r["ok"])
+    by = {(r["problem"], r["sampler"], r["seed"]): r for r in rows}
+    for (problem, name, seed), r in by.items():
+        nuts = by.get((problem, "nuts", seed))
+        if name != "hmc_ecs" or nuts is None or "min_ess_per_s" not in nuts:
+            continue
+        key = (f"{problem}: the default's min ESS/s at least {1 - DEFAULT_SLACK:.0%} of "
+               "full-data NUTS's")
+        ok = r.get("min_ess_per_s", 0.0) >= (1 - DEFAULT_SLACK) * nuts["min_ess_per_s"]
+        out[key] = out.get(key, True) and ok
     return out
 
 

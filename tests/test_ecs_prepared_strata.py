@@ -244,3 +244,22 @@ def test_the_choice_and_its_reason_are_reported():
     assert "more than half of the 150 rows" in s["reason"]
     assert s["reason"] in str(small.trace_.summary())
     assert nuts.diagnostics_["choice"] is None and nuts.trace_.summary().notes == []
+
+
+def test_rescaled_precision_takes_the_draws_variances_where_they_differ():
+    from bayes_subsample._linalg import factor_precision
+    from bayes_subsample.samplers._adapt import MIN_VARIANCE_DRAWS, rescaled_precision
+    rng = np.random.default_rng(2)
+    A = rng.normal(size=(4, 4))
+    f = factor_precision(A @ A.T + 4 * np.eye(4))
+    var = np.diag(f.cov).copy()
+    assert rescaled_precision(f, var, 400) is None                 # nothing differs
+    assert rescaled_precision(f, 1.05 * var, 400) is None          # within 3 SE
+    assert rescaled_precision(f, 4 * var, MIN_VARIANCE_DRAWS - 1) is None
+    var[2] *= 4.0
+    var[0] /= 3.0
+    P = rescaled_precision(f, var, 400)
+    cov = np.linalg.inv(P)
+    np.testing.assert_allclose(np.diag(cov), var, rtol=1e-10)
+    corr = lambda c: c / np.sqrt(np.outer(np.diag(c), np.diag(c)))   # noqa: E731
+    np.testing.assert_allclose(corr(cov), corr(f.cov), rtol=1e-10, atol=1e-12)

@@ -10,6 +10,8 @@ dynamics have closed-form stationary laws) or a long NUTS run, with
 tolerances from Monte Carlo standard errors; the compiled Stein sums are
 checked against NumPy.
 """
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.base import clone
@@ -394,6 +396,21 @@ def test_refusal_threshold_is_the_slowdown_against_the_gaussian_step():
     with pytest.raises(SamplingError, match="30 times that at the mode.*would not hold"):
         _sg_tuning.refuse_if_too_slow(EWSG(), model, rule, 32, step, True)
 
+
+
+@pytest.mark.parametrize("cls", [SGLD, SGHMC, EWSG])
+def test_overflowing_curvature_is_refused_not_a_division_by_zero(cls):
+    """One Poisson row with y = 0 and a prior of scale 1e5: the mode runs off to
+    where only the prior holds it, the curvature overflows at a Laplace draw and
+    the default step is zero; that is a refusal (a SamplingError, a ValueError),
+    not a ZeroDivisionError (found by hypothesis in test_properties)."""
+    from bayes_subsample.linear_model import BayesianPoissonRegression
+    est = BayesianPoissonRegression(sampler=cls.name, prior_scale=1e5, fit_intercept=False,
+                                    random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with pytest.raises(SamplingError, match="refuses this posterior"):
+            est.fit(np.array([[0.12573022]]), np.array([0.0]))
 
 # --------------------------------------------------------------------------------------
 # the hard problems against NUTS

@@ -103,12 +103,15 @@ def rescaled_precision(factors, var, k, cov=None):
     from that curvature is too narrow there. The draws' marginal variances
     see it, with a relative error of ``sqrt(2 / k)`` each (a full sample
     covariance would need many more draws than parameters); the correlations
-    stay the curvature's. Returns the (p, p) precision, or None below
-    ``MIN_VARIANCE_DRAWS`` draws."""
+    stay the curvature's. Returns the (p, p) precision, or None (below
+    ``MIN_VARIANCE_DRAWS`` draws, or no variance differs significantly: the
+    metric and the step-size adaptation then go on as they are)."""
     if k < MIN_VARIANCE_DRAWS:
         return None
     log_ratio = np.log(np.maximum(var, 1e-300) / np.diag(factors.cov))
     log_ratio[np.abs(log_ratio) <= RESCALE_SIGNIFICANCE * math.sqrt(2.0 / k)] = 0.0
+    if not log_ratio.any():
+        return None
     d = np.exp(-0.5 * log_ratio)
     if cov is not None and log_ratio.any() and rescale_gain(factors.precision, d, cov) <= 0.0:
         return factors.precision.copy()

@@ -325,7 +325,9 @@ def refuse_if_too_slow(sampler, model, rule, batch_size, step, control_variates)
     samplers to use instead. Returns the slowdown otherwise."""
     name = type(sampler).__name__
     friction = getattr(sampler, "friction", None)
-    slowdown = step_from_curvature(sampler.name, rule.lam_mode, 1.0, friction=friction) / step
+    gaussian_step = step_from_curvature(sampler.name, rule.lam_mode, 1.0, friction=friction)
+    # a zero step (the curvature at a Laplace draw overflowed) is an infinite slowdown
+    slowdown = gaussian_step / step if step > 0 else np.inf
     curved = rule.lam / rule.lam_mode
     if not (slowdown > MAX_SLOWDOWN or curved > MAX_SLOWDOWN):
         return slowdown
@@ -344,7 +346,10 @@ def refuse_if_too_slow(sampler, model, rule, batch_size, step, control_variates)
             + (f" (a batch_size of about {needed:.3g} of the {model.n_data} rows would remove "
                "this part)" if needed < 0.5 * model.n_data else
                f" (no batch smaller than the data, {model.n_data} rows, removes it)"))
-    if slowdown > MAX_SLOWDOWN:
+    if not np.isfinite(slowdown):
+        effect = ("the default step size would be zero (the curvature overflowed at a draw "
+                  "of the Laplace approximation)")
+    elif slowdown > MAX_SLOWDOWN:
         effect = (f"the default step size would be {slowdown:.3g} times smaller than on a "
                   f"Gaussian posterior and each chain would need about {slowdown:.3g} times as "
                   "many iterations per independent draw")
