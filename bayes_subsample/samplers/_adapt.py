@@ -95,7 +95,7 @@ def rescaled_precision(factors, var, k, cov=None):
     RESCALE_SIGNIFICANCE sqrt(2 / k)``), else kept. With the draws'
     covariance ``cov``, only where the rescaled metric, as a Gaussian's
     precision, gives the draws a higher likelihood than the current one
-    (``rescale_gain``): else the current precision, unchanged.
+    (``rescale_gain``): else None, the current metric kept.
 
     A precision at the mode (or at a window's mean) is the curvature there;
     along a direction few rows inform, the posterior reaches far beyond it
@@ -104,8 +104,9 @@ def rescaled_precision(factors, var, k, cov=None):
     see it, with a relative error of ``sqrt(2 / k)`` each (a full sample
     covariance would need many more draws than parameters); the correlations
     stay the curvature's. Returns the (p, p) precision, or None (below
-    ``MIN_VARIANCE_DRAWS`` draws, or no variance differs significantly: the
-    metric and the step-size adaptation then go on as they are)."""
+    ``MIN_VARIANCE_DRAWS`` draws, no variance differs significantly, or the
+    rescaling fits the draws worse: the metric and the step-size adaptation
+    then go on as they are)."""
     if k < MIN_VARIANCE_DRAWS:
         return None
     log_ratio = np.log(np.maximum(var, 1e-300) / np.diag(factors.cov))
@@ -113,8 +114,8 @@ def rescaled_precision(factors, var, k, cov=None):
     if not log_ratio.any():
         return None
     d = np.exp(-0.5 * log_ratio)
-    if cov is not None and log_ratio.any() and rescale_gain(factors.precision, d, cov) <= 0.0:
-        return factors.precision.copy()
+    if cov is not None and rescale_gain(factors.precision, d, cov) <= 0.0:
+        return None
     return factors.precision * d[:, None] * d[None, :]
 
 
