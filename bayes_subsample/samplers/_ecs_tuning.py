@@ -419,14 +419,15 @@ def astray_strata(R, exact, *, max_fraction=MAX_EXACT_FRACTION):
     return new
 
 
-def choice(n, pass_cost, n_blocks, layout, signed, n_heavy=0, overhead=0):
+def choice(n, pass_cost, n_blocks, layout, signed, n_heavy=0, overhead=0, inner="hmc"):
     """What HMC-ECS's preparation chose, in the terms of its cost rule
     (:ref:`algo-hmc-ecs-choice`): subsample where an evaluation of the
     estimator costs at most half what a full-data gradient costs (the
     Hamiltonian moves are the same, so the draws' efficiency per gradient is
     too), else run the inner kernel on the full data. Both are counted in
     rows read, plus ``overhead`` (``model.evaluation_overhead``: the rows'
-    worth of a Python model's call) on each side. Returns ``{"engine":
+    worth of an evaluation through a Python model) on each side; ``inner``
+    names the exact kernel of the full-data fallback. Returns ``{"engine":
     "subsampled" | "stratified warmup" | "full data", "rows_per_evaluation",
     "n_data", "n_exact", "m", "evaluation_overhead", "reason"}``; the reason
     in words a user can act on (``diagnostics_["choice"]``,
@@ -453,10 +454,10 @@ def choice(n, pass_cost, n_blocks, layout, signed, n_heavy=0, overhead=0):
             why = (f"the control variates would need {rows:,} rows per evaluation, more than "
                    f"half of the {n:,} rows")
         else:
-            why = (f"each call of the model's Python functions costs about {overhead:,} rows' "
-                   f"worth besides its rows, so an evaluation on the {rows:,} rows of the "
-                   f"subsample would cost more than half of one on all {n:,} rows")
-        out.update(engine="full data", reason=f"full data (exact HMC): {why}")
+            why = (f"an evaluation through the model's Python functions has a fixed cost of "
+                   f"about {overhead:,} rows' worth besides its rows, so one on the {rows:,} "
+                   f"rows of the subsample would cost more than half of one on all {n:,} rows")
+        out.update(engine="full data", reason=f"full data (exact {inner.upper()}): {why}")
     else:
         what = f"{rows:,} rows per evaluation ({pct} of the {n:,} rows)"
         if n_exact:

@@ -735,7 +735,7 @@ class HMCECS(BaseSampler):
                 "Bring X into memory (X.compute()) and fit again.")
         layout["choice"] = choice(n, pass_cost, G, layout, signed,
                                   n_heavy=n_heavy if layout.get("exact_mask") is not None else 0,
-                                  overhead=overhead)
+                                  overhead=overhead, inner=self.inner)
         if python and not layout.get("full_data"):
             # the rows' Taylor constants at theta*, kept for every row where they fit
             cv.taylor_rows = TaylorRows(model, theta_star, order,
