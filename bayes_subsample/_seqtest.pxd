@@ -273,3 +273,191 @@ cdef inline bint seqtest_check(SeqTest* t) noexcept nogil:
     if t.done:
         t.accept = t.mean > t.mu0
     return t.done
+
+
+# ---------------------------------------------------------------------------------
+# The stratified concentration rule (doc/algorithms/confidence.rst, "Strata of rows"):
+# decide "sum of all terms > target" when the population is split into strata s of
+# N[s] terms with |term| <= C[s]. Strata are summed exactly, ignored (C[s] == 0: every
+# term is 0) or sampled *with* replacement; at each check a budget T of terms is shared
+# by water-filling: the sampled strata get N[s] C[s] / lam draws (equal ranges
+# 2 C[s] N[s] / t[s] of the scaled draws), a stratum that would get N[s] / 2 or more is
+# summed exactly instead, and every stratum once the budget reaches half the terms. The half-width is Bernstein's for the independent scaled draws
+# with the variance bounded from the sample (Maurer & Pontil's self-bounding argument,
+# with the largest range of any draw):
+#     eps = sqrt(2 lg1) (sqrt(W) + b sqrt(2 kt lg2)) + 2/3 b lg1,
+#     W = sum_s N_s^2 v_s / t_s (v_s the unbiased sample variance), b_s = 2 C_s N_s / t_s,
+#     b = max_s b_s, kt = max_s (b_s / b)^2 t_s / (t_s - 1), lg1 = log(4 / delta_k),
+#     lg2 = log(2 / delta_k),
+# at check k with delta_k = (p - 1) / (p k^p) delta as for the unstratified rule.
+#
+# Usage (the caller owns the data and the draws):
+#     strat_init(&st, ...)
+#     while not st.done:
+#         strat_plan(&st)
+#         for s in range(S):
+#             if st.state[s] == STRAT_PENDING:  strat_add_exact(&st, s, sum of stratum s's terms)
+#             elif st.want[s] > st.t[s]:        draw st.want[s] - st.t[s] terms of stratum s with
+#                                                replacement; strat_push(&st, s, buf, c) per chunk
+#         strat_check(&st)
+# ---------------------------------------------------------------------------------
+cdef enum:
+    STRAT_SAMPLED = 0       # sampled (or not yet read)
+    STRAT_EXACT = 1         # summed exactly (in st.known)
+    STRAT_PENDING = 2       # to be summed exactly before this check
+    STRAT_ZERO = 3          # C[s] == 0: every term is 0, never read
+    STRAT_MIN_SAMPLED = 4   # strata of fewer terms are summed exactly
+
+
+cdef struct StratTest:
+    int64_t S
+    const int64_t* N        # terms per stratum
+    const double* C         # |term| <= C[s]
+    const int64_t* order    # the strata that may be sampled, by C descending
+    int64_t n_order
+    int64_t j_exact         # order[0 .. j_exact) are exact
+    signed char* state      # STRAT_* per stratum
+    int64_t* t              # draws so far per sampled stratum
+    double* mean            # running mean of those draws (Chan batch merge)
+    double* m2              # running sum of squared deviations
+    int64_t* want           # draws wanted at this check
+    double known            # the exact strata's sum
+    double target
+    double delta
+    double gamma
+    double p
+    double T                # terms budget of this check
+    int64_t n_read          # terms read: draws and exactly summed terms
+    int64_t n_checks
+    double estimate         # the estimated sum at the last check
+    double last_bound       # its half-width (nan for an exact decision)
+    bint done
+    bint accept
+
+
+cdef inline void strat_init(StratTest* st, int64_t S, const int64_t* N, const double* C,
+                            const int64_t* order, int64_t n_order, signed char* state, int64_t* t,
+                            double* mean, double* m2, int64_t* want, double target,
+                            double delta, double gamma, double p,
+                            int64_t first_batch) noexcept nogil:
+    """``order``: the strata of finite C > 0 and at least STRAT_MIN_SAMPLED terms, by C
+    descending; the other strata of C > 0 are summed exactly at the first check. The
+    work arrays (length S) are the caller's."""
+    cdef int64_t s
+    memset(st, 0, sizeof(StratTest))
+    st.S = S
+    st.N = N
+    st.C = C
+    st.order = order
+    st.n_order = n_order
+    st.state = state
+    st.t = t
+    st.mean = mean
+    st.m2 = m2
+    st.want = want
+    st.target = target
+    st.delta = delta
+    st.gamma = gamma
+    st.p = p
+    st.last_bound = NAN
+    for s in range(S):
+        t[s] = 0
+        mean[s] = 0.0
+        m2[s] = 0.0
+        want[s] = 0
+        state[s] = STRAT_ZERO if C[s] == 0.0 else STRAT_PENDING
+    for s in range(n_order):
+        state[order[s]] = STRAT_SAMPLED
+    st.T = <double> (2 * n_order if 2 * n_order > first_batch else first_batch)
+
+
+cdef inline void strat_plan(StratTest* st) noexcept nogil:
+    """The strata to sum exactly and the draws of the others for this check's budget."""
+    cdef int64_t i, s
+    cdef double W = 0.0, n_exact = 0.0, n_all = 0.0, lam, w
+    for s in range(st.S):
+        n_all += <double> st.N[s]
+        if st.state[s] == STRAT_EXACT or st.state[s] == STRAT_PENDING:
+            n_exact += <double> st.N[s]
+    for i in range(st.j_exact, st.n_order):
+        s = st.order[i]
+        W += <double> st.N[s] * st.C[s]
+    lam = 0.0
+    while st.j_exact < st.n_order:
+        # a budget of half the terms or more: cheaper to sum them all
+        if st.T - n_exact <= 0.0 or not W > 0.0 or 2.0 * st.T >= n_all:
+            lam = 0.0
+            break
+        lam = W / (st.T - n_exact)
+        s = st.order[st.j_exact]
+        if st.C[s] < 0.5 * lam:
+            break
+        # N[s] C[s] / lam >= N[s] / 2 draws: cheaper to sum it
+        st.state[s] = STRAT_PENDING
+        n_exact += <double> st.N[s]
+        W -= <double> st.N[s] * st.C[s]
+        st.j_exact += 1
+    if not lam > 0.0:
+        for i in range(st.j_exact, st.n_order):
+            st.state[st.order[i]] = STRAT_PENDING
+        st.j_exact = st.n_order
+        return
+    for i in range(st.j_exact, st.n_order):
+        s = st.order[i]
+        w = ceil(<double> st.N[s] * st.C[s] / lam)
+        st.want[s] = st.t[s] if <double> st.t[s] > w else <int64_t> w
+        if st.want[s] < 2:
+            st.want[s] = 2
+
+
+cdef inline void strat_add_exact(StratTest* st, int64_t s, double total) noexcept nogil:
+    st.state[s] = STRAT_EXACT
+    st.known += total
+    st.n_read += st.N[s]
+
+
+cdef inline void strat_push(StratTest* st, int64_t s, const double* l,
+                            Py_ssize_t b) noexcept nogil:
+    """Add the b draws l[0..b) of stratum s."""
+    welford_merge_batch(&st.t[s], &st.mean[s], &st.m2[s], l, b)
+    st.n_read += b
+
+
+cdef inline bint strat_check(StratTest* st) noexcept nogil:
+    """Check the draws and sums so far; sets done/accept; returns done."""
+    cdef int64_t i, s
+    cdef double est = st.known, W = 0.0, b = 0.0, kt, tt, r, dk, lg1, lg2
+    st.n_checks += 1
+    if st.j_exact == st.n_order:
+        st.estimate = st.known
+        st.last_bound = NAN
+        st.done = True           # every stratum summed: the exact decision
+        st.accept = st.known > st.target
+        return True
+    for i in range(st.j_exact, st.n_order):
+        s = st.order[i]
+        tt = <double> st.t[s]
+        est += <double> st.N[s] * st.mean[s]
+        W += <double> st.N[s] * <double> st.N[s] * (st.m2[s] / (tt - 1.0)) / tt
+        r = 2.0 * st.C[s] * <double> st.N[s] / tt
+        if r > b:
+            b = r
+    kt = 0.0
+    for i in range(st.j_exact, st.n_order):
+        s = st.order[i]
+        tt = <double> st.t[s]
+        r = 2.0 * st.C[s] * <double> st.N[s] / tt / b
+        if r * r * tt / (tt - 1.0) > kt:
+            kt = r * r * tt / (tt - 1.0)
+    dk = (st.p - 1.0) / (st.p * pow(<double> st.n_checks, st.p)) * st.delta
+    lg1 = log(4.0 / dk)
+    lg2 = log(2.0 / dk)
+    st.estimate = est
+    st.last_bound = sqrt(2.0 * lg1) * (sqrt(W) + b * sqrt(2.0 * kt * lg2)) + 2.0 / 3.0 * b * lg1
+    # a non-finite estimate or bound: the comparison is False, keep reading
+    st.done = fabs(est - st.target) > st.last_bound
+    if st.done:
+        st.accept = est > st.target
+    else:
+        st.T = ceil(st.gamma * st.T)
+    return st.done

@@ -330,6 +330,11 @@ class Trace:
                     f"{self.sampler.name} read {100 * frac:.0f}% of the data per MH decision on "
                     "average: at this rate exact MH, which streams X in one fused pass, is "
                     f"faster. To subsample, {self.sampler.advice_when_reading_everything}.")
+        # an approximate sampler whose error knob was too loose for the posterior (its
+        # warmup checks against exact MH lowered it): the chains' messages, once each
+        for m in dict.fromkeys(t.get("decision_check_message") for t in self.tuning or ()
+                               if t and t.get("decision_check_message")):
+            msgs.append(f"{self.sampler.name}: {m}")
         ndiv = int(np.sum(self._count("diverging", self.stats)))
         if ndiv:
             msgs.append(

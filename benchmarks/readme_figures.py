@@ -124,6 +124,39 @@ def table():
             f"{c['ess_per_s_ratio_vs_mh']:.1f}x exact MH, "
             f"{100 * c['data_fraction_after_warmup']:.1f}% of the data | "
             f"`python benchmarks/bench_tall_mh.py --sections {key}` |")
+    hard = _load("hard_data.json") or {}
+    cov = hard.get("covtype_binary")
+    if cov is not None and not cov.get("quick"):
+        sk = next(r for r in cov["rows"] if "seed" not in r)
+        ours = [r for r in cov["rows"] if "seed" in r]
+        ratio = [r["time_s"] / sk["time_s"] for r in ours]
+        fig = (f"seeds {', '.join(str(r['seed']) for r in ours)}: min bulk ESS "
+               f"{min(r['min_ess_bulk'] for r in ours):,.0f}-"
+               f"{max(r['min_ess_bulk'] for r in ours):,.0f}, max R-hat "
+               f"{max(r['max_rhat'] for r in ours):.3f}, fit time {min(ratio):.1f}-"
+               f"{max(ratio):.1f}x scikit-learn's `LogisticRegression(C=1e4)` "
+               f"({sk['time_s']:.1f} s), held-out AUC {min(r['score'] for r in ours):.4f} "
+               f"(scikit-learn {sk['score']:.4f})")
+        if all("max_mean_err_sd" in r for r in ours):
+            fig += (f", means within {max(r['max_mean_err_sd'] for r in ours):.3f} sd of "
+                    "full-data NUTS")
+        rows.append(f"| default `BayesianLogisticRegression()`, covtype binary, all 54 "
+                    f"attributes, n = {cov['n_train']:,}, 4 chains x (1000 + 1000), all-in | "
+                    f"{fig} | `python benchmarks/bench_hard_data.py --sections covtype_binary` |")
+    conf = hard.get("confidence")
+    if conf is not None and not conf.get("quick"):
+        c = [r for r in conf["rows"] if r["sampler"] == "confidence"]
+        m = {r["seed"]: r for r in conf["rows"] if r["sampler"] == "mh"}
+        speed = [r["ess_per_s"] / m[r["seed"]]["ess_per_s"] for r in c]
+        rows.append(
+            f"| confidence sampler vs exact MH, covtype binary, all 54 attributes, "
+            f"n = {conf['n_rows']:,}, all-in | {100 * min(r['data_fraction'] for r in c):.1f}-"
+            f"{100 * max(r['data_fraction'] for r in c):.1f}% of the data per decision, "
+            f"{min(speed):.1f}-{max(speed):.1f}x exact MH's min ESS/s, means within "
+            f"{max(r['max_mean_err_sd'] for r in c):.2f} sd of NUTS (seeds "
+            f"{', '.join(str(r['seed']) for r in c)}); on all {conf['full_data']['n_rows']:,} "
+            f"rows {100 * conf['full_data']['data_fraction']:.1f}% | "
+            "`python benchmarks/bench_hard_data.py --sections confidence` |")
     mrf = _load("mrf.json")
     if mrf is not None:
         by_eps = {r["epsilon"]: r for r in mrf["results"]}

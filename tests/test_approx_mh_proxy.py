@@ -1,10 +1,9 @@
-"""Tests of the proxy (control-variate) decisions of the approximate MH samplers and of
-the confidence sampler's high-leverage stratum (doc/algorithms/austerity.rst,
-doc/algorithms/confidence.rst).
+"""Tests of the proxy (control-variate) decisions of the approximate MH samplers
+(doc/algorithms/austerity.rst, doc/algorithms/confidence.rst; the confidence
+sampler's strata of rows are tested in test_strata.py).
 
 * the data's geometry: whitened row norms against NumPy (float32/float64, dense/CSR,
   with/without intercept); the range bounds in that geometry against every datum;
-  the strata's invariants;
 * the compiled pieces: the exactly summed stratum against NumPy; a decision is the
   same for any number of threads;
 * exactness: a proxied, stratified decision that examines every datum is MH's;
@@ -19,10 +18,9 @@ from scipy import sparse, stats
 from bayes_subsample._driver import sample
 from bayes_subsample.control_variates import TaylorControlVariate
 from bayes_subsample.models import (GaussianRegressionModel, LogisticRegressionModel,
-                                    PoissonRegressionModel, RowGeometry)
+                                    PoissonRegressionModel, RowGeometry, RowStrata)
 from bayes_subsample.samplers import MH
 from bayes_subsample.samplers import _approx_mh_fast as fast
-from bayes_subsample.samplers._approx_mh import leverage_strata
 from bayes_subsample.samplers._base import prepare_laplace
 from bayes_subsample.samplers.austerity import AusterityMH
 from bayes_subsample.samplers.confidence import ConfidenceMH
@@ -75,7 +73,7 @@ def test_row_geometry_rejects_bad_input():
 @pytest.mark.parametrize("seed", [0, 1])
 def test_range_bounds_in_the_geometry_hold_on_every_datum(seed):
     """max_k |l_k(theta') - l_k(theta)| and max_k |d_k(theta') - d_k(theta)| over the
-    rows a RowGeometry describes (every datum, and the sampled stratum) stay below
+    rows a RowGeometry describes (every datum, and those of lower leverage) stay below
     the bounds, for steps and distances from theta* at several scales; and the
     geometry's bound is the tighter one on tall data."""
     rng = np.random.default_rng(seed)
@@ -84,9 +82,9 @@ def test_range_bounds_in_the_geometry_hold_on_every_datum(seed):
     prep = prepare_laplace(model)
     L = np.linalg.cholesky(prep.precision)
     r = model.whitened_row_norms(L)
-    strata = leverage_strata(model, prep.precision, typical_range=1e3, degree=3)
+    low = np.flatnonzero(r <= np.quantile(r, 0.99))
     cases = [(np.arange(model.n_data), RowGeometry(L, r.max() * (1 + 1e-9))),
-             (strata.sampled, strata.geometry)]
+             (low, RowGeometry(L, r[low].max() * (1 + 1e-9)))]
     tighter = 0
     for _ in range(40):
         th_star = prep.theta_init + rng.normal(scale=rng.choice([0.0, 0.01, 0.1]), size=4)
@@ -102,27 +100,9 @@ def test_range_bounds_in_the_geometry_hold_on_every_datum(seed):
                            - model.cv_residual_terms(th, th_star, idx, 2)).max()
             Cr = model.cv_range_bound(th, th_new, th_star, 2, geometry=geom)
             assert rdiff <= Cr * (1 + 1e-9) + 1e-12
-            if geom is strata.geometry:
+            if geom is cases[1][1]:
                 tighter += Cr < 0.1 * model.cv_range_bound(th, th_new, th_star, 2)
-    assert tighter > 30   # over the sampled stratum it is far below the Euclidean bound
-
-
-def test_leverage_strata_split_the_data():
-    X, y = _heavy_data(20000, 3, seed=3)
-    model = LogisticRegressionModel(X, y)
-    prep = prepare_laplace(model)
-    r = model.whitened_row_norms(np.linalg.cholesky(prep.precision))
-    s = leverage_strata(model, prep.precision, typical_range=1e3, degree=3)
-    assert 0 < len(s.exact) <= 0.1 * model.n_data
-    both = np.concatenate([s.exact, s.sampled])
-    assert np.array_equal(np.sort(both), np.arange(model.n_data))
-    assert np.all(np.diff(s.exact) > 0) and np.all(np.diff(s.sampled) > 0)
-    # the exact stratum holds the highest leverages, the radius covers the rest
-    assert r[s.exact].min() >= r[s.sampled].max()
-    assert r[s.sampled].max() <= s.geometry.radius <= r[s.sampled].max() * (1 + 1e-8)
-    # a negligible range cost leaves every datum sampled
-    none = leverage_strata(model, prep.precision, typical_range=0.0, degree=3)
-    assert len(none.exact) == 0 and len(none.sampled) == model.n_data
+    assert tighter > 30   # over the lower-leverage rows it is far below the Euclidean bound
 
 
 def test_strata_only_where_the_bound_uses_the_geometry(rng):
@@ -135,7 +115,7 @@ def test_strata_only_where_the_bound_uses_the_geometry(rng):
     for model in (pois, gauss):
         assert getattr(ConfidenceMH().prepare(model, rng), "strata", None) is None
     prep = ConfidenceMH().prepare(logi, rng)
-    assert prep.strata is not None and len(prep.strata.exact) > 0
+    assert isinstance(prep.strata, RowStrata) and prep.strata.n_strata > 1
     assert ConfidenceMH(stratify=False).prepare(logi, rng).strata is None
 
 
@@ -205,14 +185,14 @@ def test_decisions_do_not_depend_on_threads(rule, kind):
 # exactness
 # ---------------------------------------------------------------------------
 def test_stratified_proxy_decisions_are_exact_decisions():
-    """With a tiny delta and the loose Hoeffding bound a decision is wrong with
-    probability ~1e-300, so every one must equal the full-data decision with the same
-    u (check_exact), most of them after examining every datum: the exact stratum,
-    the proxies' total and the sampled sum add up to the log-likelihood ratio."""
+    """With a tiny delta a decision is wrong with probability ~1e-300, so every one
+    must equal the full-data decision with the same u (check_exact), most of them
+    after summing every stratum: the exact strata, the proxies' total and the
+    sampled sums add up to the log-likelihood ratio."""
     X, y = _heavy_data(4000, 3, seed=7)
     model = LogisticRegressionModel(X, y)
     prepared = ConfidenceMH(delta=0.05).prepare(model, np.random.default_rng(0))
-    assert prepared.cv is not None and len(prepared.strata.exact) > 0
+    assert prepared.cv is not None and prepared.strata.n_strata > 1
     kernel = ConfidenceMH(delta=1e-300, bound="hoeffding_serfling", check_exact=True,
                           n_steps=1).build(model, prepared, 0)
     rng = np.random.default_rng(3)
@@ -222,7 +202,8 @@ def test_stratified_proxy_decisions_are_exact_decisions():
         state, info = kernel.step(rng, state)
         infos.append(info)
     assert not any(i.wrong_decision for i in infos)
-    assert np.mean([i.data_fraction == 1.0 for i in infos]) > 0.5
+    # an exact decision read every datum, and the draws made before it
+    assert np.mean([i.data_fraction >= 1.0 for i in infos]) > 0.5
     assert 0.1 < np.mean([i.accepted for i in infos]) < 0.9
 
 

@@ -1,4 +1,4 @@
-"""HMC-ECS's exact stratum and stratified warmup (issue 16).
+"""HMC-ECS's exact stratum and stratified warmup.
 
 The compiled core with an exact stratum is checked against its definition
 (``TaylorControlVariate.perturbed_loglik_and_grad(..., exact=)`` and the

@@ -13,6 +13,7 @@ from ._cylinear import CyGaussianScale
 from ._cymultinomial import CyMultinomial
 from ._multinomial import MultinomialLogisticModel
 from ._dask import DaskGLM
+from ._strata import RowStrata, logistic_stratum_range_bounds, row_strata
 from ._glm import (GLM, GaussianRegressionModel, LogisticRegressionModel,
                    PoissonRegressionModel, RowGeometry,
                    logistic_residual_range_bound)
@@ -22,4 +23,5 @@ __all__ = ["Model", "FunctionModel", "GaussianPrior", "SubsetModel", "WeightedMo
            "LogisticRegressionModel", "MultinomialLogisticModel", "PoissonRegressionModel", "GaussianRegressionModel",
            "GaussianScaleRegressionModel", "CyGaussianScale",
            "CyModel", "CyGLM", "CyMultinomial", "CyCallbackModel",
-           "RowGeometry", "logistic_residual_range_bound", "DaskGLM"]
+           "RowGeometry", "RowStrata", "row_strata", "logistic_residual_range_bound",
+           "logistic_stratum_range_bounds", "DaskGLM"]

@@ -556,6 +556,16 @@ class GLM(CompiledModel):
             f"a range bound for order-{order} residual differences is derived for the "
             "logistic and Gaussian families at order 2 only")
 
+    def stratum_range_bounds(self, theta, theta_new, theta_star, order, strata):
+        """``C_s >= max_{k in s} |t_k|`` for each stratum of a :class:`RowStrata`
+        (``t_k`` the log-likelihood differences for ``order=None``, else the
+        differences of Taylor residuals around ``theta_star``); the logistic family
+        (:func:`logistic_stratum_range_bounds`)."""
+        if self.family != "logistic":
+            raise NotImplementedError("per-stratum range bounds are derived for the logistic "
+                                      "family only")
+        return strata.logistic_bounds(theta, theta_new, theta_star, order)
+
     def range_bound_degree(self, order=None):
         """How the range bound given a :class:`RowGeometry` grows with its radius,
         ``C ~ radius^degree``: 1 for log-likelihood differences (``order=None``),

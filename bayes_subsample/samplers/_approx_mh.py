@@ -17,17 +17,17 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import _rng
-from .._linalg import precision_factor
+from ..exceptions import SamplingError
 from ..control_variates import TaylorControlVariate
-from ..models import RowGeometry
+from ..models import RowStrata
 from . import _approx_mh_fast as _fast
 from ._base import LaplacePrepared
 from ._proposals import RandomWalkProposal, SGLDProposal
 from ._sgmcmc_fast import GradientEstimator
 from .mh import ProposalKernel
 
-__all__ = ["ApproxMHKernel", "ProxyPrepared", "Strata", "build_proposal", "leverage_strata",
-           "model_has_proxy", "prepare_proxy", "resolve_first_batch"]
+__all__ = ["ApproxMHKernel", "ProxyPrepared", "build_proposal", "model_has_proxy",
+           "prepare_proxy", "resolve_first_batch"]
 
 
 class ApproxMHState(NamedTuple):
@@ -71,8 +71,9 @@ class ApproxMHKernel(ProposalKernel):
     Cost convention (``n_evals``): 2 per examined datum (``l_k`` is evaluated
     at ``theta`` and ``theta'``; nothing is cached across steps), plus the
     proposal's gradient evaluations (SGLD). Exact MH caches ``l(theta)`` and
-    counts ``n`` per step, so the break-even data fraction is 0.5.
-    ``check_exact`` evaluations are diagnostics and are not counted.
+    counts ``n`` per step, so the break-even data fraction is 0.5. The warmup
+    decisions checked against exact MH (:class:`DecisionChecks`) count ``2 n``
+    each; ``check_exact`` evaluations are diagnostics and are not counted.
     """
 
     def __init__(self, model, proposal, rule, check_exact=False, n_steps=1):
@@ -82,6 +83,19 @@ class ApproxMHKernel(ProposalKernel):
         self.rule = rule
         self.check_exact = bool(check_exact)
         self.n = model.n_data
+        self.checks = DecisionChecks(rule)
+        self._in_warmup = False
+
+    def warmup_step(self, rng, state, iteration):
+        self._in_warmup = True
+        return super().warmup_step(rng, state, iteration)
+
+    def end_warmup(self, state):
+        self._in_warmup = False
+        return super().end_warmup(state)
+
+    def tuning(self):
+        return {**super().tuning(), **self.checks.report()}
 
     def init(self, rng, theta0):
         theta0 = np.asarray(theta0, dtype=np.float64)
@@ -103,10 +117,18 @@ class ApproxMHKernel(ProposalKernel):
             # non-finite proposal, prior or proposal density: reject without data
             accepted, n_used, n_batches = False, 0, 0
         accepted = bool(accepted)
-        fields = (float(accepted), accepted, 2 * n_used + n_prop, n_used / self.n, n_batches)
+        checking = self._in_warmup and self.checks.due(2 * n_used, np.isfinite(threshold))
+        n_evals = 2 * n_used + n_prop + (2 * self.n if checking else 0)
+        fields = (float(accepted), accepted, n_evals, n_used / self.n, n_batches)
+        if self.check_exact or checking:
+            margin = (self.checks.exact_sum(state.theta, theta_new) - threshold
+                      if np.isfinite(threshold) else -np.inf)
+            exact = bool(margin > 0)
+            # only the budgeted checks steer the run: check_exact is a diagnostic
+            # and leaves the chain as it is without it
+            if checking:
+                self.checks.record(accepted, exact, margin)
         if self.check_exact:
-            exact = bool(np.isfinite(threshold)
-                         and self.rule.exact_sum(theta, theta_new) > threshold)
             info = CheckedApproxMHInfo(*fields, exact != accepted, exact)
         else:
             info = ApproxMHInfo(*fields)
@@ -115,22 +137,137 @@ class ApproxMHKernel(ProposalKernel):
         return state, info
 
 
+#: the decisions checked against exact MH in warmup read at most this share of the
+#: data the warmup's decisions read (a full pass per check)
+CHECK_SHARE = 0.1
+#: a knob is lowered when the wrong decisions among those checked are this unlikely
+#: at a rate equal to it (binomial upper tail)
+CHECK_LEVEL = 1e-3
+#: a wrong decision by more than this many nats of log-ratio is a gross one: two in a
+#: window lower the knob (a test whose estimate is near-normal errs only near 0)
+GROSS_NATS = 3.0
+#: the knob is lowered by this factor, at most this many times
+KNOB_FACTOR = 4.0
+MAX_LOWERINGS = 4
+
+
+class DecisionChecks:
+    """Warmup decisions of an approximate rule checked against exact MH's (the
+    same ``u``), within a budget of ``CHECK_SHARE`` of the warmup's data reads:
+    when the wrong decisions are too many for the rule's error knob (``epsilon``,
+    ``delta``: a binomial test at level ``CHECK_LEVEL`` against a rate equal to
+    the knob) or fall mostly one way (wrong accepts against wrong rejects, a sign
+    test at the same level: skewed terms err systematically) or by more than
+    ``GROSS_NATS`` of log-ratio twice (heavy-tailed terms make gross errors, which
+    bias the draws even at a small rate), the knob is lowered ``KNOB_FACTOR``-fold (at most
+    ``MAX_LOWERINGS`` times) for the rest of the run, and the run says so
+    (:meth:`report`, whose ``decision_check_message`` the trace warns with).
+    When even the lowest knob leaves far too many wrong decisions (level
+    ``CHECK_LEVEL ** 2``, or three gross ones) the run stops with a :class:`SamplingError` before any
+    draw is kept. A rule that tests with a range bound also has the bound checked
+    against the data at each checked move (:meth:`DecisionRule.check_range`)."""
+
+    def __init__(self, rule):
+        self.rule = rule
+        self.knob_name = rule.knob_name
+        self.knob0 = rule.knob
+        self.read = 0           # data evaluations of the warmup's decisions
+        self.spent = 0          # of the checks
+        self.n_checked = 0
+        self.n_wrong = 0
+        self.n_wrong_accept = 0
+        # checked, wrong, wrongly accepted, wrong by > GROSS_NATS since the last change
+        self.window = [0, 0, 0, 0]
+        self.n_gross = 0
+        self.lowered = 0
+
+    def due(self, n_evals, finite):
+        """Whether to check this warmup decision (``n_evals`` it read)."""
+        self.read += n_evals
+        if not finite or self.knob_name is None or not self.rule.knob > 0:
+            return False
+        cost = 2 * self.rule.model.n_data
+        # a user's range bound is checked on the first decisions whatever they read
+        # (a bound far too small stops every decision at once)
+        first = self.n_checked < getattr(self.rule, "first_checks", 0)
+        if not first and self.spent + cost > CHECK_SHARE * self.read:
+            return False
+        self.spent += cost
+        return True
+
+    def exact_sum(self, theta, theta_new):
+        total, abs_max = self.rule.exact_sum_abs_max(theta, theta_new)
+        self.rule.check_range(theta, theta_new, abs_max)
+        return total
+
+    def record(self, accepted, exact, margin):
+        """Record a checked decision: the rule's ``accepted``, exact MH's ``exact``,
+        ``margin`` the exact log-ratio minus ``log u`` (its sign is ``exact``'s)."""
+        from scipy.stats import binom
+
+        wrong = accepted != exact
+        gross = wrong and abs(margin) > GROSS_NATS
+        self.n_checked += 1
+        self.n_wrong += int(wrong)
+        self.n_wrong_accept += int(wrong and accepted)
+        self.n_gross += int(gross)
+        win = self.window
+        win[0] += 1
+        win[1] += int(wrong)
+        win[2] += int(wrong and accepted)
+        win[3] += int(gross)
+        k, w, fa, g = win
+        if not w:
+            return
+        # too many wrong decisions for the knob; wrong mostly one way (wrong accepts
+        # against wrong rejects); or wrong by several nats: errors that are
+        # systematic or gross bias the draws even at a small rate
+        tail = min(binom.sf(w - 1, k, self.rule.knob),
+                   2.0 * binom.sf(max(fa, w - fa) - 1, w, 0.5))
+        if (tail < CHECK_LEVEL or g >= 2) and self.lowered < MAX_LOWERINGS:
+            self.rule.knob = self.rule.knob / KNOB_FACTOR
+            self.lowered += 1
+            self.window = [0, 0, 0, 0]
+        elif tail < CHECK_LEVEL ** 2 or g >= 3:
+            raise SamplingError(
+                f"{self.knob_name}={self.knob0:g} lowered to {self.rule.knob:g} is still too "
+                f"loose for this posterior: {w} of the last {k} decisions checked against "
+                f"exact MH in warmup differed from them ({fa} wrongly accepted, {g} by more "
+                f"than {GROSS_NATS:g} nats of log-ratio), so the draws would be off. The terms "
+                "this rule decides on are too heavy-tailed or skewed for it; use exact MH "
+                "(sampler='mh') or, with a range bound, ConfidenceMH.")
+
+    def report(self):
+        if self.knob_name is None:
+            return {}
+        out = {"decision_checks": self.n_checked, "wrong_decisions": self.n_wrong,
+               "wrong_accepts": self.n_wrong_accept, "gross_wrong_decisions": self.n_gross,
+               self.knob_name: self.rule.knob}
+        name, k0, k1 = self.knob_name, self.knob0, self.rule.knob
+        if self.lowered:
+            out["decision_check_message"] = (
+                f"{name}={k0:g} was too loose for this posterior: of the decisions checked "
+                f"against exact MH in warmup, more than a share {name} differed, or they "
+                f"differed mostly one way or by several nats ({self.n_wrong} of "
+                f"{self.n_checked} in all, {self.n_gross} by more than {GROSS_NATS:g}), so "
+                f"{name} was lowered to {k1:g} for sampling. "
+                f"Pass {name}={k1:g} to start there, or use exact MH (sampler='mh').")
+        return out
+
+
 class DecisionRule:
     """Base of the decision rules: ``decide(state, theta_new, threshold) ->
     (accept, n_examined, n_checks)`` for ``sum_k t_k > threshold``.
 
     With control variates ``cv`` (a Taylor proxy) the rules test the residual
     differences ``d_k(theta') - d_k(theta)`` against
-    ``threshold - [Q(theta') - Q(theta)]``, the proxies' total being exact; with
-    ``strata`` the data in ``strata.exact`` are summed exactly at every
-    decision and the rule samples from the rest.
+    ``threshold - [Q(theta') - Q(theta)]``, the proxies' total being exact.
     """
 
-    def __init__(self, model, cv=None, strata=None):
+    def __init__(self, model, cv=None):
         self.model = model
         self.cy = model.compiled
         self.cv = cv
-        self.strata = strata
         self.cv_args = ({} if cv is None else
                         {"cv_order": cv.order, "theta_star": cv.theta_star, "eta_star": cv.cache})
         #: the proxy is the log-likelihood itself (the Gaussian GLM's second-order
@@ -139,13 +276,24 @@ class DecisionRule:
 
     def initial_perm(self):
         """The population the rule samples from, as the start of its permutation."""
-        if self.strata is None:
-            return np.arange(self.model.n_data, dtype=np.int64)
-        return self.strata.sampled.copy()
+        return np.arange(self.model.n_data, dtype=np.int64)
+
+    #: the name of the rule's error knob (``epsilon``, ``delta``), and its value
+    knob_name = None
+    knob = 0.0
 
     def exact_sum(self, theta, theta_new):
         """``sum_k l_k(theta') - l_k(theta)`` over all data, in storage order."""
         return _fast.term_sum(self.cy, theta, theta_new)
+
+    def exact_sum_abs_max(self, theta, theta_new):
+        """``(sum_k t_k, max_k |t_k|)`` over all data, ``t_k`` the log-likelihood
+        differences (one sweep)."""
+        return _fast.term_sum_abs_max(self.cy, theta, theta_new)
+
+    def check_range(self, theta, theta_new, abs_max):
+        """Raise when the range bound the rule tested this move with is below the
+        data's ``abs_max`` (rules that use none: nothing to check)."""
 
     def decide_from_proxy(self, theta, theta_new, threshold):
         """The decision without data when the residuals vanish, else None."""
@@ -154,15 +302,11 @@ class DecisionRule:
         return self.cv.delta_Q(theta, theta_new) > threshold, 0, 0
 
     def sampled_target(self, theta, theta_new, threshold):
-        """``(target, n_exact)``: what the sum of the sampled terms must exceed for
-        ``sum_k l_k > threshold``, after the proxies' exact total and the exactly
-        summed stratum (``n_exact`` data) are taken out."""
+        """What the sum of the terms the rule reads must exceed for
+        ``sum_k l_k > threshold``, after the proxies' exact total is taken out."""
         if self.cv is not None:
             threshold = threshold - self.cv.delta_Q(theta, theta_new)
-        if self.strata is None or not len(self.strata.exact):
-            return threshold, 0
-        part = _fast.term_sum_at(self.cy, theta, theta_new, self.strata.exact, **self.cv_args)
-        return threshold - part, len(self.strata.exact)
+        return threshold
 
     def decide(self, state, theta_new, threshold):
         raise NotImplementedError
@@ -218,11 +362,12 @@ def build_proposal(sampler, prepared, model):
 class ProxyPrepared(LaplacePrepared):
     """The Laplace preparation plus what the decision rules test with: the
     Taylor control variates at the mode (``cv``, None without a proxy) and the
-    split of the data into an exactly summed stratum and a sampled one
-    (``strata``, None: every datum is sampled)."""
+    strata of rows of a stratified decision (``strata``, a
+    :class:`~bayes_subsample.models.RowStrata`; None: every datum is sampled
+    alike)."""
 
     cv: TaylorControlVariate = None
-    strata: "Strata" = None
+    strata: RowStrata = None
 
 
 def model_has_proxy(model):
@@ -237,46 +382,3 @@ def prepare_proxy(model, prepared, order=2):
     models, whose diagonal metric avoids the ``p x p`` Hessian sum)."""
     cv = TaylorControlVariate(model, prepared.theta_init, order=order).build_cache()
     return ProxyPrepared(**{**vars(prepared), "n_evals": prepared.n_evals + cv.n_evals}, cv=cv)
-
-
-class Strata(NamedTuple):
-    """A split of the data for a decision: ``exact`` (sorted indices) are summed
-    exactly at every decision, the rule samples from ``sampled``; ``geometry``
-    (a :class:`~bayes_subsample.models.RowGeometry`) describes the sampled rows.
-    """
-
-    exact: np.ndarray
-    sampled: np.ndarray
-    geometry: RowGeometry
-
-
-def leverage_strata(model, precision, typical_range, degree, max_fraction=0.1):
-    """Split off the rows of highest leverage so that the range bound over the
-    rest is small (:ref:`algo-confidence`, "A stratum of high-leverage rows").
-
-    The leverage of datum ``k`` is ``r_k = ||L^{-1} x_k||`` in the metric of the
-    Laplace precision ``L L^T`` (one pass over X). A range bound over rows of
-    leverage at most ``r`` scales as ``typical_range * r^degree`` for a typical
-    proposal; a concentration-bound decision then examines about
-    ``N * typical_range * r^degree`` (times the rule's constants) of the ``N``
-    sampled rows. The split minimises ``j + min(N_j, N_j * typical_range *
-    r_(j)^degree)`` over the number ``j`` of rows summed exactly (at most
-    ``max_fraction`` of the data), ``r_(j)`` the largest leverage left.
-
-    Returns a :class:`Strata` (with an empty ``exact`` when no row is worth
-    summing exactly; its geometry then covers every datum).
-    """
-    L = precision_factor(precision)
-    r = model.whitened_row_norms(L)
-    n = r.shape[0]
-    order = np.argsort(-r, kind="stable")
-    r_desc = r[order]
-    j = np.arange(int(max_fraction * n) + 1)
-    left = n - j
-    cost = j + np.minimum(left, left * typical_range * r_desc[j] ** degree)
-    best = int(np.argmin(cost))
-    # a relative margin covers the rounding of the computed norms
-    geometry = RowGeometry(L, r_desc[best] * (1.0 + 1e-9))
-    exact = np.sort(order[:best]).astype(np.int64)
-    sampled = np.sort(order[best:]).astype(np.int64)
-    return Strata(exact, sampled, geometry)

@@ -20,7 +20,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from . import _approx_mh_fast as _fast
 from ._approx_mh import (ApproxMHKernel, DecisionRule, ProxyPrepared, build_proposal,
-                         model_has_proxy, prepare_proxy, resolve_first_batch)
+                         prepare_proxy, resolve_first_batch)
 from .._deprecation import DEPRECATED, deprecated_constraint, renamed
 from .._params import store_params
 from ._base import BaseSampler, cv_order, diagonal_metric, prepare_laplace, shared_constraints
@@ -33,11 +33,21 @@ class SequentialTestRule(DecisionRule):
     """The sequential t-test decision (``epsilon = 0``: every datum, in storage
     order, one check), optionally on control-variate residual differences."""
 
+    knob_name = "epsilon"
+
     def __init__(self, model, epsilon, batch_size, first_batch_size, cv=None):
         super().__init__(model, cv=cv)
         self.epsilon = float(epsilon)
         self.batch_size = int(batch_size)
         self.first_batch_size = int(first_batch_size)
+
+    @property
+    def knob(self):
+        return self.epsilon
+
+    @knob.setter
+    def knob(self, value):
+        self.epsilon = float(value)
 
     def decide(self, state, theta_new, threshold):
         n = self.model.n_data
@@ -46,12 +56,12 @@ class SequentialTestRule(DecisionRule):
         exact = self.decide_from_proxy(state.theta, theta_new, threshold)
         if exact is not None:
             return exact
-        target, n_exact = self.sampled_target(state.theta, theta_new, threshold)
+        target = self.sampled_target(state.theta, theta_new, threshold)
         acc, n_used, n_batches, _ = _fast.austerity_decide(
             state.sub_rng, self.cy, state.theta, theta_new, state.perm,
             target / len(state.perm), self.epsilon, self.first_batch_size, self.batch_size,
             n_threads=self.model.pass_threads(), **self.cv_args)
-        return acc, n_used + n_exact, n_batches
+        return acc, n_used, n_batches
 
 
 class AusterityMH(BaseSampler):
@@ -82,16 +92,19 @@ class AusterityMH(BaseSampler):
         the number of data). An explicit value larger than the number of data
         is an error.
     proxy : {"auto", "taylor", None}, default="auto"
-        ``"taylor"``: test the differences of second-order Taylor control-variate
-        residuals around the posterior mode, ``d_k(theta') - d_k(theta)``, with the
-        proxies' total ``Q(theta') - Q(theta)`` computed exactly in O(d^2)
-        (Bardenet, Doucet & Holmes 2017). Near the mode these differences are
-        O(1/n) smaller than the log-likelihood differences, so a batch of fixed
-        size decides and the fraction of the data examined falls as ``n`` grows
-        (:ref:`algo-austerity`). Needs a model with second-order control
-        variates (the GLMs, the multinomial model). ``"auto"`` (default): the
-        proxy where the model has one, the plain test otherwise. ``None``: the
-        plain test of the paper, on ``l_k(theta') - l_k(theta)``.
+        ``"taylor"`` or ``"auto"`` (default, the same): test the differences of
+        Taylor control-variate residuals around the posterior mode,
+        ``d_k(theta') - d_k(theta)``, with the proxies' total ``Q(theta') -
+        Q(theta)`` computed exactly (Bardenet, Doucet & Holmes 2017): second-order
+        proxies where the model has per-datum Hessians (the GLMs, the multinomial
+        model), first-order ones from the gradients on other models (user models:
+        each examined datum then costs the log-likelihood at ``theta``, ``theta'``
+        and ``theta*`` and the gradient at ``theta*``). Near the mode these
+        differences are far smaller than the log-likelihood differences, so a
+        batch of fixed size decides, the fraction of the data examined falls as
+        ``n`` grows, and the t-test's normal approximation errs less
+        (:ref:`algo-austerity`). ``None``: the plain test of the paper, on
+        ``l_k(theta') - l_k(theta)``.
     proposal : {"rw", "sgld"}, default="rw"
         ``"rw"``: random walk ``theta + s L xi`` from the Laplace covariance,
         adapted during warmup exactly as :class:`MH` does (on the accept
@@ -151,6 +164,16 @@ class AusterityMH(BaseSampler):
     guaranteed per-step error bound (heavy-tailed ``l_k`` break the t
     approximation, most with a tiny ``first_batch_size``).
 
+    Warmup decisions are checked against exact MH (the same ``u``, one full pass
+    each, within a tenth of the data the warmup reads): when too many are wrong
+    for ``epsilon``, or wrong mostly one way, or wrong by several nats of
+    log-ratio, ``epsilon`` is lowered 4-fold (at most 4 times) for the rest of
+    the run and a ``ConvergenceWarning`` says so; when even the lowest value
+    errs far too often the run stops with a
+    :class:`~bayes_subsample.exceptions.SamplingError` before any draw is kept
+    (:ref:`algo-decision-checks`). The tuned value and the checks' counts are in
+    ``trace.tuning``.
+
     Examples
     --------
     On 20,000 rows most decisions read a fraction of the data:
@@ -203,23 +226,16 @@ class AusterityMH(BaseSampler):
         return resolve_first_batch(renamed(self, "first_batch", "first_batch_size", warn),
                                    self.batch_size, model.n_data, type(self).__name__)
 
-    def _uses_proxy(self, model):
-        if self.proxy == "taylor" and not model_has_proxy(model):
-            raise ValueError(
-                f"{type(self).__name__}(proxy='taylor') needs second-order Taylor control "
-                f"variates, which {model!r} does not provide (the GLMs and the multinomial "
-                "model do). Use proxy=None or proxy='auto'.")
-        return self.epsilon > 0 and (self.proxy == "taylor"
-                                     or (self.proxy == "auto" and model_has_proxy(model)))
-
     def prepare(self, model, rng):
         self._validate_params()
         self._first_batch_size(model, warn=True)
         diagonal = diagonal_metric(self.metric, model)
         prepared = prepare_laplace(model, diagonal=diagonal)
-        if not self._uses_proxy(model):
+        if self.epsilon == 0 or self.proxy is None:
             return prepared
-        # wide models: first-order proxies (order 2's total needs the p x p Hessian sum)
+        # second order where the model has per-datum Hessians (GLMs, multinomial);
+        # first order from the gradients on other models and with a diagonal metric
+        # (order 2's total needs the p x p Hessian sum)
         return prepare_proxy(model, prepared, order=cv_order(model, diagonal))
 
     def build(self, model, prepared, n_warmup):

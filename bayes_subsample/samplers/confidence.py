@@ -10,9 +10,10 @@ control-variate residuals ``d_k = l_k - q_k`` while the proxies' full sum
 ``Q(theta') - Q(theta)`` is computed exactly in O(d^2); near the mode these
 differences are tiny, so far fewer data are needed. The range of those
 differences comes from the model
-(:meth:`~bayes_subsample.models.GLM.cv_range_bound`), in the metric of the
-Laplace precision, over all rows but the few of highest leverage, which are
-summed exactly (``stratify``).
+(:meth:`~bayes_subsample.models.GLM.cv_range_bound`); on the logistic GLM it is
+taken per stratum of rows (``stratify``: rows grouped by their 0/1 columns and
+split by radius, each stratum with its own bound), and the decision samples the
+strata separately (:ref:`algo-confidence-strata`).
 """
 from __future__ import annotations
 
@@ -24,37 +25,83 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from .._deprecation import DEPRECATED, deprecated_constraint, renamed
 from .._params import store_params
 from .._seqtest import BOUNDS
-from .._linalg import precision_factor, solve_chol
-from ..models import RowGeometry
+from ..models import row_strata
 from . import _approx_mh_fast as _fast
 from ._approx_mh import (ApproxMHKernel, DecisionRule, ProxyPrepared, build_proposal,
-                         leverage_strata, model_has_proxy, prepare_proxy, resolve_first_batch)
+                         model_has_proxy, prepare_proxy, resolve_first_batch)
 from ._base import BaseSampler, diagonal_metric, prepare_laplace, shared_constraints
 from .mh import resolve_n_steps
 
 __all__ = ["ConfidenceMH"]
 
+#: warmup decisions checked against exact MH (and the range bound against the data)
+#: whatever they read, where the rule tests with the model's own range bound
+FIRST_CHECKS = 5
+
 
 class ConfidenceRule(DecisionRule):
     """The concentration-bound decision (``delta = 0``: every datum, in storage
-    order, one check), optionally on control-variate residual differences and
-    with the high-leverage rows summed exactly."""
+    order, one check), optionally on control-variate residual differences, and
+    on strata of rows with a range bound each (``strata``, a
+    :class:`~bayes_subsample.models.RowStrata`)."""
+
+    knob_name = "delta"
 
     def __init__(self, model, sampler, first_batch_size, cv=None, strata=None):
-        super().__init__(model, cv=cv, strata=strata)
+        super().__init__(model, cv=cv)
+        self.strata = strata
+        self.index = None if strata is None else _fast.StrataIndex(strata.members,
+                                                                   strata.offsets, model.n_data)
         self.delta = float(sampler.delta)
         self.bound_code = BOUNDS[sampler.bound]
         self.batch_growth = float(renamed(sampler, "gamma", "batch_growth", warn=False))
         self.p = float(sampler.p)
         self.first_batch_size = int(first_batch_size)
-        self.geometry = {} if strata is None else {"geometry": strata.geometry}
+
+    def initial_perm(self):
+        # the stratified rule draws with replacement: no permutation to keep
+        if self.strata is not None:
+            return np.zeros(0, dtype=np.int64)
+        return super().initial_perm()
+
+    @property
+    def knob(self):
+        return self.delta
+
+    @knob.setter
+    def knob(self, value):
+        self.delta = float(value)
+
+    @property
+    def first_checks(self):
+        """Warmup decisions checked whatever they read: a few where the rule
+        tests with the model's own range bound (a user's), none otherwise."""
+        return FIRST_CHECKS if self.cv is None and self.strata is None else 0
+
+    def check_range(self, theta, theta_new, abs_max):
+        # the model's own range bound on the log-likelihood differences (the
+        # proxies' and the strata's bounds are derived for the compiled GLMs)
+        if self.cv is not None or self.strata is not None:
+            return
+        if not np.isfinite(abs_max):
+            # a term overflowed (a Poisson mean beyond exp(709)): the move goes
+            # where the likelihood is 0 and is rejected; no finite bound holds
+            # there and none is asked of it
+            return
+        C = self._range(theta, theta_new)
+        if abs_max > C * (1.0 + 1e-9) + 1e-300:
+            raise ValueError(
+                f"{type(self.model).__name__}.range_bound is not a bound: at a move checked "
+                f"in warmup it returned C = {C:.6g}, but a datum's |l_k(theta') - l_k(theta)| "
+                f"is {abs_max:.6g}. The confidence sampler's guarantee needs C(theta, theta') "
+                ">= max_k |l_k(theta') - l_k(theta)| for every move: fix the range bound, or "
+                "use AusterityMH or exact MH (sampler='mh').")
 
     def _range(self, theta, theta_new):
         if self.cv is None:
-            C = self.model.range_bound(theta, theta_new, **self.geometry)
+            C = self.model.range_bound(theta, theta_new)
         else:
-            C = self.model.cv_range_bound(theta, theta_new, self.cv.theta_star, self.cv.order,
-                                          **self.geometry)
+            C = self.model.cv_range_bound(theta, theta_new, self.cv.theta_star, self.cv.order)
         C = float(C)
         if not C >= 0.0:
             raise ValueError(f"the model's range bound returned {C!r}; it must be a float >= 0")
@@ -67,13 +114,23 @@ class ConfidenceRule(DecisionRule):
         exact = self.decide_from_proxy(theta, theta_new, threshold)
         if exact is not None:
             return exact
-        # sum_k l_k = [Q(theta') - Q(theta)] + sum_{exact} t_k + sum_{sampled} t_k
-        target, n_exact = self.sampled_target(theta, theta_new, threshold)
+        # sum_k l_k = [Q(theta') - Q(theta)] + sum_k t_k
+        target = self.sampled_target(theta, theta_new, threshold)
+        if self.strata is not None:
+            st = self.strata
+            C = self.model.stratum_range_bounds(
+                theta, theta_new, None if self.cv is None else self.cv.theta_star,
+                None if self.cv is None else self.cv.order, st)
+            acc, t, k, _, _ = _fast.stratified_decide(
+                state.sub_rng, self.cy, theta, theta_new, self.index, C, target,
+                self.delta, self.batch_growth, self.p, self.first_batch_size,
+                n_threads=self.model.pass_threads(), **self.cv_args)
+            return acc, t, k
         acc, t, k, _, _ = _fast.confidence_decide(
-            state.sub_rng, self.cy, theta, theta_new, state.perm, target / len(state.perm),
+            state.sub_rng, self.cy, theta, theta_new, state.perm, target / n,
             self._range(theta, theta_new), self.delta, self.bound_code, self.batch_growth,
             self.p, self.first_batch_size, n_threads=self.model.pass_threads(), **self.cv_args)
-        return acc, t + n_exact, k
+        return acc, t, k
 
 
 class ConfidenceMH(BaseSampler):
@@ -117,13 +174,15 @@ default="bernstein_serfling"
         one, the plain bound otherwise. ``None``: the plain rule of the 2014
         paper, on ``l_k(theta') - l_k(theta)``.
     stratify : bool, default=True
-        Sum the rows of highest leverage (``||L^{-1} x_k||`` in the metric of the
-        Laplace precision ``L L^T``) exactly at every decision and sample the
-        rest, whose range bound is then far smaller (:ref:`algo-confidence`,
-        "A stratum of high-leverage rows"); the split minimises the estimated
-        data examined per decision, costs one pass over the data in
-        ``prepare``, and is used where the model's range bound takes the data's
-        geometry (the logistic GLM).
+        Split the rows into strata, each with its own range bound (rows grouped
+        by their values in the 0/1 columns, each group split by the rows'
+        distance to its center in the Laplace metric), and decide on draws from
+        every stratum with a stratified Bernstein bound; strata that would be
+        read half or more are summed exactly (:ref:`algo-confidence-strata`).
+        Costs three passes over the data in ``prepare``; used where the model's
+        range bound takes the data's geometry (the logistic GLM). ``bound``,
+        ``p`` and ``batch_growth`` keep their meaning, except that the
+        stratified rule has one bound of its own (``bound`` is then unused).
     step_size : float, optional
         Initial random-walk scale (default ``2.38/sqrt(d)``).
     adapt : bool, default=True
@@ -139,11 +198,11 @@ default="bernstein_serfling"
         record ``wrong_decision`` and ``exact_accept`` in the trace stats (not
         counted in ``n_evals``).
     metric : {"auto", "dense", "diag"}, default="auto"
-        The Laplace approximation the proposal and the leverage strata start
+        The Laplace approximation the proposal and the strata start
         from: dense, or diagonal (wide models, compiled GLMs: no ``p x p``
         matrix anywhere -- the mode by L-BFGS, the precision's diagonal from
         one pass, a random walk whose variances adapt to the chain's marginal
-        variances, leverages ``||x_k / sqrt(diag P)||``, and the plain bound,
+        variances, strata in the diagonal metric, and the plain bound,
         since the second-order proxies' total needs the ``p x p`` Hessian sum).
         ``"auto"``: dense up to 2,000 parameters, diagonal beyond. See
         :ref:`scaling-wide`.
@@ -153,7 +212,16 @@ default="bernstein_serfling"
     Per-iteration statistics: ``data_fraction`` (``t/n``), ``n_batches``
     (checks), and with ``check_exact`` ``wrong_decision``, ``exact_accept``.
     ``n_evals`` counts 2 per examined datum (break-even with exact MH, which
-    caches ``l(theta)``, at a data fraction of 0.5).
+    caches ``l(theta)``, at a data fraction of 0.5); with strata, a decision
+    that ends by summing every stratum has also read its earlier draws, so
+    ``data_fraction`` can exceed 1.
+
+    Warmup decisions are checked against exact MH as for
+    :class:`~bayes_subsample.samplers.AusterityMH` (``delta`` lowered when they
+    err too often; :ref:`algo-decision-checks`); where the rule tests with the
+    model's own range bound (a user model's) the first five are checked
+    whatever they read, and a bound below the data's differences at a checked
+    move is a ``ValueError`` before any draw is kept.
 
     Examples
     --------
@@ -239,26 +307,14 @@ default="bernstein_serfling"
         return "taylor"
 
     def _strata(self, model, prepared, proxy):
-        """The high-leverage rows to sum exactly (None: sample every datum)."""
+        """The strata of rows with a range bound each (None: sample every datum
+        alike)."""
         order = 2 if proxy == "taylor" else None
-        degree = model.range_bound_degree(order)
-        if not self.stratify or degree is None or self.delta == 0.0:
+        if not self.stratify or self.delta == 0.0 or model.range_bound_degree(order) is None:
             return None
-        # the bound at leverage 1 for a typical step of the tuned random walk
-        # (||L^T (theta' - theta)|| ~ 2.38, ||L^T (theta - theta*)|| ~ sqrt(d)),
-        # times the Bernstein-Serfling constant 2 kappa log(5 / delta): a decision
-        # examines about that times r^degree of the sampled data
-        p = model.n_params
-        L = precision_factor(prepared.precision)
-        step = solve_chol(L, np.where(np.arange(p) % 2 == 0, 1.0, -1.0), trans=True)
-        theta = prepared.theta_init + solve_chol(L, np.ones(p), trans=True)
-        theta_new = theta + 2.38 / np.sqrt(p) * step
-        unit = {"geometry": RowGeometry(L, 1.0)}
-        C1 = (model.cv_range_bound(theta, theta_new, prepared.theta_init, 2, **unit)
-              if proxy == "taylor" else model.range_bound(theta, theta_new, **unit))
-        kappa = 7.0 / 3.0 + 3.0 / np.sqrt(2.0)
-        return leverage_strata(model, prepared.precision,
-                               2.0 * kappa * np.log(5.0 / self.delta) * float(C1), degree)
+        cv = getattr(prepared, "cv", None)
+        return row_strata(model, prepared.precision,
+                          eta_star=None if cv is None or order is None else cv.cache)
 
     def prepare(self, model, rng):
         self._validate_params()
@@ -292,7 +348,7 @@ default="bernstein_serfling"
         if not isinstance(prepared, ProxyPrepared):
             prepared = ProxyPrepared(**vars(prepared))
         prepared.strata = strata
-        prepared.n_evals += model.n_data        # the leverage pass
+        prepared.n_evals += 3 * model.n_data    # the strata's passes over X
         return prepared
 
     def build(self, model, prepared, n_warmup):
