@@ -13,7 +13,76 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["TaylorControlVariate", "difference_estimate", "perturbed_estimate"]
+from .models._base import python_terms, taylor_residuals
+
+__all__ = ["TaylorControlVariate", "TaylorRows", "difference_estimate", "perturbed_estimate",
+           "row_table_fits"]
+
+#: the most memory a table of every row's Taylor constants at theta* takes
+#: (``TaylorRows``; beyond it, the constants of the rows asked are computed)
+ROW_TABLE_BYTES = 1 << 26
+#: rows per call of the model's functions while the table is built
+TABLE_CHUNK = 8192
+
+
+def row_table_fits(model, order):
+    """Whether the Taylor constants of order ``order`` of every row of ``model``
+    fit in ``ROW_TABLE_BYTES``: ``1 + p + p^2`` floats per row at order 2."""
+    p = model.n_params
+    per_row = 1 + (p if order >= 1 else 0) + (p * p if order == 2 else 0)
+    return 8 * per_row * model.n_data <= ROW_TABLE_BYTES
+
+
+class TaylorRows:
+    """The Taylor constants of a Python model's rows at ``theta_star``
+    (:meth:`~bayes_subsample.models.Model.taylor_terms`: ``l_k(theta*)``, their
+    gradients at order 1 and Hessians at order 2), for the subsampled
+    potential of HMC-ECS on user models.
+
+    With ``table=True`` every row's constants are computed once, in chunks, and
+    kept (shared by the chains, read only): a pass of ``loglik`` and one of
+    ``grad`` and, at order 2, one of ``hess`` or ``2 p`` of ``grad`` (central
+    differences), counted in :attr:`n_evals` and the model's passes. Else
+    each call computes the constants of the rows asked for.
+
+    Parameters
+    ----------
+    model : Model
+    theta_star : ndarray (p,)
+    order : {0, 1, 2}
+    table : bool, default=False
+    """
+
+    def __init__(self, model, theta_star, order, table=False):
+        self.model = model
+        self.theta_star = np.asarray(theta_star, dtype=np.float64).copy()
+        self.order = int(order)
+        self.table = None
+        self.n_evals = 0
+        if table:
+            n, p = model.n_data, model.n_params
+            l = np.empty(n)
+            g = np.empty((n, p)) if order >= 1 else None
+            H = np.empty((n, p, p)) if order == 2 else None
+            for start in range(0, n, TABLE_CHUNK):
+                idx = np.arange(start, min(start + TABLE_CHUNK, n), dtype=np.int64)
+                tl, tg, tH = model.taylor_terms(self.theta_star, idx, order)
+                l[idx] = tl
+                if g is not None:
+                    g[idx] = tg
+                if H is not None:
+                    H[idx] = tH
+            passes = 1 + (order >= 1) + (
+                (2 * p if model.numerical_hess_terms else 1) if order == 2 else 0)
+            model._count_passes(passes)
+            self.n_evals = passes * n
+            self.table = (l, g, H)
+
+    def __call__(self, idx):
+        """``(l0 (m,), g0 (m, p) or None, H0 (m, p, p) or None)`` of the rows ``idx``."""
+        if self.table is None:
+            return self.model.taylor_terms(self.theta_star, idx, self.order)
+        return tuple(None if a is None else a[idx] for a in self.table)
 
 
 def difference_estimate(n, d):
@@ -51,8 +120,11 @@ class TaylorControlVariate:
     theta_star : array-like of shape (n_params,)
         Expansion point (ideally near the posterior mode).
     order : {0, 1, 2}, default=2
-        Taylor order; at most ``model.max_cv_order`` (2 for the GLMs, whose
-        per-datum Hessians are scalars, 1 for other models).
+        Taylor order. Order 2 needs per-datum Hessians: the GLMs' are
+        scalars times ``x_k x_k^T``; other models give them
+        (:class:`~bayes_subsample.models.FunctionModel`'s ``hess``) or take
+        central differences of their per-datum gradients
+        (:meth:`~bayes_subsample.models.Model.hess_terms`).
     sums : tuple ``(loglik, gradient, hessian)``, optional
         Full-data sums at ``theta_star`` already computed by the caller (one
         ``model.full_pass(theta_star, hessian=True)``); skips the pass here.
@@ -82,11 +154,6 @@ class TaylorControlVariate:
     def __init__(self, model, theta_star, order=2, *, sums=None):
         if order not in (0, 1, 2):
             raise ValueError(f"order must be 0, 1 or 2, got {order!r}")
-        if order > model.max_cv_order:
-            raise ValueError(
-                f"order={order} control variates need per-datum Hessians, which "
-                f"{type(model).__name__} does not provide (the compiled GLMs do); use "
-                f"order={model.max_cv_order} for this model")
         self.model = model
         self.order = int(order)
         self.theta_star = model.check_theta(theta_star).copy()
@@ -107,6 +174,9 @@ class TaylorControlVariate:
                 and (self._B is None or np.isfinite(self._B).all())):
             raise model.overflow_error("at the control variates' centre theta*")
         self.cache = None
+        #: Python models: the rows' Taylor constants at theta* (a ``TaylorRows``,
+        #: set by the sampler that keeps them; None: computed when asked)
+        self.taylor_rows = None
 
     @property
     def B(self):
@@ -164,6 +234,24 @@ class TaylorControlVariate:
     def residual_terms(self, theta, idx):
         """Residuals ``d_k(theta)`` for ``k in idx`` (no gradients)."""
         return self.model.cv_residual_terms(theta, self.theta_star, idx, self.order)
+
+    def row_terms(self, idx):
+        """The Taylor constants at theta* of the rows ``idx`` (``taylor_terms``;
+        from :attr:`taylor_rows` when set)."""
+        if self.taylor_rows is not None:
+            return self.taylor_rows(idx)
+        return self.model.taylor_terms(self.theta_star, idx, self.order)
+
+    def residuals_at(self, thetas, idx):
+        """Residuals ``d_k`` of the rows ``idx`` at each of ``thetas``: an array
+        (len(thetas), len(idx)). Python models compute their rows' constants
+        at theta* once (``row_terms``), then one ``loglik`` call per point."""
+        if not python_terms(self.model):
+            return np.array([self.residual_terms(th, idx) for th in thetas])
+        l0, g0, H0 = self.row_terms(idx)
+        return np.array([taylor_residuals(np.asarray(th) - self.theta_star,
+                                          self.model.loglik_terms(th, idx), None,
+                                          l0, g0, H0)[0] for th in thetas])
 
     def residual_derivatives(self, theta, idx):
         """GLMs only: ``(d_k, d'_k = dd_k/deta_k)``, the per-datum scalar form."""

@@ -37,7 +37,7 @@ def run_problem(label, model, seeds, quick, samplers=SAMPLERS, reference=None):
                 row.update(cmp, ok=within(cmp, exact),
                            min_ess_per_s=cmp["min_ess_bulk"] / elapsed,
                            full_data=bool(trace.tuning[0].get("full_data", False)),
-                           choice=trace.choice())
+                           choice=trace.choice(), cv_order=trace.tuning[0].get("cv_order"))
             rows.append(row)
     return rows, ref
 

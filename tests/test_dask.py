@@ -223,7 +223,7 @@ def test_hmc_ecs_on_dask_agrees_with_in_memory(family):
 def test_row_stream_refills(monkeypatch):
     """Fetching the rows of only 7 block updates at a time (a fetch every 7
     iterations) gives the same law."""
-    from bayes_subsample.samplers.hmc_ecs import FetchingHMCECSKernel
+    from bayes_subsample.samplers._ecs_fetching import FetchingHMCECSKernel
     monkeypatch.setattr(FetchingHMCECSKernel, "fetch_iterations", 7)
     X, y = _data("logistic", n=30_000, d=3)
     dm = DaskGLM(da.from_array(X, chunks=5000), y, "logistic")

@@ -561,11 +561,17 @@ def test_full_data_hmc_counts_its_gradient_passes():
     assert tr.data_passes["prepare"] + tr.data_passes["chains"] == model.n_full_passes - before
 
 
-def test_order2_needs_glm():
-    model = FunctionModel(lambda t, i: np.zeros(len(i)), lambda t, i: np.zeros((len(i), 1)),
-                          n_data=100, n_params=1)
-    with pytest.raises(ValueError, match="per-datum Hessians"):
-        sample(model, HMCECS(cv_order=2), n_samples=10, n_warmup=10, n_chains=1)
+def test_order2_on_user_models_from_finite_differences():
+    """A user model without Hessians takes order-2 control variates from central
+    differences of its gradients: exact (zero residuals, to rounding) on a
+    Gaussian mean, as the GLMs' are on linear regression."""
+    x = np.random.default_rng(7).normal(1.5, 2.0, size=3000)
+    model = FunctionModel(lambda t, i: -0.5 * ((x[i] - t[0]) / 2.0) ** 2,
+                          lambda t, i: ((x[i] - t[0]) / 4.0)[:, None], n_data=x.size, n_params=1)
+    tr = _quiet_sample(model, HMCECS(cv_order=2, n_blocks=10), n_samples=50, n_warmup=50,
+                       n_chains=1, random_state=0)
+    assert tr.tuning[0]["cv_order"] == 2 and not tr.tuning[0].get("full_data", False)
+    assert np.max(tr.stats["sigma2"]) < 1e-12
 
 
 def test_choose_n_products_rule():

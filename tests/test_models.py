@@ -561,8 +561,12 @@ def test_user_model_control_variate_order1(user_data, rng):
                                rtol=1e-10, atol=1e-13)
     lam, glam = cv.perturbed_loglik_and_grad(theta, idx)
     assert np.isfinite(lam) and glam.shape == (2,)
-    with pytest.raises(ValueError, match="order=1"):
-        TaylorControlVariate(model, theta_star, order=2)
+    # order 2 from central differences of the per-datum gradients
+    cv2 = TaylorControlVariate(model, theta_star, order=2)
+    np.testing.assert_allclose(cv2.residual_terms(theta, idx),
+                               d - 0.5 * np.einsum("kij,i,j->k", model.hess_terms(theta_star, idx),
+                                                   theta - theta_star, theta - theta_star),
+                               rtol=1e-9, atol=1e-12)
     with pytest.raises(TypeError):
         cv.residual_derivatives(theta, idx)
     with pytest.raises(NotImplementedError, match="range_bound"):

@@ -83,6 +83,67 @@ def _digest(*arrays):
 _PASS_LOCK = threading.Lock()
 
 
+def python_terms(model):
+    """Whether ``model``'s per-datum terms are Python code that kernels call back
+    (``CyCallbackModel``: :class:`FunctionModel` and other Python models), not
+    compiled passes (the GLMs, also when their rows live with Dask)."""
+    if getattr(model, "distributed", False):
+        return False
+    from ._callback import CyCallbackModel
+    return isinstance(model.compiled, CyCallbackModel)
+
+
+def fd_steps(theta):
+    """The central-difference steps of the numerical Hessians, ``h_j = 1e-5
+    max(1, |theta_j|)``."""
+    return 1e-5 * np.maximum(1.0, np.abs(np.asarray(theta, dtype=np.float64)))
+
+
+def _fd_points(theta):
+    """``(theta + h_j e_j, theta - h_j e_j, 2 h_j)`` for each coordinate ``j``."""
+    for j, h in enumerate(fd_steps(theta)):
+        tp, tm = theta.copy(), theta.copy()
+        tp[j] += h
+        tm[j] -= h
+        yield tp, tm, 2 * h
+
+
+def taylor_residuals(delta, l, g, l0, g0=None, H0=None):
+    """Residuals of Taylor control variates from their definition: ``d_k = l_k -
+    l0_k - g0_k . delta - delta^T H0_k delta / 2`` and ``grad d_k = g_k - g0_k -
+    H0_k delta``, the terms of order 1 and 2 only where ``g0`` and ``H0`` are
+    given (the expansion's order), ``delta = theta - theta*``.
+
+    Parameters
+    ----------
+    delta : ndarray (p,)
+    l, g : ndarray (m,), ndarray (m, p) or None
+        The rows' log-likelihoods and gradients at theta (``g`` None: no
+        gradients returned).
+    l0, g0, H0 : ndarray (m,), (m, p), (m, p, p)
+        Their values and Hessians at theta* (``taylor_terms``).
+
+    Returns
+    -------
+    d : ndarray (m,)
+    grad_d : ndarray (m, p) or None
+    """
+    d = l - l0
+    grad_d = g
+    if g0 is not None:
+        d = d - g0 @ delta
+        if g is not None:
+            grad_d = g - g0
+    if H0 is not None:
+        # batched (m small products): one BLAS product over the stacked rows
+        # runs in OpenBLAS's threads, 100x slower on a loaded machine
+        Hd = H0 @ delta
+        d = d - 0.5 * (Hd @ delta)
+        if g is not None:
+            grad_d = grad_d - Hd
+    return d, grad_d
+
+
 class Model:
     """Base class / protocol of a posterior over per-datum terms.
 
@@ -104,9 +165,20 @@ class Model:
     n_data: int
     n_params: int
     prior: GaussianPrior
-    #: highest Taylor order of control variates the model supports (order 2
-    #: needs per-datum Hessians: the compiled GLMs)
+    #: the Taylor order of the control variates that samplers drawing new rows
+    #: at every step (stochastic gradients, approximate MH) use by default: 2
+    #: where the model computes per-datum Hessians in its compiled passes (the
+    #: GLMs), 1 for Python models, whose order-2 residuals need
+    #: :meth:`hess_terms` for every row of every batch. Every model computes
+    #: residuals of orders 0 to 2; HMC-ECS, which keeps its rows' Taylor
+    #: constants at theta*, uses order 2 on Python models too.
     max_cv_order = 1
+    #: the fixed cost of one evaluation of the model's terms (any number of
+    #: rows), in per-datum evaluations: a Python model is called back through
+    #: NumPy, whose overhead per call is worth hundreds of rows (HMC-ECS's
+    #: choice between subsample and full data counts it, :ref:`algo-hmc-ecs-choice`);
+    #: 0 for the compiled models
+    evaluation_overhead = 1000
     #: name of the GLM family (None for other models)
     family = None
     #: ``full_pass(hessian=True)`` is analytic and cheap (else numerical)
@@ -205,29 +277,50 @@ class Model:
         """``l_k(theta_new) - l_k(theta)`` for ``k in idx`` (the terms of an MH decision)."""
         return self.loglik_terms(theta_new, idx) - self.loglik_terms(theta, idx)
 
-    # ---- Taylor control-variate residuals (orders 0 and 1 for any model) ------
+    def hess_terms(self, theta, idx):
+        """Per-datum Hessians ``d^2 l_k / d theta^2`` for ``k in idx``, shape
+        (len(idx), n_params, n_params). The generic version differentiates
+        :meth:`grad_terms` by central differences with the steps of the
+        full-data numerical Hessian (``fd_steps``): ``2 p`` gradient
+        evaluations per row, and the rows' Hessians sum to that Hessian to
+        rounding."""
+        theta = np.asarray(theta, dtype=np.float64)
+        H = np.empty((len(idx), self.n_params, self.n_params))
+        for j, (tp, tm, width) in enumerate(_fd_points(theta)):
+            H[:, :, j] = (self.grad_terms(tp, idx) - self.grad_terms(tm, idx)) / width
+        return 0.5 * (H + H.transpose(0, 2, 1))
+
+    #: :meth:`hess_terms` (and the full-data Hessian of :meth:`full_pass`) come
+    #: from central differences of the gradients (2 p gradient calls)
+    numerical_hess_terms = True
+
+    def taylor_terms(self, theta_star, idx, order):
+        """The Taylor constants at ``theta_star`` of the rows ``idx`` for control
+        variates of order ``order``: ``(l_k(theta*), grad l_k(theta*) or None,
+        Hessian l_k(theta*) or None)``, shapes (m,), (m, p), (m, p, p)."""
+        return (self.loglik_terms(theta_star, idx),
+                self.grad_terms(theta_star, idx) if order >= 1 else None,
+                self.hess_terms(theta_star, idx) if order == 2 else None)
+
+    # ---- Taylor control-variate residuals (orders 0 to 2 for any model) --------
     def _check_cv_order(self, order):
-        if order not in (0, 1, 2) or order > self.max_cv_order:
-            raise ValueError(
-                f"{type(self).__name__} supports control variates of order 0 to "
-                f"{self.max_cv_order}, got order {order!r} (order 2 needs per-datum "
-                "Hessians, available for the compiled GLMs)")
+        if order not in (0, 1, 2):
+            raise ValueError(f"control variates have order 0, 1 or 2, got {order!r}")
 
     def cv_residual_terms(self, theta, theta_star, idx, order):
         """Residuals ``d_k(theta) = l_k(theta) - q_k(theta)`` of the order-``order``
         Taylor expansion ``q_k`` of ``l_k`` at ``theta_star``, for ``k in idx``."""
         self._check_cv_order(order)
-        d = self.loglik_terms(theta, idx) - self.loglik_terms(theta_star, idx)
-        if order >= 1:
-            d = d - self.grad_terms(theta_star, idx) @ (np.asarray(theta) - theta_star)
-        return d
+        l0, g0, H0 = self.taylor_terms(theta_star, idx, order)
+        return taylor_residuals(np.asarray(theta) - theta_star, self.loglik_terms(theta, idx),
+                                None, l0, g0, H0)[0]
 
     def cv_residuals_and_grads(self, theta, theta_star, idx, order):
         """``(d_k(theta), grad d_k(theta))`` for ``k in idx``: shapes (m,), (m, p)."""
-        g = self.grad_terms(theta, idx)
-        if order >= 1:
-            g = g - self.grad_terms(theta_star, idx)
-        return self.cv_residual_terms(theta, theta_star, idx, order), g
+        self._check_cv_order(order)
+        l0, g0, H0 = self.taylor_terms(theta_star, idx, order)
+        return taylor_residuals(np.asarray(theta) - theta_star, self.loglik_terms(theta, idx),
+                                self.grad_terms(theta, idx), l0, g0, H0)
 
     def cv_grad_sum(self, theta, theta_star, idx, order, want_sum=False):
         """``(sum_k grad d_k(theta), sum_k d_k(theta))`` over ``idx`` (the sum is
@@ -236,6 +329,9 @@ class Model:
         g = self.grad_sum(theta, idx)
         if order >= 1:
             g = g - self.grad_sum(theta_star, idx)
+        if order == 2:
+            delta = np.asarray(theta) - theta_star
+            g = g - self.hess_terms(theta_star, idx).sum(axis=0) @ delta
         dsum = (float(np.sum(self.cv_residual_terms(theta, theta_star, idx, order)))
                 if want_sum else np.nan)
         return g, dsum
@@ -252,7 +348,8 @@ class Model:
         (central differences); compiled models do all in one read of the data.
         """
         theta = np.asarray(theta, dtype=np.float64)
-        self._count_passes(1 + (2 * self.n_params if hessian else 0))
+        self._count_passes(1 + ((2 * self.n_params if self.numerical_hess_terms else 1)
+                                if hessian else 0))
         ll = 0.0
         grad = np.zeros(self.n_params) if gradient else None
         chunk = 65536
@@ -261,19 +358,22 @@ class Model:
             ll += float(np.sum(self.loglik_terms(theta, idx)))
             if gradient:
                 grad += self.grad_sum(theta, idx)
-        hess = self._numerical_hessian(theta) if hessian else None
+        hess = None
+        if hessian and self.numerical_hess_terms:
+            hess = self._numerical_hessian(theta)
+        elif hessian:
+            hess = np.zeros((self.n_params, self.n_params))
+            for start in range(0, self.n_data, chunk):
+                idx = np.arange(start, min(start + chunk, self.n_data), dtype=np.int64)
+                hess += self.hess_terms(theta, idx).sum(axis=0)
         return ll, grad, hess
 
     def _numerical_hessian(self, theta):
         p = self.n_params
         hess = np.empty((p, p))
         all_idx = np.arange(self.n_data, dtype=np.int64)
-        for j in range(p):
-            h = 1e-5 * max(1.0, abs(theta[j]))
-            tp, tm = theta.copy(), theta.copy()
-            tp[j] += h
-            tm[j] -= h
-            hess[:, j] = (self.grad_sum(tp, all_idx) - self.grad_sum(tm, all_idx)) / (2 * h)
+        for j, (tp, tm, width) in enumerate(_fd_points(theta)):
+            hess[:, j] = (self.grad_sum(tp, all_idx) - self.grad_sum(tm, all_idx)) / width
         return 0.5 * (hess + hess.T)
 
     def pass_threads(self):
@@ -346,6 +446,8 @@ class CompiledModel(Model):
     API (validation, then one call) shared by the GLMs and the multinomial
     model."""
 
+    evaluation_overhead = 0
+
     @property
     def n_full_passes(self):
         return self._cy.n_full_passes
@@ -415,6 +517,22 @@ class FunctionModel(Model):
         Standard deviation(s) of the Gaussian prior.
     range_bound : callable ``(theta, theta_new) -> float``, optional
         Bound on ``max_k |l_k(theta_new) - l_k(theta)|`` (confidence sampler).
+    hess : callable ``(theta, idx) -> ndarray (len(idx), n_params, n_params)``, optional
+        Per-datum Hessians. HMC-ECS uses second-order Taylor control variates
+        on user models (:ref:`algo-hmc-ecs-user-models`); without ``hess``
+        their per-datum Hessians at the expansion point come from central
+        differences of ``grad`` (``2 n_params`` calls of ``grad`` on the rows
+        concerned), and the full-data Hessian (the mass matrix, Newton's
+        method for the mode) too. With it, one call replaces those ``2
+        n_params``, and the mode is found by Newton's method.
+
+    Notes
+    -----
+    Samplers call ``loglik``, ``grad`` and ``hess`` with the GIL held, so chains
+    in threads do not evaluate them in parallel; each call has a fixed cost
+    (about 20-30 microseconds through NumPy) besides its rows, which HMC-ECS
+    weighs when it chooses between a subsample and the full data
+    (:ref:`algo-hmc-ecs-user-models`).
 
     Examples
     --------
@@ -432,24 +550,49 @@ class FunctionModel(Model):
     >>> model = FunctionModel(loglik, grad, n_data=500, n_params=2)
     >>> model.loglik_terms(np.zeros(2), np.arange(3)).shape
     (3,)
+
+    Per-datum Hessians of the same model (``mu`` and ``log_s`` mix in the
+    cross term):
+
+    >>> def hess(theta, idx):
+    ...     mu, log_s = theta
+    ...     s = np.exp(log_s)
+    ...     z = (x[idx] - mu) / s
+    ...     H = np.empty((len(idx), 2, 2))
+    ...     H[:, 0, 0] = -1.0 / s**2
+    ...     H[:, 0, 1] = H[:, 1, 0] = -2.0 * z / s
+    ...     H[:, 1, 1] = -2.0 * z**2
+    ...     return H
+    >>> model = FunctionModel(loglik, grad, n_data=500, n_params=2, hess=hess)
+    >>> model.hess_terms(np.zeros(2), np.arange(3)).shape
+    (3, 2, 2)
     """
 
-    def __init__(self, loglik, grad, n_data, n_params, prior_scale=10.0, range_bound=None):
+    def __init__(self, loglik, grad, n_data, n_params, prior_scale=10.0, range_bound=None,
+                 hess=None):
         if not callable(loglik) or not callable(grad):
             raise TypeError("loglik and grad must be callables (theta, idx) -> array")
+        if hess is not None and not callable(hess):
+            raise TypeError("hess must be a callable (theta, idx) -> array "
+                            "(len(idx), n_params, n_params), or None")
         for name, v in (("n_data", n_data), ("n_params", n_params)):
             if not isinstance(v, numbers.Integral) or v < 1:
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
         self._loglik = loglik
         self._grad = grad
+        self._hess = hess
         self._range_bound = range_bound
+        # analytic per-datum Hessians: Newton's method for the mode, one call
+        # per full-data Hessian instead of 2 n_params gradient calls
+        self.numerical_hess_terms = hess is None
+        self.analytic_hessian = hess is not None
         self.n_data = int(n_data)
         self.n_params = int(n_params)
         self.prior = GaussianPrior(prior_scale, self.n_params)
 
     def fingerprint(self):
         fp = super().fingerprint()
-        fp["terms"] = f"{id(self._loglik):x}:{id(self._grad):x}"
+        fp["terms"] = f"{id(self._loglik):x}:{id(self._grad):x}:{id(self._hess):x}"
         return fp
 
     def loglik_terms(self, theta, idx):
@@ -466,6 +609,16 @@ class FunctionModel(Model):
             raise ValueError(
                 f"grad returned shape {out.shape}, expected ({len(idx)}, {self.n_params})"
             )
+        return out
+
+    def hess_terms(self, theta, idx):
+        if self._hess is None:
+            return super().hess_terms(theta, idx)
+        p = self.n_params
+        out = np.asarray(self._hess(theta, idx), dtype=np.float64)
+        if out.shape != (len(idx), p, p):
+            raise ValueError(
+                f"hess returned shape {out.shape}, expected ({len(idx)}, {p}, {p})")
         return out
 
     def range_bound(self, theta, theta_new):
@@ -491,12 +644,20 @@ class SubsetModel(Model):
         self.n_params = model.n_params
         self.prior = model.prior
         self.max_cv_order = model.max_cv_order
+        self.numerical_hess_terms = model.numerical_hess_terms
+        self.analytic_hessian = model.analytic_hessian
+        self.evaluation_overhead = model.evaluation_overhead
 
     def loglik_terms(self, theta, idx):
         return self.parent.loglik_terms(theta, self.idx[self.check_indices(idx)])
 
     def grad_terms(self, theta, idx):
         return self.parent.grad_terms(theta, self.idx[self.check_indices(idx)])
+
+    def hess_terms(self, theta, idx):
+        if self.numerical_hess_terms:
+            return super().hess_terms(theta, idx)
+        return self.parent.hess_terms(theta, self.idx[self.check_indices(idx)])
 
     def grad_sum(self, theta, idx):
         return self.parent.grad_sum(theta, self.idx[self.check_indices(idx)])

@@ -13,7 +13,7 @@ or chunks read from disk by the local scheduler). This process holds ``y``
   compiled in-memory GLM over those rows alone: the 1% subset of the initial
   theta*, the pilot rows of the subsample-size rule, and the subsample rows of
   HMC-ECS, whose indices do not depend on the chain and are drawn ahead for
-  many iterations at a time (see ``samplers.hmc_ecs``).
+  many iterations at a time (see ``samplers._ecs_fetching``).
 
 Computations run on the active ``distributed.Client`` when there is one
 (``dask`` uses it by default), else on Dask's default scheduler.
@@ -95,6 +95,7 @@ class DaskGLM(Model):
 
     max_cv_order = 2
     analytic_hessian = True
+    evaluation_overhead = 0
     #: rows live outside this process (see the samplers that serve it)
     distributed = True
 

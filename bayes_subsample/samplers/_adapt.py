@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 __all__ = ["DualAveraging", "TrajectoryTuner", "VarianceWindows", "n_leapfrog_for",
-           "rescaled_precision"]
+           "rescaled_precision", "rescale_gain"]
 
 
 #: draws a warmup window needs before a diagonal metric takes their variances (fewer:
@@ -31,10 +31,15 @@ class VarianceWindows:
     gives the diagonal metric's two windows; :meth:`precision` turns a
     window's variances into the next diagonal mass matrix."""
 
-    def __init__(self, windows):
+    def __init__(self, windows, covariance=False):
         self.windows = list(windows)
         self._sum = self._sq = None
         self._n = 0
+        #: also the draws' covariance (``rescaled_precision`` checks a rescaled
+        #: dense metric against it): ``cov`` of the last window closed
+        self.covariance = covariance
+        self.cov = None
+        self._origin = self._outer = None
 
     def update(self, iteration, theta):
         lo, hi = next(((a, b) for a, b in self.windows if iteration < b), (0, 0))
@@ -42,14 +47,23 @@ class VarianceWindows:
             if self._sum is None:
                 self._sum = np.zeros_like(theta, dtype=np.float64)
                 self._sq = np.zeros_like(theta, dtype=np.float64)
+                if self.covariance:
+                    self._origin = np.array(theta, dtype=np.float64)
+                    self._outer = np.zeros((len(theta), len(theta)))
             self._sum += theta
             self._sq += theta * theta
+            if self.covariance:
+                x = theta - self._origin
+                self._outer += np.outer(x, x)
             self._n += 1
         if iteration != hi - 1 or self._n == 0:
             return None
         k = self._n
         mean = self._sum / k
         var = np.maximum(self._sq / k - mean * mean, 0.0) * k / max(k - 1, 1)
+        if self.covariance:
+            c = mean - self._origin
+            self.cov = (self._outer / k - np.outer(c, c)) * k / max(k - 1, 1)
         self._sum = self._sq = None
         self._n = 0
         return k, mean, var
@@ -73,12 +87,15 @@ class VarianceWindows:
 RESCALE_SIGNIFICANCE = 3.0
 
 
-def rescaled_precision(factors, var, k):
+def rescaled_precision(factors, var, k, cov=None):
     """A dense mass matrix from the current one (``factors``: its
     ``PrecisionFactors``) and a window's ``k`` draws' marginal variances
     ``var``: the current metric's correlations, its marginal variances scaled
     to the draws' where they differ significantly (``|log ratio| >
-    RESCALE_SIGNIFICANCE sqrt(2 / k)``), else kept.
+    RESCALE_SIGNIFICANCE sqrt(2 / k)``), else kept. With the draws'
+    covariance ``cov``, only where the rescaled metric, as a Gaussian's
+    precision, gives the draws a higher likelihood than the current one
+    (``rescale_gain``): else None, the current metric kept.
 
     A precision at the mode (or at a window's mean) is the curvature there;
     along a direction few rows inform, the posterior reaches far beyond it
@@ -87,8 +104,9 @@ def rescaled_precision(factors, var, k):
     see it, with a relative error of ``sqrt(2 / k)`` each (a full sample
     covariance would need many more draws than parameters); the correlations
     stay the curvature's. Returns the (p, p) precision, or None (below
-    ``MIN_VARIANCE_DRAWS`` draws, or no variance differs significantly: the
-    metric and the step-size adaptation then go on as they are)."""
+    ``MIN_VARIANCE_DRAWS`` draws, no variance differs significantly, or the
+    rescaling fits the draws worse: the metric and the step-size adaptation
+    then go on as they are)."""
     if k < MIN_VARIANCE_DRAWS:
         return None
     log_ratio = np.log(np.maximum(var, 1e-300) / np.diag(factors.cov))
@@ -96,7 +114,27 @@ def rescaled_precision(factors, var, k):
     if not log_ratio.any():
         return None
     d = np.exp(-0.5 * log_ratio)
+    if cov is not None and rescale_gain(factors.precision, d, cov) <= 0.0:
+        return None
     return factors.precision * d[:, None] * d[None, :]
+
+
+def rescale_gain(precision, d, cov):
+    """Twice the log-likelihood per draw gained by draws of covariance ``cov``
+    when a Gaussian's precision ``P`` becomes ``D P D`` (``D = diag(d)``):
+    ``log det(DPD) - log det P - tr((DPD - P) cov) = 2 sum log d - sum_ij
+    P_ij cov_ij (d_i d_j - 1)``.
+
+    Rescaling the marginal variances of a metric with strong correlations
+    moves its narrow directions: where two coordinates are correlated 0.99999,
+    scaling one by 10% widens their difference's variance by orders of
+    magnitude, and a step size fitted to it collapses. The marginal variances
+    of draws that follow the correlations then differ from the metric's by
+    their sampling error, which autocorrelation makes larger than
+    ``sqrt(2 / k)``; the draws' covariance along the moved directions shows
+    that the current metric fits them better (the gain is negative)."""
+    P = np.asarray(precision)
+    return float(2.0 * np.sum(np.log(d)) - np.sum(P * cov * (np.outer(d, d) - 1.0)))
 
 
 def diagonal_windows(n_warmup):

@@ -12,19 +12,15 @@ from .._linalg import scale_draws
 from ..models._base import WeightedModel
 from ..models._scan import term_scan
 
-__all__ = ["choose_subsample_size", "signed_tau", "choose_n_products", "refine_theta_star",
-           "initial_theta_star", "residual_variances", "typical_thetas", "residual_scan",
-           "choose_strata", "astray_strata", "pilot_strata_gain", "laplace_strata",
-           "heavy_rows"]
+__all__ = ["choose_subsample_size", "subsample_size_for", "signed_tau", "choose_n_products",
+           "refine_theta_star", "initial_theta_star", "residual_variances", "typical_thetas",
+           "residual_scan", "choose_strata", "astray_strata", "pilot_strata_gain",
+           "laplace_strata", "heavy_rows", "choice"]
 
 
 def residual_variances(cv, thetas, pilot_idx):
     """Sample variance S_D^2(theta) of the residuals d_k over a pilot subsample."""
-    out = np.empty(len(thetas))
-    for i, th in enumerate(thetas):
-        d = cv.residual_terms(th, pilot_idx)
-        out[i] = np.var(d, ddof=1)
-    return out
+    return np.array([np.var(d, ddof=1) for d in cv.residuals_at(thetas, pilot_idx)])
 
 
 def typical_thetas(cv, chol_cov, rng, n_theta=50, centre=None):
@@ -55,12 +51,21 @@ def choose_subsample_size(cv, chol_cov, rng, *, n_blocks=100, target_variance=1.
     n = cv.n_data
     pilot = rng.integers(0, n, size=min(n, pilot_size))
     thetas = typical_thetas(cv, chol_cov, rng, n_theta, centre)
-    R = np.array([cv.residual_terms(th, pilot) for th in thetas])
-    med = float(np.median(np.var(R, axis=1, ddof=1)))
-    m = math.ceil(n * n * med / target_variance) if med > 0 else n_blocks
-    m = int(math.ceil(max(m, n_blocks, min_size) / n_blocks) * n_blocks)
+    R = cv.residuals_at(thetas, pilot)
+    m = subsample_size_for(R, n, n_blocks=n_blocks, target_variance=target_variance,
+                           min_size=min_size)
     n_evals = n_theta * pilot.shape[0]
     return (m, n_evals, (R, thetas)) if return_residuals else (m, n_evals)
+
+
+def subsample_size_for(R, n, *, n_blocks=100, target_variance=1.0, min_size=100):
+    """``choose_subsample_size``'s rule on a pilot's residuals ``R`` (n_theta,
+    k) of a model with ``n`` rows: ``ceil(n^2 median_theta S_D^2 /
+    target_variance)`` rounded up to a multiple of ``n_blocks``, at least
+    ``max(n_blocks, min_size)``."""
+    med = float(np.median(np.var(R, axis=1, ddof=1)))
+    m = math.ceil(n * n * med / target_variance) if med > 0 else n_blocks
+    return int(math.ceil(max(m, n_blocks, min_size) / n_blocks) * n_blocks)
 
 
 #: an exact stratum is looked for (a residual scan of every row) when the pilot
@@ -412,3 +417,56 @@ def astray_strata(R, exact, *, max_fraction=MAX_EXACT_FRACTION):
     new = exact.copy()
     new[cand] = True
     return new
+
+
+def choice(n, pass_cost, n_blocks, layout, signed, n_heavy=0, overhead=0, inner="hmc"):
+    """What HMC-ECS's preparation chose, in the terms of its cost rule
+    (:ref:`algo-hmc-ecs-choice`): subsample where an evaluation of the
+    estimator costs at most half what a full-data gradient costs (the
+    Hamiltonian moves are the same, so the draws' efficiency per gradient is
+    too), else run the inner kernel on the full data. Both are counted in
+    rows read, plus ``overhead`` (``model.evaluation_overhead``: the rows'
+    worth of an evaluation through a Python model) on each side; ``inner``
+    names the exact kernel of the full-data fallback. Returns ``{"engine":
+    "subsampled" | "stratified warmup" | "full data", "rows_per_evaluation",
+    "n_data", "n_exact", "m", "evaluation_overhead", "reason"}``; the reason
+    in words a user can act on (``diagnostics_["choice"]``,
+    ``trace_.summary()``)."""
+    m = int(layout["m"])
+    mask = layout.get("exact_mask")
+    n_exact = 0 if mask is None else int(mask.sum())
+    rows = (m * int(layout["n_products"]) if signed else m) + n_exact
+    out = {"n_data": int(n), "n_exact": n_exact, "m": m, "rows_per_evaluation": int(rows),
+           "evaluation_overhead": int(overhead)}
+    pct = f"{100.0 * rows / n:.2g}%"
+    if layout.get("stratify"):
+        out.update(engine="stratified warmup", reason=(
+            f"stratified warmup: the control variates at the mode would need {m:,} rows per "
+            f"evaluation (more than half of the {n:,} rows); the warmup chooses the rows to "
+            "sum exactly from the chain's own draws"))
+    elif layout.get("full_data"):
+        if pass_cost < n:
+            why = (f"a full-data gradient costs {pass_cost:,} evaluations (sufficient "
+                   f"statistics), less than twice the {rows:,} rows of the subsample")
+        elif n_blocks > n:
+            why = f"the {n:,} rows are fewer than the n_blocks={n_blocks} blocks"
+        elif rows > n / 2 or not overhead:
+            why = (f"the control variates would need {rows:,} rows per evaluation, more than "
+                   f"half of the {n:,} rows")
+        else:
+            why = (f"an evaluation through the model's Python functions has a fixed cost of "
+                   f"about {overhead:,} rows' worth besides its rows, so one on the {rows:,} "
+                   f"rows of the subsample would cost more than half of one on all {n:,} rows")
+        out.update(engine="full data", reason=f"full data (exact {inner.upper()}): {why}")
+    else:
+        what = f"{rows:,} rows per evaluation ({pct} of the {n:,} rows)"
+        if n_exact:
+            heavy = (f"rows whose linear predictor moves by at least {ETA_SD} sd under the "
+                     "Laplace approximation")
+            resid = "the largest residuals at draws of the Laplace approximation"
+            which = (heavy if n_heavy == n_exact else resid if n_heavy == 0 else
+                     f"{n_heavy:,} {heavy}, {n_exact - n_heavy:,} of {resid}")
+            what += f": {n_exact:,} summed exactly ({which}) and {m:,} drawn from the others"
+        out.update(engine="subsampled", reason=f"subsampled: {what}; a full-data gradient "
+                   f"reads all {n:,} rows")
+    return out

@@ -7,32 +7,35 @@
   sampled, the NumPy ``NumpyECSPotential`` for other models);
 * the **block update** of the subsample at fixed theta (perturbed: one of G
   blocks, ``PerturbedUpdate``; signed: kappa of the lambda products,
-  ``SignedUpdate``), a pseudo-marginal MH step;
+  ``SignedUpdate``; in ``_ecs_updates``), a pseudo-marginal MH step;
 * the **inner Hamiltonian kernel**: the compiled HMC transition on that
   potential, the same one as full-data HMC.
 
-Tuning (theta*, m, lambda) lives in ``_ecs_tuning``.
+Tuning (theta*, m, lambda) and the report of the preparation's choice
+(``choice``) live in ``_ecs_tuning``, the rules particular to user models in
+``_ecs_user``, the kernel of models whose rows live with Dask in
+``_ecs_fetching``.
 """
 from __future__ import annotations
 
-import math
 import warnings
 from dataclasses import dataclass
 from numbers import Integral, Real
-from typing import NamedTuple, Optional
 
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .. import _rng
 from .._optimize import diagonal_mode
 from .._params import store_params
-from ..control_variates import TaylorControlVariate
+from ..control_variates import TaylorControlVariate, TaylorRows, row_table_fits
+from ..models._base import python_terms
 from ._adapt import VarianceWindows, diagonal_windows, rescaled_precision
 from ._base import (BaseSampler, Kernel, Prepared, cv_order, diagonal_metric,
                     shared_constraints)
 from ._ecs_numpy import NumpyECSPotential
-from ._ecs_tuning import (ETA_SD, STRATA_GAIN, astray_strata, choose_n_products,
+from ._ecs_updates import ECSState, PerturbedUpdate, SignedUpdate
+from ._ecs_user import choose_user_order, subsample_pays, user_model_order
+from ._ecs_tuning import (STRATA_GAIN, astray_strata, choice, choose_n_products,
                           choose_strata, choose_subsample_size, heavy_rows,
                           initial_theta_star, laplace_strata, pilot_strata_gain,
                           residual_scan, refine_theta_star, residual_variances,
@@ -78,134 +81,10 @@ class ECSPrepared(Prepared):
     choice: dict = None
 
 
-class ECSState(NamedTuple):
-    theta: np.ndarray
-    potential_energy: float
-    #: the subsampled potential: the subsample, its residual banks and the position
-    potential: object
-    #: signed: the product each batch of rows belongs to (None when perturbed)
-    batch_products: Optional[np.ndarray]
-
-
-
 #: Info fields of an HMC-ECS iteration after those of its inner kernel: the subsample
 #: update's acceptance probability, the estimator's variance, the rows, the data fraction
 ECS_FIELDS = (("alpha_u", float), ("sigma2", float), ("subsample_rows", int),
               ("data_fraction", float))
-
-
-# ----------------------------------------------------------------------------------------
-# block updates of the subsample
-# ----------------------------------------------------------------------------------------
-class PerturbedUpdate:
-    """Refresh one of the G blocks of the subsample (``potential.u_step``)."""
-
-    signed = False
-
-    def __init__(self, n_data, m, n_blocks):
-        self.n_data, self.m, self.n_blocks = n_data, m, n_blocks
-        self.sampled = None          # the rows subsampled (None: all)
-
-    def set_sampled(self, sampled):
-        """Draw rows from ``sampled`` only (the rest are summed exactly)."""
-        self.sampled = sampled
-        self.n_data = sampled.shape[0]
-
-    def fresh(self, rng):
-        """``(rows, block_size, batch_products)`` of a new subsample."""
-        rows = rng.integers(0, self.n_data, size=self.m)
-        if self.sampled is not None:
-            rows = self.sampled[rows]
-        return rows, self.m // self.n_blocks, None
-
-    def __call__(self, rng, state):
-        acc, alpha, n_evals = state.potential.u_step(rng)
-        return state, alpha, n_evals
-
-
-class SignedUpdate:
-    """Regenerate ``kappa = max(1, round(lambda (1 - rho)))`` of the lambda
-    block-Poisson products by a pseudo-marginal MH step."""
-
-    signed = True
-
-    def __init__(self, n_data, m, n_products, correlation):
-        self.n_data, self.m, self.lam, self.rho = n_data, m, n_products, correlation
-
-    def fresh(self, rng):
-        chi = rng.poisson(1.0, size=self.lam)
-        return (rng.integers(0, self.n_data, size=int(chi.sum()) * self.m), self.m,
-                np.repeat(np.arange(self.lam), chi))
-
-    def __call__(self, rng, state):
-        lam, m, pot = self.lam, self.m, state.potential
-        kappa = max(1, int(round(lam * (1.0 - self.rho))))
-        chosen = rng.choice(lam, size=min(kappa, lam), replace=False)
-        chi_new = rng.poisson(1.0, size=chosen.shape[0])
-        new_idx = rng.integers(0, self.n_data, size=int(chi_new.sum()) * m)
-        log_u = _rng.log_uniform(rng)
-        a, cn = -float(lam), self.n_data / m
-        S_new, _ = pot.batch_stats(new_idx, m)
-        old_mask = np.isin(state.batch_products, chosen)
-        with np.errstate(divide="ignore"):
-            new_term = np.sum(np.log(np.abs(cn * S_new - a)) - math.log(lam))
-            old_term = np.sum(np.log(np.abs(cn * pot.block_sums()[old_mask] - a))
-                              - math.log(lam))
-        log_ratio = float(new_term - old_term)
-        alpha = 1.0 if log_ratio >= 0 else (math.exp(log_ratio) if np.isfinite(log_ratio) else 0.0)
-        n_evals = new_idx.shape[0]
-        if not (np.isfinite(log_ratio) and log_u < log_ratio):
-            return state, alpha, n_evals
-        idx = np.concatenate([pot.indices[np.repeat(~old_mask, m)], new_idx])
-        products = np.concatenate([state.batch_products[~old_mask], np.repeat(chosen, chi_new)])
-        pot.set_rows(idx, m)
-        U = pot.set_position(state.theta)
-        return state._replace(potential_energy=U, batch_products=products), alpha, \
-            n_evals + idx.shape[0]
-
-
-def choice(n, pass_cost, n_blocks, layout, signed, n_heavy=0):
-    """What HMC-ECS's preparation chose, in the terms of its cost rule
-    (:ref:`algo-hmc-ecs-choice`): subsample where an evaluation of the
-    estimator reads at most half the rows a full-data gradient reads (the
-    Hamiltonian moves are the same, so the draws' efficiency per gradient is
-    too), else run the inner kernel on the full data. Returns ``{"engine":
-    "subsampled" | "stratified warmup" | "full data", "rows_per_evaluation",
-    "n_data", "n_exact", "m", "reason"}``; the reason in words a user can act
-    on (``diagnostics_["choice"]``, ``trace_.summary()``)."""
-    m = int(layout["m"])
-    mask = layout.get("exact_mask")
-    n_exact = 0 if mask is None else int(mask.sum())
-    rows = (m * int(layout["n_products"]) if signed else m) + n_exact
-    out = {"n_data": int(n), "n_exact": n_exact, "m": m, "rows_per_evaluation": int(rows)}
-    pct = f"{100.0 * rows / n:.2g}%"
-    if layout.get("stratify"):
-        out.update(engine="stratified warmup", reason=(
-            f"stratified warmup: the control variates at the mode would need {m:,} rows per "
-            f"evaluation (more than half of the {n:,} rows); the warmup chooses the rows to "
-            "sum exactly from the chain's own draws"))
-    elif layout.get("full_data"):
-        if pass_cost < n:
-            why = (f"a full-data gradient costs {pass_cost:,} evaluations (sufficient "
-                   f"statistics), less than twice the {rows:,} rows of the subsample")
-        elif n_blocks > n:
-            why = f"the {n:,} rows are fewer than the n_blocks={n_blocks} blocks"
-        else:
-            why = (f"the control variates would need {rows:,} rows per evaluation, more than "
-                   f"half of the {n:,} rows")
-        out.update(engine="full data", reason=f"full data (exact HMC): {why}")
-    else:
-        what = f"{rows:,} rows per evaluation ({pct} of the {n:,} rows)"
-        if n_exact:
-            heavy = (f"rows whose linear predictor moves by at least {ETA_SD} sd under the "
-                     "Laplace approximation")
-            resid = "the largest residuals at draws of the Laplace approximation"
-            which = (heavy if n_heavy == n_exact else resid if n_heavy == 0 else
-                     f"{n_heavy:,} {heavy}, {n_exact - n_heavy:,} of {resid}")
-            what += f": {n_exact:,} summed exactly ({which}) and {m:,} drawn from the others"
-        out.update(engine="subsampled", reason=f"subsampled: {what}; a full-data gradient "
-                   f"reads all {n:,} rows")
-    return out
 
 
 # ----------------------------------------------------------------------------------------
@@ -295,7 +174,8 @@ class HMCECSKernel(Kernel):
         diagonal = np.ndim(self.hessian) == 1
         self.variance_windows = (
             None if n_warmup < 100 else VarianceWindows(
-                diagonal_windows(n_warmup) if diagonal else [(n_warmup // 4, n_warmup // 2)]))
+                diagonal_windows(n_warmup) if diagonal else [(n_warmup // 4, n_warmup // 2)],
+                covariance=not diagonal))
         self._mass_adapted = False
 
     def _mass(self, hessian):
@@ -318,7 +198,11 @@ class HMCECSKernel(Kernel):
             if self.update.signed:
                 pot.set_signed(-float(self.n_products), float(self.n_products))
         else:
-            pot = NumpyECSPotential(self.model, self.order, prec)
+            pot = NumpyECSPotential(self.model, self.order, prec,
+                                    "signed" if self.update.signed else "perturbed",
+                                    rows=self.cv.taylor_rows)
+            if self.update.signed:
+                pot.set_signed(-float(self.n_products), float(self.n_products))
         if self.exact_mask is not None:
             pot.set_strata(np.flatnonzero(self.exact_mask), self.update.sampled)
         cv = self.cv
@@ -358,7 +242,8 @@ class HMCECSKernel(Kernel):
         if window is not None:
             k, _, var = window
             prec = (VarianceWindows.precision(k, var, self.factors.cov)
-                    if np.ndim(self.hessian) == 1 else rescaled_precision(self.factors, var, k))
+                    if np.ndim(self.hessian) == 1 else
+                    rescaled_precision(self.factors, var, k, cov=self.variance_windows.cov))
             if prec is not None:
                 self.metric, self.factors = metric_from_precision(prec,
                                                                   self.model.prior.precision)
@@ -525,68 +410,6 @@ class HMCECSKernel(Kernel):
                 "recentre_declined": self.n_recentre_declined,
                 "n_exact": 0 if self.exact_mask is None else int(self.exact_mask.sum()),
                 "strata_stages": list(self.stages), "choice": self.choice}
-
-
-class FetchingHMCECSKernel(HMCECSKernel):
-    """HMC-ECS (perturbed) on a model whose rows live elsewhere (``DaskGLM``).
-
-    The subsample's rows are drawn uniformly and independently of the chain, so
-    a chain draws them ahead -- its first ``m`` rows and the ``m / G`` rows of
-    each of the next ``fetch_iterations`` block updates -- from its own
-    generator, fetches the distinct ones in one gather into an in-memory GLM,
-    and feeds the block updates from that stream (``ECSCore.set_index_stream``);
-    when the stream runs out (a long or resumed run) the next batch is fetched.
-    The draws have the law of the in-memory sampler's; they are not the same
-    draws (the rows come from another stream). theta* is not recentred: each
-    recentring would be a pass over the cluster's data, and the preparation's
-    Newton refinement already puts theta* near the mode.
-    """
-
-    #: block updates served by one fetch
-    fetch_iterations = 1000
-
-    def __init__(self, model, sampler, prepared, n_warmup):
-        super().__init__(model, sampler, prepared, n_warmup)
-        self.recentre = False
-        self._rows_rng = None
-        #: rows this chain brought into this process
-        self.rows_fetched = 0
-
-    def _fetch(self, n_initial):
-        """Draw ``n_initial`` rows and those of ``fetch_iterations`` block updates,
-        fetch them; returns the local GLM and the local positions in draw order."""
-        k = n_initial + self.fetch_iterations * self.block_size
-        idx = self._rows_rng.integers(0, self.n, size=k)
-        local, pos = self.model.fetch_rows(idx)
-        self.rows_fetched += local.n_data
-        return local, pos
-
-    def init(self, rng, theta0):
-        self._rows_rng = np.random.Generator(np.random.PCG64(rng.integers(2**63)))
-        local, pos = self._fetch(self.m)
-        pot = ECSCore(local.compiled, self.order, self.model.prior.precision, "perturbed")
-        pot.set_population(float(self.n))
-        cv = self.cv
-        pot.set_reference(*cv.reference())
-        pot.set_rows(pos[:self.m], self.block_size)
-        pot.set_index_stream(pos[self.m:])
-        U = pot.set_position(theta0)
-        self.n_evals_setup += pot.m
-        if not np.isfinite(U):
-            raise self.model.overflow_error(
-                f"on the subsample at a chain's initial point (max |theta| = "
-                f"{np.max(np.abs(theta0)):.3g})")
-        return ECSState(pot.position, U, pot, None)
-
-    def step(self, rng, state):
-        pot = state.potential
-        if pot.stream_left < self.block_size:
-            local, pos = self._fetch(0)
-            pot.set_source(local.compiled, pos)
-        return super().step(rng, state)
-
-    def tuning(self):
-        return {**super().tuning(), "rows_fetched": self.rows_fetched}
 
 
 # ----------------------------------------------------------------------------------------
@@ -763,12 +586,10 @@ class HMCECS(BaseSampler):
         self._validate_params()
         signed = self.signed
         diagonal = diagonal_metric(self.metric, model)
-        order = self.cv_order if self.cv_order not in (None, "auto") else \
-            cv_order(model, diagonal)
-        if order > model.max_cv_order:
-            raise ValueError(f"cv_order={order} needs per-datum Hessians, which "
-                             f"{type(model).__name__} does not provide; use "
-                             f"cv_order={model.max_cv_order}")
+        python = python_terms(model)
+        auto_order = self.cv_order in (None, "auto")
+        order = self.cv_order if not auto_order else (
+            user_model_order(model, diagonal) if python else cv_order(model, diagonal))
         distributed = getattr(model, "distributed", False)
         can_stratify = (not signed and not distributed
                         and isinstance(model.compiled, SERVED))
@@ -781,9 +602,6 @@ class HMCECS(BaseSampler):
             raise ValueError("the signed HMC-ECS variant does not sample models whose rows "
                              "live with Dask (its batches are redrawn by the chain's "
                              "sign-correcting MH steps); use variant='perturbed'")
-        if signed and model.max_cv_order < 2:
-            raise TypeError("the signed HMC-ECS variant is implemented for the compiled GLMs; "
-                            "use variant='perturbed' for user models")
         if diagonal:
             # wide models: no p x p matrix (B needs one: order 1 by default)
             if order == 2:
@@ -805,8 +623,9 @@ class HMCECS(BaseSampler):
             batch_size = self.subsample_size if batch_size is None else batch_size
         n = model.n_data
         #: per-datum evaluations a full-data gradient costs (n, unless the model's
-        #: full passes do not read the rows)
-        pass_cost = model.full_pass_cost
+        #: full passes do not read the rows), and the rows' worth of one call of
+        #: a Python model's functions (counted on both sides of the rule)
+        pass_cost, overhead = model.full_pass_cost, model.evaluation_overhead
         n_evals = 0
         if self.theta_star is not None:
             theta_star, auto_ts = model.check_theta(self.theta_star), False
@@ -844,7 +663,8 @@ class HMCECS(BaseSampler):
                 lam = 1
             # lambda batches of m rows on average: does that undercut the data?
             layout = dict(m=m, block_size=m, n_products=lam, auto_m=False,
-                          full_data=batch_size is None and m * lam > pass_cost / 2)
+                          full_data=batch_size is None and not subsample_pays(
+                              m * lam, pass_cost, overhead))
         elif self.subsample_size is not None:
             if force_strata:
                 raise ValueError("stratify=True chooses the subsample size: leave "
@@ -858,7 +678,15 @@ class HMCECS(BaseSampler):
             layout = dict(m=m, block_size=m // G, n_products=1, auto_m=False)
         else:
             m, exact, n_heavy = n, None, 0
-            if G <= n:
+            if G <= n and python and auto_order and order == 2:
+                # user models: order 2 only where it needs fewer rows than order 1
+                order, m, ev = choose_user_order(cv, chol_cov, rng, n_blocks=G,
+                                                 target_variance=self.target_variance,
+                                                 centre=mode)
+                n_evals += ev
+                if order < cv.order:
+                    cv = TaylorControlVariate(model, theta_star, order, sums=(ll, g, h))
+            elif G <= n:
                 m, ev, (R, thetas) = choose_subsample_size(
                     cv, chol_cov, rng, n_blocks=G, target_variance=self.target_variance,
                     centre=mode, return_residuals=True)
@@ -889,7 +717,7 @@ class HMCECS(BaseSampler):
             # subsample costs more than half a full pass (cheap full passes: the
             # sufficient statistics of linear regression)
             poor = G > n or m + n_exact > n / 2
-            full = poor or m + n_exact > pass_cost / 2
+            full = poor or not subsample_pays(m + n_exact, pass_cost, overhead)
             # the control variates at the mode are too poor (e.g. directions only
             # the prior bounds, where a Laplace draw walks into a likelihood wall):
             # a stratified warmup may still subsample (compiled models in memory)
@@ -906,7 +734,13 @@ class HMCECS(BaseSampler):
                 "on rows that live with Dask would make a cluster pass per leapfrog step. "
                 "Bring X into memory (X.compute()) and fit again.")
         layout["choice"] = choice(n, pass_cost, G, layout, signed,
-                                  n_heavy=n_heavy if layout.get("exact_mask") is not None else 0)
+                                  n_heavy=n_heavy if layout.get("exact_mask") is not None else 0,
+                                  overhead=overhead, inner=self.inner)
+        if python and not layout.get("full_data"):
+            # the rows' Taylor constants at theta*, kept for every row where they fit
+            cv.taylor_rows = TaylorRows(model, theta_star, order,
+                                        table=row_table_fits(model, order))
+            n_evals += cv.taylor_rows.n_evals
         # chains start around the mode (theta* plus its Newton step: no extra pass)
         return ECSPrepared(theta_init=mode, init_chol=chol_cov, n_evals=n_evals, cv=cv,
                            hessian=h, auto_theta_star=auto_ts,
@@ -932,5 +766,6 @@ class HMCECS(BaseSampler):
                                            "m_needed": (None if self.signed
                                                         else int(prepared.m))})
         if getattr(model, "distributed", False):
+            from ._ecs_fetching import FetchingHMCECSKernel
             return FetchingHMCECSKernel(model, self, prepared, n_warmup)
         return HMCECSKernel(model, self, prepared, n_warmup)
