@@ -25,6 +25,7 @@ from libc.math cimport exp
 from libc.stdint cimport int64_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memset
+from bayes_subsample.models._checks cimport check_cache, check_indices, check_theta
 from bayes_subsample.models._cymodel cimport CyModel, MODEL_CHUNK, LOGLIK
 from bayes_subsample.models._rows cimport Rows, DenseRows
 from bayes_subsample.models._scale_terms cimport (
@@ -39,40 +40,6 @@ cdef enum:
 
 cdef inline Py_ssize_t _imin(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
     return a if a < b else b
-
-
-# ---------------------------------------------------------------------------------------
-# validation helpers of the Python-callable methods (as in _cymodel.pyx)
-# ---------------------------------------------------------------------------------------
-cdef object _theta(CyModel model, theta, str name="theta"):
-    t = np.ascontiguousarray(theta, dtype=np.float64)
-    if t.shape != (model.n_params,):
-        raise ValueError(f"{name} must have shape ({model.n_params},), got {t.shape}")
-    return t
-
-
-cdef object _indices(CyModel model, idx):
-    if idx is None:
-        return np.arange(model.n_data, dtype=np.int64)
-    i = np.ascontiguousarray(idx, dtype=np.int64)
-    if i.ndim != 1:
-        raise ValueError(f"indices must be 1-D, got shape {i.shape}")
-    if i.shape[0] and (i.min() < 0 or i.max() >= model.n_data):
-        raise IndexError(f"index out of range [0, {model.n_data})")
-    return i
-
-
-cdef object _cache(CyModel model, eta_star):
-    if eta_star is None:
-        return None
-    e = np.asarray(eta_star)
-    if e.dtype != np.float64 or e.ndim != 1 or not e.flags.c_contiguous:
-        raise ValueError("the cache (eta_star) must be a 1-D C-contiguous float64 array, "
-                         "as cv_cache returns it")
-    if e.shape[0] != model.n_data:
-        raise ValueError(f"the cache (eta_star) must hold one value per datum, "
-                         f"{model.n_data} in all; got {e.shape[0]}")
-    return e
 
 
 cdef void _to_likelihood_sums(Py_ssize_t n, Py_ssize_t p1, double tau, double srr,
@@ -423,8 +390,8 @@ cdef class CyGaussianScale(CyTermModel):
 
     def eta(self, theta, idx=None):
         """Linear predictors ``x_k . beta`` (intercept included) for ``k`` in ``idx``."""
-        cdef double[::1] th = _theta(self, theta)
-        cdef int64_t[::1] ix = _indices(self, idx)
+        cdef double[::1] th = check_theta(self, theta)
+        cdef int64_t[::1] ix = check_indices(self, idx)
         cdef double[::1] out = np.empty(ix.shape[0])
         if ix.shape[0]:
             with nogil:
@@ -433,7 +400,7 @@ cdef class CyGaussianScale(CyTermModel):
 
     def gather(self, idx):
         """Rows ``x_k`` for ``k`` in ``idx`` as float64 (intercept column included)."""
-        cdef int64_t[::1] ix = _indices(self, idx)
+        cdef int64_t[::1] ix = check_indices(self, idx)
         cdef double[:, ::1] out = np.empty((ix.shape[0], self.n_cols))
         if ix.shape[0]:
             with nogil:
@@ -442,17 +409,17 @@ cdef class CyGaussianScale(CyTermModel):
 
     def targets(self, idx=None):
         """``y_k`` for ``k`` in ``idx`` (a copy)."""
-        return np.asarray(self.y)[_indices(self, idx)]
+        return np.asarray(self.y)[check_indices(self, idx)]
 
     def term_derivatives(self, int order, theta_star, theta, idx=None, eta_star=None):
         """``(t, dt)``: the terms ``t_k`` (log-likelihood for a negative order, else
         the residuals of that order at ``theta_star``) and ``dt[i] = (dt/deta,
         dt/dtau)`` of ``idx[i]``, shape (m, 2). The gradient of ``t_k`` is
         ``(dt/deta x_k, dt/dtau)``."""
-        cdef double[::1] ts = None if order < 0 else _theta(self, theta_star, "theta_star")
-        cdef double[::1] th = _theta(self, theta)
-        cdef int64_t[::1] ix = _indices(self, idx)
-        cdef double[::1] es = _cache(self, eta_star) if order >= 0 else None
+        cdef double[::1] ts = None if order < 0 else check_theta(self, theta_star, "theta_star")
+        cdef double[::1] th = check_theta(self, theta)
+        cdef int64_t[::1] ix = check_indices(self, idx)
+        cdef double[::1] es = check_cache(self, eta_star) if order >= 0 else None
         cdef Py_ssize_t m = ix.shape[0]
         cdef double[::1] t = np.empty(m)
         cdef double[:, ::1] dt = np.empty((m, 2))
@@ -465,6 +432,6 @@ cdef class CyGaussianScale(CyTermModel):
 
     def grad_terms(self, theta, idx=None):
         """Per-datum gradients ``grad l_k(theta)``, shape (m, p1 + 1)."""
-        ix = _indices(self, idx)
+        ix = check_indices(self, idx)
         _, dt = self.term_derivatives(LOGLIK, None, theta, ix)
         return np.column_stack([dt[:, :1] * self.gather(ix), dt[:, 1]])

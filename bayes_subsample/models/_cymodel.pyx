@@ -15,6 +15,7 @@ from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, 
                            uint64_t)
 from libc.string cimport memset
 from libc.stdlib cimport calloc, free, malloc
+from bayes_subsample.models._checks cimport check_indices, check_theta
 from bayes_subsample.models._rows cimport Rows, DenseRows
 from bayes_subsample.models._glm_terms cimport (
     GLMFamily, GLM_LOGISTIC, GLM_POISSON, GLM_GAUSSIAN, Family, Logistic, Poisson, Gaussian,
@@ -110,27 +111,6 @@ def _simd_log1p01(x):
     for i in range(a.shape[0]):
         out[i] = bs_log1p01(a[i])
     return np.asarray(out)
-
-
-# ---------------------------------------------------------------------------------------
-# validation helpers of the Python-callable wrappers
-# ---------------------------------------------------------------------------------------
-cdef object _theta(CyModel model, theta, str name="theta"):
-    t = np.ascontiguousarray(theta, dtype=np.float64)
-    if t.shape != (model.n_params,):
-        raise ValueError(f"{name} must have shape ({model.n_params},), got {t.shape}")
-    return t
-
-
-cdef object _indices(CyModel model, idx):
-    if idx is None:
-        return np.arange(model.n_data, dtype=np.int64)
-    i = np.ascontiguousarray(idx, dtype=np.int64)
-    if i.ndim != 1:
-        raise ValueError(f"indices must be 1-D, got shape {i.shape}")
-    if i.shape[0] and (i.min() < 0 or i.max() >= model.n_data):
-        raise IndexError(f"index out of range [0, {model.n_data})")
-    return i
 
 
 cdef const double* _eta_star_ptr(CyModel model, eta_star) except? NULL:
@@ -246,7 +226,7 @@ cdef class CyModel:
         Entries not asked for are ``None``; the result does not depend on
         ``n_threads``.
         """
-        cdef double[::1] th = _theta(self, theta)
+        cdef double[::1] th = check_theta(self, theta)
         cdef Py_ssize_t p = self.n_params
         cdef double ll = 0.0
         cdef double[::1] grad = np.zeros(p) if gradient else None
@@ -289,11 +269,11 @@ cdef class CyModel:
     def _evaluate(self, int order, theta_star, theta, theta_new, idx, eta_star):
         """``t_k(theta)``, or ``t_k(theta_new) - t_k(theta)`` if ``theta_new`` is given,
         for ``k`` in ``idx`` (``t`` by ``order``, see ``term_values``)."""
-        cdef double[::1] ts = None if order < 0 else _theta(self, theta_star, "theta_star")
-        cdef double[::1] th = _theta(self, theta)
-        cdef double[::1] th2 = None if theta_new is None else _theta(self, theta_new,
-                                                                     "theta_new")
-        cdef int64_t[::1] ix = _indices(self, idx)
+        cdef double[::1] ts = None if order < 0 else check_theta(self, theta_star, "theta_star")
+        cdef double[::1] th = check_theta(self, theta)
+        cdef double[::1] th2 = (None if theta_new is None
+                                else check_theta(self, theta_new, "theta_new"))
+        cdef int64_t[::1] ix = check_indices(self, idx)
         cdef const double* es = _eta_star_ptr(self, eta_star)
         cdef const double* tsp = NULL if ts is None else &ts[0]
         cdef double[::1] out = np.empty(ix.shape[0])
@@ -312,9 +292,9 @@ cdef class CyModel:
     def _evaluate_grad_sum(self, int order, theta_star, theta, idx, eta_star):
         """``(sum_k grad t_k(theta), sum_k t_k(theta))`` over ``idx`` (``t`` by
         ``order``, see ``term_values``)."""
-        cdef double[::1] ts = None if order < 0 else _theta(self, theta_star, "theta_star")
-        cdef double[::1] th = _theta(self, theta)
-        cdef int64_t[::1] ix = _indices(self, idx)
+        cdef double[::1] ts = None if order < 0 else check_theta(self, theta_star, "theta_star")
+        cdef double[::1] th = check_theta(self, theta)
+        cdef int64_t[::1] ix = check_indices(self, idx)
         cdef const double* es = _eta_star_ptr(self, eta_star)
         cdef const double* tsp = NULL if ts is None else &ts[0]
         cdef double[::1] g = np.zeros(self.n_params)
@@ -565,7 +545,7 @@ cdef class CyGLM(CyTermModel):
         a full pass; bit-identical for any ``n_threads``."""
         if hess_every < 1:
             raise ValueError(f"hess_every must be >= 1, got {hess_every}")
-        cdef double[::1] th = _theta(self, theta)
+        cdef double[::1] th = check_theta(self, theta)
         cdef Py_ssize_t p = self.n_params, n = self.n_data, j
         cdef Py_ssize_t rows = 0
         cdef double ll = 0.0
@@ -585,7 +565,7 @@ cdef class CyGLM(CyTermModel):
         """One full pass: ``(sum l_k, sum grad l_k, diag sum Hessian l_k)`` -- the
         diagonal only (``p`` numbers where the Hessian is ``p x p``: wide data).
         Counts as a full pass; bit-identical for any ``n_threads``."""
-        cdef double[::1] th = _theta(self, theta)
+        cdef double[::1] th = check_theta(self, theta)
         cdef Py_ssize_t p = self.n_params
         cdef double ll = 0.0
         cdef double[::1] grad = np.zeros(p), hd = np.zeros(p)
@@ -598,8 +578,8 @@ cdef class CyGLM(CyTermModel):
 
     def eta(self, theta, idx=None):
         """Linear predictors ``x_k . theta`` (intercept included) for ``k`` in ``idx``."""
-        cdef double[::1] th = _theta(self, theta)
-        cdef int64_t[::1] ix = _indices(self, idx)
+        cdef double[::1] th = check_theta(self, theta)
+        cdef int64_t[::1] ix = check_indices(self, idx)
         cdef double[::1] out = np.empty(ix.shape[0])
         if ix.shape[0]:
             with nogil:
@@ -613,7 +593,7 @@ cdef class CyGLM(CyTermModel):
 
     def gather(self, idx):
         """Rows ``x_k`` for ``k`` in ``idx`` as float64 (intercept column included)."""
-        cdef int64_t[::1] ix = _indices(self, idx)
+        cdef int64_t[::1] ix = check_indices(self, idx)
         cdef double[:, ::1] out = np.empty((ix.shape[0], self.n_params))
         if ix.shape[0]:
             with nogil:
@@ -622,7 +602,7 @@ cdef class CyGLM(CyTermModel):
 
     def targets(self, idx=None):
         """``y_k`` for ``k`` in ``idx`` (a copy)."""
-        ix = _indices(self, idx)
+        ix = check_indices(self, idx)
         if self.labels8:
             return np.asarray(self.y8)[ix].astype(np.float64)
         return np.asarray(self.y)[ix]
@@ -660,9 +640,9 @@ cdef class CyGLM(CyTermModel):
 
     def cv_derivatives(self, int order, theta_star, theta, idx=None, eta_star=None):
         """``(d_k, d'_k = dd_k / deta_k)``: the scalar form of the residuals."""
-        cdef double[::1] ts = _theta(self, theta_star, "theta_star")
-        cdef double[::1] th = _theta(self, theta)
-        cdef int64_t[::1] ix = _indices(self, idx)
+        cdef double[::1] ts = check_theta(self, theta_star, "theta_star")
+        cdef double[::1] th = check_theta(self, theta)
+        cdef int64_t[::1] ix = check_indices(self, idx)
         cdef const double* es = _eta_star_ptr(self, eta_star)
         cdef Py_ssize_t m = ix.shape[0]
         cdef double[::1] d = np.empty(m), dp = np.empty(m)
@@ -673,7 +653,7 @@ cdef class CyGLM(CyTermModel):
 
     def grad_terms(self, theta, idx=None):
         """Per-datum gradients ``grad l_k(theta)``, shape (len(idx), p)."""
-        ix = _indices(self, idx)
+        ix = check_indices(self, idx)
         _, r, _ = self.link_terms_array(self.targets(ix), self.eta(theta, ix), False)
         return r[:, None] * self.gather(ix)
 

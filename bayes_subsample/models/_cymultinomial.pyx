@@ -46,6 +46,7 @@ from cython.parallel cimport prange
 from libc.stdint cimport int64_t
 from libc.string cimport memset
 from libc.stdlib cimport malloc, calloc, free
+from bayes_subsample.models._checks cimport check_cache, check_indices, check_theta
 from bayes_subsample.models._cymodel cimport CyModel, MODEL_CHUNK, LOGLIK
 from bayes_subsample.models._rows cimport Rows
 from bayes_subsample.models._softmax_terms cimport (
@@ -107,40 +108,6 @@ cdef inline double _term(int order, Py_ssize_t K, int y, const double* e,
     if order < 0:
         return softmax_terms(K, y, e, dt, p)
     return softmax_residual(order, K, y, e, cache, dt)
-
-
-# ---------------------------------------------------------------------------------------
-# validation helpers of the Python-callable methods (as in _cymodel.pyx)
-# ---------------------------------------------------------------------------------------
-cdef object _theta(CyModel model, theta, str name="theta"):
-    t = np.ascontiguousarray(theta, dtype=np.float64)
-    if t.shape != (model.n_params,):
-        raise ValueError(f"{name} must have shape ({model.n_params},), got {t.shape}")
-    return t
-
-
-cdef object _indices(CyModel model, idx):
-    if idx is None:
-        return np.arange(model.n_data, dtype=np.int64)
-    i = np.ascontiguousarray(idx, dtype=np.int64)
-    if i.ndim != 1:
-        raise ValueError(f"indices must be 1-D, got shape {i.shape}")
-    if i.shape[0] and (i.min() < 0 or i.max() >= model.n_data):
-        raise IndexError(f"index out of range [0, {model.n_data})")
-    return i
-
-
-cdef object _cache(CyModel model, eta_star):
-    if eta_star is None:
-        return None
-    e = np.asarray(eta_star)
-    if e.dtype != np.float64 or e.ndim != 1 or not e.flags.c_contiguous:
-        raise ValueError("the cache (eta_star) must be a 1-D C-contiguous float64 array, "
-                         "as cv_cache returns it")
-    if e.shape[0] != model.n_data * model.cache_width:
-        raise ValueError(f"the cache (eta_star) must hold {model.cache_width} value(s) per "
-                         f"datum, {model.n_data * model.cache_width} in all; got {e.shape[0]}")
-    return e
 
 
 cdef class CyMultinomial(CyTermModel):
@@ -478,7 +445,7 @@ cdef class CyMultinomial(CyTermModel):
         residual methods then read each datum once, at ``theta``. One pass over the
         data, in threads (default: the thread budget on large data; the values do not
         depend on it)."""
-        cdef double[::1] ts = _theta(self, theta_star, "theta_star")
+        cdef double[::1] ts = check_theta(self, theta_star, "theta_star")
         cdef Py_ssize_t n = self.n_data, n_chunks = (n + PASS_CHUNK - 1) // PASS_CHUNK, c
         cdef double[::1] out = np.empty(n * self.cache_width)
         cdef int nt, failed = 0
@@ -503,8 +470,8 @@ cdef class CyMultinomial(CyTermModel):
 
     def eta(self, theta, idx=None):
         """Linear predictors ``eta[i, c] = x_{idx[i]} . theta_c``, shape (m, K)."""
-        cdef double[::1] th = _theta(self, theta)
-        cdef int64_t[::1] ix = _indices(self, idx)
+        cdef double[::1] th = check_theta(self, theta)
+        cdef int64_t[::1] ix = check_indices(self, idx)
         cdef Py_ssize_t m = ix.shape[0]
         cdef double[:, ::1] E = np.empty((self.n_classes, m))
         if m:
@@ -514,7 +481,7 @@ cdef class CyMultinomial(CyTermModel):
 
     def gather(self, idx):
         """Rows ``x_k`` for ``k`` in ``idx`` as float64 (intercept column included)."""
-        cdef int64_t[::1] ix = _indices(self, idx)
+        cdef int64_t[::1] ix = check_indices(self, idx)
         cdef double[:, ::1] out = np.empty((ix.shape[0], self.n_cols))
         if ix.shape[0]:
             with nogil:
@@ -523,16 +490,16 @@ cdef class CyMultinomial(CyTermModel):
 
     def targets(self, idx=None):
         """Class indices ``y_k`` for ``k`` in ``idx`` (float64, a copy)."""
-        return np.asarray(self.y)[_indices(self, idx)]
+        return np.asarray(self.y)[check_indices(self, idx)]
 
     def term_derivatives(self, int order, theta_star, theta, idx=None, eta_star=None):
         """``(t, dt)``: the terms ``t_k`` (log-likelihood for a negative order, else the
         residuals of that order at ``theta_star``) and ``dt[i, c] = d t_{idx[i]} /
         d eta_c``, shape (m, K). The gradient of ``t_k`` is ``dt_k (x) x_k``."""
-        cdef double[::1] ts = None if order < 0 else _theta(self, theta_star, "theta_star")
-        cdef double[::1] th = _theta(self, theta)
-        cdef int64_t[::1] ix = _indices(self, idx)
-        cdef double[::1] es = _cache(self, eta_star) if order >= 0 else None
+        cdef double[::1] ts = None if order < 0 else check_theta(self, theta_star, "theta_star")
+        cdef double[::1] th = check_theta(self, theta)
+        cdef int64_t[::1] ix = check_indices(self, idx)
+        cdef double[::1] es = check_cache(self, eta_star) if order >= 0 else None
         cdef Py_ssize_t m = ix.shape[0]
         cdef double[::1] t = np.empty(m)
         cdef double[:, ::1] dt = np.empty((m, self.n_classes))
@@ -548,7 +515,7 @@ cdef class CyMultinomial(CyTermModel):
 
     def grad_terms(self, theta, idx=None):
         """Per-datum gradients ``grad l_k(theta)``, shape (m, K * p1), class-major."""
-        ix = _indices(self, idx)
+        ix = check_indices(self, idx)
         _, r = self.term_derivatives(LOGLIK, None, theta, ix)
         X = self.gather(ix)
         return (r[:, :, None] * X[:, None, :]).reshape(len(ix), self.n_params)

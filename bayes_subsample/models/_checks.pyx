@@ -1,0 +1,34 @@
+# cython: language_level=3
+"""Validation of the compiled models' Python-callable arguments (see _checks.pxd)."""
+import numpy as np
+
+
+cdef object check_theta(object model, object theta, str name="theta"):
+    t = np.ascontiguousarray(theta, dtype=np.float64)
+    if t.shape != (model.n_params,):
+        raise ValueError(f"{name} must have shape ({model.n_params},), got {t.shape}")
+    return t
+
+
+cdef object check_indices(object model, object idx):
+    if idx is None:
+        return np.arange(model.n_data, dtype=np.int64)
+    i = np.ascontiguousarray(idx, dtype=np.int64)
+    if i.ndim != 1:
+        raise ValueError(f"indices must be 1-D, got shape {i.shape}")
+    if i.shape[0] and (i.min() < 0 or i.max() >= model.n_data):
+        raise IndexError(f"index out of range [0, {model.n_data})")
+    return i
+
+
+cdef object check_cache(object model, object eta_star):
+    if eta_star is None:
+        return None
+    e = np.asarray(eta_star)
+    if e.dtype != np.float64 or e.ndim != 1 or not e.flags.c_contiguous:
+        raise ValueError("the cache (eta_star) must be a 1-D C-contiguous float64 array, "
+                         "as cv_cache returns it")
+    if e.shape[0] != model.n_data * model.cache_width:
+        raise ValueError(f"the cache (eta_star) must hold {model.cache_width} value(s) per "
+                         f"datum, {model.n_data * model.cache_width} in all; got {e.shape[0]}")
+    return e
