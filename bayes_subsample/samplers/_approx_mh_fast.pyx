@@ -274,16 +274,20 @@ cdef struct _Buffers:
     double* grouped     # the terms grouped by stratum, in draw order
 
 
-cdef bint _reserve(_Buffers* b, int64_t m) noexcept nogil:
-    """Room for m draws; False when memory runs out."""
-    if m <= b.cap:
-        return True
+cdef void _free_buffers(_Buffers* b) noexcept nogil:
     free(b.rows)
     free(b.slot)
     free(b.tmp_rows)
     free(b.tmp_slot)
     free(b.out)
     free(b.grouped)
+
+
+cdef bint _reserve(_Buffers* b, int64_t m) noexcept nogil:
+    """Room for m draws; False when memory runs out."""
+    if m <= b.cap:
+        return True
+    _free_buffers(b)
     b.rows = <int64_t*> malloc(m * sizeof(int64_t))
     b.slot = <int64_t*> malloc(m * sizeof(int64_t))
     b.tmp_rows = <int64_t*> malloc(m * sizeof(int64_t))
@@ -296,15 +300,6 @@ cdef bint _reserve(_Buffers* b, int64_t m) noexcept nogil:
         b.cap = -1
         return False
     return True
-
-
-cdef void _free_buffers(_Buffers* b) noexcept nogil:
-    free(b.rows)
-    free(b.slot)
-    free(b.tmp_rows)
-    free(b.tmp_slot)
-    free(b.out)
-    free(b.grouped)
 
 
 cdef enum:
