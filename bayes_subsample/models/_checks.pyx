@@ -1,5 +1,7 @@
 # cython: language_level=3
 """Validation of the compiled models' Python-callable arguments (see _checks.pxd)."""
+from libc.stdint cimport int64_t
+
 import numpy as np
 
 
@@ -32,3 +34,12 @@ cdef object check_cache(object model, object eta_star):
         raise ValueError(f"the cache (eta_star) must hold {model.cache_width} value(s) per "
                          f"datum, {model.n_data * model.cache_width} in all; got {e.shape[0]}")
     return e
+
+
+cdef object gather_rows(Rows rows, object model, object idx, Py_ssize_t n_cols):
+    cdef int64_t[::1] ix = check_indices(model, idx)
+    cdef double[:, ::1] out = np.empty((ix.shape[0], n_cols))
+    if ix.shape[0]:
+        with nogil:
+            rows.gather(&ix[0], ix.shape[0], &out[0, 0])
+    return np.asarray(out)

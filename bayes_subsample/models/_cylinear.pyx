@@ -25,7 +25,7 @@ from libc.math cimport exp
 from libc.stdint cimport int64_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memset
-from bayes_subsample.models._checks cimport check_cache, check_indices, check_theta
+from bayes_subsample.models._checks cimport check_cache, check_indices, check_theta, gather_rows
 from bayes_subsample.models._cymodel cimport CyModel, MODEL_CHUNK, LOGLIK
 from bayes_subsample.models._rows cimport Rows, DenseRows
 from bayes_subsample.models._scale_terms cimport (
@@ -400,12 +400,7 @@ cdef class CyGaussianScale(CyTermModel):
 
     def gather(self, idx):
         """Rows ``x_k`` for ``k`` in ``idx`` as float64 (intercept column included)."""
-        cdef int64_t[::1] ix = check_indices(self, idx)
-        cdef double[:, ::1] out = np.empty((ix.shape[0], self.n_cols))
-        if ix.shape[0]:
-            with nogil:
-                self.rows.gather(&ix[0], ix.shape[0], &out[0, 0])
-        return np.asarray(out)
+        return gather_rows(self.rows, self, idx, self.n_cols)
 
     def targets(self, idx=None):
         """``y_k`` for ``k`` in ``idx`` (a copy)."""

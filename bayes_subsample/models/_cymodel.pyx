@@ -15,7 +15,7 @@ from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, 
                            uint64_t)
 from libc.string cimport memset
 from libc.stdlib cimport calloc, free, malloc
-from bayes_subsample.models._checks cimport check_indices, check_theta
+from bayes_subsample.models._checks cimport check_indices, check_theta, gather_rows
 from bayes_subsample.models._rows cimport Rows, DenseRows
 from bayes_subsample.models._glm_terms cimport (
     GLMFamily, GLM_LOGISTIC, GLM_POISSON, GLM_GAUSSIAN, Family, Logistic, Poisson, Gaussian,
@@ -593,12 +593,7 @@ cdef class CyGLM(CyTermModel):
 
     def gather(self, idx):
         """Rows ``x_k`` for ``k`` in ``idx`` as float64 (intercept column included)."""
-        cdef int64_t[::1] ix = check_indices(self, idx)
-        cdef double[:, ::1] out = np.empty((ix.shape[0], self.n_params))
-        if ix.shape[0]:
-            with nogil:
-                self.rows.gather(&ix[0], ix.shape[0], &out[0, 0])
-        return np.asarray(out)
+        return gather_rows(self.rows, self, idx, self.n_params)
 
     def targets(self, idx=None):
         """``y_k`` for ``k`` in ``idx`` (a copy)."""

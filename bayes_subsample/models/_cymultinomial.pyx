@@ -46,7 +46,7 @@ from cython.parallel cimport prange
 from libc.stdint cimport int64_t
 from libc.string cimport memset
 from libc.stdlib cimport malloc, calloc, free
-from bayes_subsample.models._checks cimport check_cache, check_indices, check_theta
+from bayes_subsample.models._checks cimport check_cache, check_indices, check_theta, gather_rows
 from bayes_subsample.models._cymodel cimport CyModel, MODEL_CHUNK, LOGLIK
 from bayes_subsample.models._rows cimport Rows
 from bayes_subsample.models._softmax_terms cimport (
@@ -481,12 +481,7 @@ cdef class CyMultinomial(CyTermModel):
 
     def gather(self, idx):
         """Rows ``x_k`` for ``k`` in ``idx`` as float64 (intercept column included)."""
-        cdef int64_t[::1] ix = check_indices(self, idx)
-        cdef double[:, ::1] out = np.empty((ix.shape[0], self.n_cols))
-        if ix.shape[0]:
-            with nogil:
-                self.rows.gather(&ix[0], ix.shape[0], &out[0, 0])
-        return np.asarray(out)
+        return gather_rows(self.rows, self, idx, self.n_cols)
 
     def targets(self, idx=None):
         """Class indices ``y_k`` for ``k`` in ``idx`` (float64, a copy)."""
