@@ -1,4 +1,4 @@
-"""Approximate MH on tall data against exact MH, in wall-clock time (issue 12).
+"""Approximate MH on tall data against exact MH, in wall-clock time.
 
 Every figure is measured in this run; ratios compare samplers of the same run.
 

@@ -103,7 +103,7 @@ def test_fit_csv_saves_draws_and_json(csv_file, tmp_path, capsys):
     assert info["sampler"] == "hmc" and info["n_rows"] == 300
     assert set(info["summary"]) == {"alpha", "beta", "gamma", "intercept"}
     assert info["summary"]["alpha"]["mean"] > 0 > info["summary"]["beta"]["mean"]
-    # times are elapsed wall-clock seconds, the basis of ESS/s (issue 17)
+    # times are elapsed wall-clock seconds, the basis of ESS/s
     d = info["diagnostics"]
     assert 0 < d["wall_time_seconds"] <= d["compute_time_seconds"] + 0.5
     assert d["min_ess_per_second"] == pytest.approx(d["min_ess_bulk"] / d["wall_time_seconds"],

@@ -326,7 +326,7 @@ def test_proxy_needs_logistic_or_gaussian_glm():
 
 
 def test_reading_most_of_the_data_warns(logistic_data):
-    """Issue 12's user-visible symptom: a confidence sampler reading (nearly)
+    """The user-visible symptom: a confidence sampler reading (nearly)
     everything is slower than exact MH, and the run now says so; a run that
     subsamples does not warn."""
     from sklearn.exceptions import EfficiencyWarning

@@ -288,7 +288,7 @@ class InterruptingModel(GaussianRegressionModel):
 
 @pytest.mark.parametrize("n_jobs", [1, 2])
 def test_keyboard_interrupt_keeps_every_draw(data, n_jobs):
-    """Issue 14: each chain keeps every draw it made (chain 0 complete, chain 1
+    """Each chain keeps every draw it made (chain 0 complete, chain 1
     part-way), not the shortest chain's count; nothing warns about NaN."""
     X, y = data
     args = {"n_samples": 100, "n_warmup": 50, "n_chains": 2, "random_state": 1}

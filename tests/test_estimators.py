@@ -146,7 +146,7 @@ def test_random_state_variants(reg_data):
     c = BayesianLinearRegression(random_state=np.random.RandomState(0), **FAST).fit(X, y)
     d = BayesianLinearRegression(random_state=np.random.RandomState(0), **FAST).fit(X, y)
     np.testing.assert_array_equal(c.posterior_draws_, d.posterior_draws_)
-    # issue 14: a Generator, as documented
+    # a Generator, as documented
     e = BayesianLinearRegression(random_state=np.random.default_rng(0), **FAST).fit(X, y)
     f = BayesianLinearRegression(random_state=np.random.default_rng(0), **FAST).fit(X, y)
     np.testing.assert_array_equal(e.posterior_draws_, f.posterior_draws_)
@@ -159,7 +159,7 @@ def test_random_state_variants(reg_data):
                                (np.arange(1000) % 2).astype(np.float32),
                                np.arange(1000) % 2, np.ones(1000), np.zeros(1000, np.uint8)])
 def test_label_encoding_in_chunks_matches_unique(y, monkeypatch):
-    """Issue 14 (memory): labels are encoded chunk by chunk (no sorted copy or
+    """Memory: labels are encoded chunk by chunk (no sorted copy or
     index arrays of tall y), numeric 0/1 labels in one compiled read and passed
     on as they are (the model stores them: test_compact_labels_...), other
     labels as 0/1 bytes."""
@@ -284,7 +284,7 @@ _SCALED = _X() * 1e200
 
 
 @pytest.mark.parametrize("cls, params, X, y, match", [
-    # issue 14: internal exceptions that leaked out of fit, now ValueErrors that
+    # internal exceptions must not leak out of fit: ValueErrors that
     # name the input at fault and say what to do
     (BayesianLinearRegression, {"noise_scale": 1e-9}, [[1.0]] * 5, [1.0] * 5,
      "numerically singular.*collinear"),
@@ -311,7 +311,7 @@ def test_former_internal_errors_are_clear_value_errors(cls, params, X, y, match)
 @pytest.mark.parametrize("X, y", [([[0.25]] * 3, [1.0] * 3), ([[1.0]] * 5, [1.0] * 5),
                                   ([[1.0], [2.0], [3.0]], [2.0, 4.0, 6.0])])
 def test_exact_linear_fit_floors_the_noise_scale(X, y):
-    """Issue 14: constant or exactly linear y used to leak LinAlgError /
+    """Constant or exactly linear y used to leak LinAlgError /
     UnboundLocalError (noise estimate ~0); the estimate is floored at 1e-3 x
     the scale of y, with a warning, and the fit works."""
     with pytest.warns(UserWarning, match="fitted .*almost.* exactly.*noise_scale_="):
@@ -344,7 +344,7 @@ def test_poisson_all_zero_counts_sgld_raises_sampling_error():
 
 
 def test_collinear_one_hot_with_intercept_fits():
-    """Issue 14: one-hot groups plus an intercept (collinear: the likelihood's
+    """One-hot groups plus an intercept (collinear: the likelihood's
     Hessian is singular; the prior makes the posterior proper) with nearly
     noiseless labels, n = 1e5, through the samplers that used to raise
     LinAlgError."""
@@ -485,7 +485,7 @@ def test_poisson_api_on_counts(count_data):
     np.testing.assert_array_equal(lst.posterior_draws_, first)
     f32 = BayesianPoissonRegression(random_state=0, **FAST).fit(X.astype(np.float32), y)
     assert np.isfinite(f32.posterior_draws_).all()
-    # read-only and memory-mapped count data (issue 17: as the docstring claims)
+    # read-only and memory-mapped count data, as the docstring claims
     Xr, yr = X.copy(), y.astype(np.float64)
     Xr.flags.writeable = yr.flags.writeable = False
     ro = BayesianPoissonRegression(random_state=0, **FAST).fit(Xr, yr)
@@ -666,7 +666,7 @@ class FailingMH(MH):
 
 @pytest.mark.parametrize("failure", ["error", "interrupt"])
 def test_failed_refit_keeps_the_previous_fit_whole(clf_data, failure):
-    """Issue 14: a re-fit that raises leaves the previous fit as it was, not
+    """A re-fit that raises leaves the previous fit as it was, not
     the new data's classes_ / n_features_in_ with the old draws."""
     X, y = clf_data
     est = BayesianLogisticRegression(sampler="mh", random_state=0, **FAST).fit(X, y)
@@ -697,7 +697,7 @@ def test_failed_first_fit_leaves_estimator_unfitted(clf_data):
 
 @pytest.mark.parametrize("sampler", ["mh", "hmc_ecs", "sgld"])
 def test_warm_start_equals_one_longer_fit(clf_data, sampler):
-    """Issue 14: a warm-started second fit continues every chain; the result
+    """A warm-started second fit continues every chain; the result
     equals one fit with twice the draws, draw for draw."""
     X, y = clf_data
     args = {"sampler": sampler, "n_warmup": 100, "n_chains": 2, "random_state": 0}
@@ -794,7 +794,7 @@ def test_decision_function_is_log_odds_of_predictive_probability():
                                                                .astype(int)])
 
 
-# ---- every sampler end to end (issue 17: no sampler untested at the estimator level) ---------
+# ---- every sampler end to end (no sampler untested at the estimator level) ----------------
 @pytest.fixture(scope="module")
 def tall_problems():
     """Logistic and Poisson data large enough that the subsampling samplers
@@ -845,7 +845,7 @@ def test_every_sampler_fits_through_the_estimator(tall_problems, family, sampler
     assert np.isfinite(est.predict(X[:10])).all()
 
 
-# ---- diagnostics values and the signed branches (issue 17) -----------------------------------
+# ---- diagnostics values and the signed branches ---------------------------------------------
 def test_diagnostics_values_follow_their_definitions(clf_data):
     """ess_per_second, computing_time and the per-chain figures are the
     documented formulas of what the trace recorded, not only present."""

@@ -1,4 +1,4 @@
-"""HMC with energy-conserving subsampling (issue 4).
+"""HMC with energy-conserving subsampling.
 
 Statistical checks use tolerances from Monte Carlo standard errors
 (``diagnostics.mcse_mean``) over several seeds; the logistic comparison uses
@@ -234,7 +234,7 @@ def test_gaussian_order1_within_predicted_perturbation(seed):
 
 @pytest.mark.parametrize("m", [100, 1000])
 def test_negative_control_order0_fails_the_same_check(m):
-    """Issue 17: the check above has power. Order-0 control variates (no
+    """The check above has power. Order-0 control variates (no
     Taylor proxy: Var[ell_hat] of 10-70 instead of ~0.02) give a visibly
     perturbed, badly mixing chain; the same check must reject it."""
     model = _gaussian_problem(0)
@@ -247,7 +247,7 @@ def test_negative_control_order0_fails_the_same_check(m):
 
 
 def test_perturbation_shrinks_with_the_subsample_size():
-    """Issue 17: the perturbed sampler's bias is a function of Var[ell_hat],
+    """The perturbed sampler's bias is a function of Var[ell_hat],
     which falls like 1/m. With theta* held 4 Laplace sds from the mode
     (order-1 control variates, so the residuals are large), m = 300 gives a
     visibly perturbed posterior (measured: means off by ~0.5 sd, sigma2 ~6)
@@ -408,7 +408,7 @@ def test_sign_correction_uses_signs():
     ({"variant": "fancy"}, "variant"),
     ({"n_blocks": 0}, "n_blocks"),
     ({"cv_order": 3}, "cv_order"),
-    # issue 14: recentring every iteration restarted dual averaging each time and
+    # recentring every iteration once restarted dual averaging each time and
     # blew the step size up to ~1e41; values below 10 are refused
     ({"recentre_every": 1}, "recentre_every.*range \\[10, inf\\)"),
     ({"recentre_every": 9}, "recentre_every"),

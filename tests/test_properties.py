@@ -1,6 +1,6 @@
 """Property-based tests (hypothesis) of input validation and of every sampler.
 
-The contract checked on small random problems (issue 14): a fit, or a call of
+The contract checked on small random problems: a fit, or a call of
 :func:`bayes_subsample.sample`, either returns finite draws of the right shape
 (and finite predictions), or raises a ``ValueError`` -- never another
 exception type, NaN draws, a hang or a crash. ``ValueError`` includes its
