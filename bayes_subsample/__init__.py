@@ -5,13 +5,25 @@ Public names: the estimators :class:`BayesianLogisticRegression`,
 low-level driver :func:`sample` (any :class:`~bayes_subsample.models.Model`),
 and the submodules ``models``, ``samplers``, ``control_variates``,
 ``diagnostics``, ``datasets``, ``exceptions``, ``mrf``.
+
+Names and submodules are imported on first use (scikit-learn, which the
+estimators and samplers build on, costs about a second to import), so
+``import bayes_subsample`` itself is quick.
 """
-from . import datasets, diagnostics, exceptions, models, samplers
-from ._driver import Trace, sample
-from .linear_model import (BayesianLinearRegression, BayesianLogisticRegression,
-                           BayesianPoissonRegression)
+from ._lazy import attach
 
 __version__ = "0.1.0"
 
 __all__ = ["BayesianLogisticRegression", "BayesianLinearRegression", "BayesianPoissonRegression",
            "sample", "Trace", "datasets", "models", "samplers", "diagnostics", "exceptions"]
+
+__getattr__, __dir__ = attach(
+    __name__,
+    names={"BayesianLogisticRegression": ".linear_model",
+           "BayesianLinearRegression": ".linear_model",
+           "BayesianPoissonRegression": ".linear_model",
+           "sample": "._driver", "Trace": "._driver"},
+    submodules=["datasets", "models", "samplers", "diagnostics", "exceptions", "control_variates",
+                "linear_model", "mrf", "plotting", "cli"],
+)
+del attach

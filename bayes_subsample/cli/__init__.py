@@ -22,15 +22,19 @@ After Ctrl-C the draws made so far are written and the status is 130.
 """
 import sys
 
+from .._lazy import attach
 from ._args import PROG, build_parser
-from ._report import CLIError
-
-# the other public names of the former single-module cli, still importable from here
-from ._commands import cmd_compare, cmd_demo, cmd_fit, make_estimator, make_sampler  # noqa: F401
 from ._data import DATASETS, MODELS, load_data  # noqa: F401
-from ._report import format_table, table_row  # noqa: F401
+from ._report import CLIError, format_table, table_row  # noqa: F401
 
 __all__ = ["main"]
+
+# the commands, public names of the former single-module cli still importable from
+# here, load scikit-learn: imported on first use, so that --help is quick
+__getattr__, __dir__ = attach(
+    __name__, names=dict.fromkeys(["cmd_compare", "cmd_demo", "cmd_fit", "make_estimator",
+                                   "make_sampler"], "._commands"))
+del attach
 
 
 def main(argv=None):

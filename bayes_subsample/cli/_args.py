@@ -5,7 +5,6 @@ import argparse
 import numpy as np
 
 from ..samplers import SAMPLERS
-from ._commands import cmd_compare, cmd_demo, cmd_fit
 from ._data import DATASETS, MODELS
 from ._report import _wrap
 
@@ -17,6 +16,19 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def _command(name):
+    """The command function ``name`` of ``_commands``, imported when it runs: the
+    commands need scikit-learn (about a second to import), ``--help`` does not."""
+
+    def run(args):
+        from . import _commands
+
+        return getattr(_commands, name)(args)
+
+    run.__name__ = run.__qualname__ = name
+    return run
 
 
 def _number(kind, accept, expected, refused=None):
@@ -160,10 +172,10 @@ def build_parser():
                    help="short chains (2 x 200 + 200 iterations): a few seconds")
     p.add_argument("--no-plot", action="store_true", help="print the table only")
     _add_sampling(p, _DEMO_SAMPLING)
-    p.set_defaults(func=cmd_demo)
+    p.set_defaults(func=_command("cmd_demo"))
 
     p = _add_data_command(
-        sub, "fit", cmd_fit, samplers_line,
+        sub, "fit", _command("cmd_fit"), samplers_line,
         help_text="fit one model with one sampler; save draws and a summary",
         description="Fits a Bayesian GLM by MCMC and saves the draws (.npz: 'draws' of\n"
                     "shape chains x draws x parameters, 'param_names', 'warmup_draws',\n"
@@ -186,7 +198,7 @@ def build_parser():
     p.add_argument("--quiet", action="store_true", help="print nothing on success")
 
     p = _add_data_command(
-        sub, "compare", cmd_compare, samplers_line,
+        sub, "compare", _command("cmd_compare"), samplers_line,
         help_text="several samplers on one dataset: table + trace/marginal/ROC plots",
         description="Fits the same model with several samplers and prints one row per "
                     "sampler;\nwrites <prefix>_trace.png, <prefix>_marginals.png "

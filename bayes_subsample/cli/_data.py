@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..datasets._files import _load_file
 from ._report import CLIError
 
 #: named datasets accepted in place of a file path
@@ -138,6 +137,8 @@ def load_data(args):
             raise CLIError(f"{spec!r} is neither a file nor a named dataset ({names})")
         if path.is_dir():
             raise CLIError(f"{spec} is a directory, not a data file")
+        from ..datasets._files import _load_file  # scikit-learn: not for --help
+
         try:
             f = _load_file(path, args.target, args.format, target_option="--target")
         except ValueError as exc:

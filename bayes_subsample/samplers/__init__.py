@@ -4,16 +4,21 @@
 factories of sampler objects (``SAMPLERS[name]()`` gives the defaults);
 :func:`resolve_sampler` turns a name or an object into a fresh sampler object.
 """
-from ._base import BaseSampler, Kernel, LaplacePrepared, Prepared
-from ._registry import SAMPLERS, resolve_sampler
-from .austerity import AusterityMH
-from .confidence import ConfidenceMH
-from .ewsg import EWSG
-from .hmc import HMC, NUTS
-from .hmc_ecs import HMCECS
-from .mh import MH
-from .sgmcmc import SGHMC, SGLD, iterations_for_passes, suggest_step_size
+from .._lazy import attach
 
 __all__ = ["BaseSampler", "Kernel", "Prepared", "LaplacePrepared", "MH", "HMC", "NUTS", "HMCECS",
            "AusterityMH", "ConfidenceMH", "SGLD", "SGHMC", "EWSG", "suggest_step_size",
            "iterations_for_passes", "SAMPLERS", "resolve_sampler"]
+
+# imported on first use: the samplers are scikit-learn estimators, and the command
+# line's --help needs only the registered names
+__getattr__, __dir__ = attach(
+    __name__,
+    names={"BaseSampler": "._base", "Kernel": "._base", "Prepared": "._base",
+           "LaplacePrepared": "._base", "SAMPLERS": "._registry", "resolve_sampler": "._registry",
+           "AusterityMH": ".austerity", "ConfidenceMH": ".confidence", "EWSG": ".ewsg",
+           "HMC": ".hmc", "NUTS": ".hmc", "HMCECS": ".hmc_ecs", "MH": ".mh", "SGLD": ".sgmcmc",
+           "SGHMC": ".sgmcmc", "iterations_for_passes": ".sgmcmc", "suggest_step_size": ".sgmcmc"},
+    submodules=["austerity", "confidence", "ewsg", "hmc", "hmc_ecs", "mh", "sgmcmc"],
+)
+del attach

@@ -1,0 +1,71 @@
+"""Lazy imports: ``import bayes_subsample`` and the command line's ``--help`` do not
+load scikit-learn, scipy.stats or pandas, and every public name is still there."""
+import subprocess
+import sys
+
+import pytest
+
+import bayes_subsample
+from bayes_subsample import samplers
+
+HEAVY = ("sklearn", "scipy.stats", "pandas")
+
+
+def _loaded_after(code):
+    """The modules of ``HEAVY`` that a fresh interpreter has loaded after ``code``."""
+    probe = f"{code}\nimport sys\nprint(*[m for m in {HEAVY!r} if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True).stdout
+    return out.splitlines()[-1].split() if out.strip() else []
+
+
+def test_import_loads_no_heavy_module():
+    assert _loaded_after("import bayes_subsample") == []
+
+
+def test_cli_help_loads_no_heavy_module():
+    code = ("import contextlib, io\nfrom bayes_subsample.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    codes = [main(a + ['--help']) for a in ([], ['demo'], ['fit'], ['compare'])]\n"
+            "assert codes == [0, 0, 0, 0], codes")
+    assert _loaded_after(code) == []
+
+
+def test_the_probe_sees_heavy_modules():
+    # the check above can fail: the estimators do load scikit-learn
+    assert "sklearn" in _loaded_after("from bayes_subsample import BayesianLogisticRegression")
+
+
+@pytest.mark.parametrize("module", [bayes_subsample, samplers])
+def test_public_names_importable_and_listed(module):
+    for name in module.__all__:
+        assert getattr(module, name) is not None, name
+        assert name in dir(module), name
+    with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
+        module.not_a_name  # noqa: B018
+
+
+def test_from_import_and_submodules():
+    from bayes_subsample import BayesianPoissonRegression, Trace, sample  # noqa: F401
+    from bayes_subsample.linear_model import BayesianPoissonRegression as direct
+
+    assert BayesianPoissonRegression is direct
+    for name in ("datasets", "diagnostics", "exceptions", "models", "samplers", "mrf",
+                 "linear_model", "control_variates"):
+        assert getattr(bayes_subsample, name).__name__ == f"bayes_subsample.{name}"
+    assert samplers.hmc.HMC is samplers.HMC
+
+
+def test_registry_is_a_mapping_of_factories():
+    reg = samplers.SAMPLERS
+    assert "hmc_ecs_signed" in reg and len(reg) == len(list(reg))
+    assert reg["mh"] is samplers.MH
+    assert reg["hmc_ecs_signed"]().variant == "signed"
+    with pytest.raises(KeyError):
+        reg["gibbs"]
+    reg["mine"] = samplers.MH
+    try:
+        assert type(samplers.resolve_sampler("mine")) is samplers.MH
+    finally:
+        del reg["mine"]
+    assert "mine" not in reg
