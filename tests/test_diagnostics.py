@@ -408,7 +408,7 @@ def test_column_blocks_give_the_same_diagnostics(monkeypatch):
            lambda a: d.ess_quantile(a, 0.2), lambda a: d.mcse_quantile(a, 0.7)]
     fns += [lambda a, c=c: d.summary(a)[c] for c in d.Summary.columns]
     whole = [f(x) for f in fns]
-    monkeypatch.setattr(d, "_BLOCK_VALUES", 3 * 200 * 7)      # blocks of 7 columns
+    monkeypatch.setattr(d._core, "_BLOCK_VALUES", 3 * 200 * 7)  # blocks of 7 columns
     blocked = [f(x) for f in fns]
     for a, b in zip(whole, blocked):
         assert a.shape == (40,)
