@@ -73,6 +73,12 @@ class Trace:
         True while the trace holds its chains' states, so that
         ``sample(model, resume=trace)`` can continue the run (a pickled trace
         does not: the states reference the data).
+    layout : object or None
+        The estimators' parameter layout (``names``, ``priors``,
+        ``variables``, ``dims``, ``coords``): the prior of each parameter in
+        :meth:`summary`, and named variables with coordinates (``coef`` over
+        ``feature``, ...) in :meth:`to_inference_data`. None for
+        :func:`sample` runs.
     """
 
     draws: np.ndarray
@@ -92,6 +98,7 @@ class Trace:
     run_state: object = field(default=None, repr=False)
     class_blocks: Optional[int] = None
     data_passes: Optional[dict] = None
+    layout: object = field(default=None, repr=False)
 
     def __post_init__(self):
         if self.data_passes is None:
@@ -214,11 +221,24 @@ class Trace:
 
     def summary(self):
         """:class:`~bayes_subsample.diagnostics.Summary` of the retained draws
-        (:meth:`reported_draws`), with what the sampler chose and why (HMC-ECS:
-        subsampled or full data, :meth:`choice`) under the table."""
+        (:meth:`reported_draws`), named by ``param_names``, with the priors
+        when the ``layout`` knows them and what the sampler chose and why
+        (HMC-ECS: subsampled or full data, :meth:`choice`) under the table."""
+        table = self._rank_summary()
         c = self.choice()
-        return diag.summary(self.reported_draws(), names=self.param_names,
+        priors = getattr(self.layout, "priors", None)
+        return diag.Summary(table.names if self.param_names is None else self.param_names,
+                            table.to_dict(), priors=priors,
                             notes=[f"{self.sampler.name}: {c['reason']}"] if c else ())
+
+    def _rank_summary(self):
+        """``diagnostics.summary`` of :meth:`reported_draws`, computed once: the
+        run's convergence check, :meth:`diagnostics` and :meth:`summary` share
+        it (the draws of a trace do not change)."""
+        cached = self.__dict__.get("_summary_cache")
+        if cached is None:
+            cached = self.__dict__["_summary_cache"] = diag.summary(self.reported_draws())
+        return cached
 
     def choice(self):
         """What the sampler's preparation chose and why (HMC-ECS: ``engine``
@@ -238,10 +258,9 @@ class Trace:
         out = {}
         common = self.reported_draws()
         if common.shape[1] >= 4:
-            out["r_hat"] = np.atleast_1d(diag.rhat(common))
-            out["ess_bulk"] = np.atleast_1d(diag.ess_bulk(common))
-            out["ess_tail"] = np.atleast_1d(diag.ess_tail(common))
-            out["mcse_mean"] = np.atleast_1d(diag.mcse_mean(common))
+            table = self._rank_summary()
+            for k in ("r_hat", "ess_bulk", "ess_tail", "mcse_mean"):
+                out[k] = table[k]
             ifs = np.array([[diag.integrated_autocorr_time(common[c, :, j])
                              for j in range(common.shape[2])]
                             for c in range(common.shape[0])])
@@ -350,20 +369,31 @@ class Trace:
         return msgs + efficiency
 
     def to_inference_data(self):
-        """An ``arviz.InferenceData`` with posterior draws and sample stats."""
+        """An ``arviz.InferenceData`` with posterior draws and sample stats.
+
+        With a ``layout`` (the estimators' traces) the posterior holds its
+        variables, e.g. ``coef`` with the coordinate ``feature`` (the column
+        names of a DataFrame ``X``, else their indices) and ``intercept``, so
+        that ``arviz.summary`` names the rows as :meth:`summary` does;
+        otherwise one variable per entry of ``param_names``.
+        """
         try:
             import arviz as az
         except ImportError as e:  # pragma: no cover
             raise ImportError("to_inference_data needs arviz: pip install arviz") from e
         names = self.param_names or [f"theta_{j}" for j in range(self.draws.shape[2])]
         common = self.common_draws()
-        posterior = {n: common[:, :, j] for j, n in enumerate(names)}
+        layout = self.layout
+        if layout is not None and list(names) == layout.names:
+            posterior, dims, coords = layout.split(common), layout.dims, layout.coords
+        else:    # no layout, or param_names renamed since (the command line's files)
+            posterior, dims, coords = {n: common[:, :, j] for j, n in enumerate(names)}, None, None
         rename = {"accept_prob": "acceptance_rate", "diverging": "diverging",
                   "energy_error": "energy_error", "n_evals": "n_evals"}
         made = self.chain_lengths > 0 if self.ragged else slice(None)
         stats = {rename.get(k, k): v[made, :common.shape[1]] for k, v in self.stats.items()
                  if k != "accepted"}
-        return az.from_dict(posterior=posterior, sample_stats=stats)
+        return az.from_dict(posterior=posterior, sample_stats=stats, dims=dims, coords=coords)
 
     def __repr__(self):
         lengths = (f"chain_lengths={self.chain_lengths.tolist()}" if self.ragged

@@ -771,10 +771,13 @@ def test_to_inference_data(reg_data):
     reg = BayesianLinearRegression(random_state=0, **FAST).fit(X, y)
     idata = reg.to_inference_data()
     assert isinstance(idata, az.InferenceData)
-    assert set(idata.posterior.data_vars) == {"coef[0]", "coef[1]", "coef[2]", "intercept",
-                                              "log_noise_ratio"}
+    assert set(idata.posterior.data_vars) == {"coef", "intercept", "log_noise_ratio", "sigma"}
+    assert idata.posterior["coef"].dims == ("chain", "draw", "feature")
+    np.testing.assert_array_equal(idata.posterior["coef"].values, reg.posterior_draws_[:, :, :3])
     np.testing.assert_array_equal(idata.posterior["intercept"].values,
                                   reg.posterior_draws_[:, :, 3])
+    np.testing.assert_allclose(idata.posterior["sigma"].values,
+                               reg.noise_reference_ * np.exp(reg.posterior_draws_[:, :, 4]))
     with pytest.raises(NotFittedError):
         BayesianLinearRegression().to_inference_data()
 

@@ -125,7 +125,7 @@ def test_to_inference_data(clf):
     assert isinstance(idata, az.InferenceData)
     post = idata.posterior
     assert post["intercept"].shape == (2, 150)
-    np.testing.assert_allclose(post["coef[0]"].values, clf.posterior_draws_[:, :, 0])
+    np.testing.assert_allclose(post["coef"].sel(feature=0).values, clf.posterior_draws_[:, :, 0])
     assert "acceptance_rate" in idata.sample_stats
     idata2 = clf.trace_.to_inference_data()
     assert set(idata2.posterior.data_vars) == set(post.data_vars)

@@ -10,21 +10,35 @@ __all__ = ["Summary", "summary"]
 class Summary:
     """Per-parameter posterior summary, returned by :func:`summary`.
 
+    ``str()`` prints the table (the priors, when known, after the names, and
+    the notes under it); :meth:`to_pandas` gives a DataFrame.
+
     Attributes
     ----------
     names : list of str
         Row labels.
     columns : tuple of str
-        Column labels, in display order.
+        Column labels of the numbers, in display order.
+    priors : list of str or None
+        The prior of each parameter in words (``"normal(0, 10)"``), or None
+        when not known.
+    notes : list of str
+        Lines printed under the table (e.g. what the sampler chose and why).
     """
 
     columns = ("mean", "sd", "q5", "q95", "mcse_mean", "ess_bulk", "ess_tail", "r_hat")
+    priors = None    # summaries pickled before the priors were recorded
 
-    def __init__(self, names, values, notes=()):
+    def __init__(self, names, values, notes=(), priors=None):
         self.names = list(names)
         self._values = {c: np.asarray(values[c], dtype=np.float64) for c in self.columns}
-        #: lines printed under the table (e.g. what the sampler chose and why)
         self.notes = [str(x) for x in notes]
+        if priors is not None:
+            priors = [str(p) for p in priors]
+            if len(priors) != len(self.names):
+                raise ValueError(f"priors has {len(priors)} entries for {len(self.names)} "
+                                 "parameters")
+        self.priors = priors
 
     def __getitem__(self, column):
         if column not in self._values:
@@ -34,34 +48,48 @@ class Summary:
     def __len__(self):
         return len(self.names)
 
+    def append(self, other):
+        """A new summary with the rows of ``other`` under these (notes of both);
+        priors are kept when both know them."""
+        priors = (self.priors + other.priors
+                  if self.priors is not None and other.priors is not None else None)
+        values = {c: np.concatenate([self._values[c], other._values[c]]) for c in self.columns}
+        return Summary(self.names + other.names, values, self.notes + other.notes, priors)
+
     def to_dict(self):
-        """Return ``{column: ndarray of shape (n_params,)}`` plus ``"name": list``."""
+        """Return ``{column: ndarray of shape (n_params,)}`` plus ``"name": list``
+        (and ``"prior": list`` when the priors are known)."""
         out = {"name": list(self.names)}
+        if self.priors is not None:
+            out["prior"] = list(self.priors)
         out.update({c: v.copy() for c, v in self._values.items()})
         return out
 
     def to_pandas(self):
-        """Return a :class:`pandas.DataFrame` indexed by parameter name (needs pandas)."""
+        """Return a :class:`pandas.DataFrame` indexed by parameter name, the
+        ``prior`` column first when the priors are known (needs pandas)."""
         try:
             import pandas as pd
         except ImportError as exc:  # pragma: no cover - depends on environment
             raise ImportError("Summary.to_pandas requires pandas") from exc
-        return pd.DataFrame(
-            {c: self._values[c] for c in self.columns}, index=pd.Index(self.names, name="name")
-        )
+        data = {} if self.priors is None else {"prior": list(self.priors)}
+        data.update({c: self._values[c] for c in self.columns})
+        return pd.DataFrame(data, index=pd.Index(self.names, name="name"))
 
     def _format(self):
         fmt = {"ess_bulk": "{:.0f}", "ess_tail": "{:.0f}", "r_hat": "{:.3f}"}
-        rows = [["name", *self.columns]]
+        left = ["name"] + ([] if self.priors is None else ["prior"])
+        rows = [[*left, *self.columns]]
         for i, name in enumerate(self.names):
-            row = [name]
+            row = [name] + ([] if self.priors is None else [self.priors[i]])
             for c in self.columns:
                 row.append(fmt.get(c, "{:.4g}").format(self._values[c][i]))
             rows.append(row)
         widths = [max(len(r[j]) for r in rows) for j in range(len(rows[0]))]
         lines = []
         for r in rows:
-            cells = [r[0].ljust(widths[0])] + [s.rjust(w) for s, w in zip(r[1:], widths[1:])]
+            cells = ([s.ljust(w) for s, w in zip(r[:len(left)], widths)]
+                     + [s.rjust(w) for s, w in zip(r[len(left):], widths[len(left):])])
             lines.append("  ".join(cells))
         return "\n".join(lines + self.notes)
 
@@ -72,7 +100,7 @@ class Summary:
         return f"Summary({len(self)} parameters)\n{self._format()}"
 
 
-def summary(draws, names=None, notes=()):
+def summary(draws, names=None, notes=(), priors=None):
     """Posterior summary table per parameter.
 
     Parameters
@@ -84,6 +112,8 @@ def summary(draws, names=None, notes=()):
         Parameter names; default ``"x[0]", "x[1]", ...``.
     notes : sequence of str, optional
         Lines printed under the table.
+    priors : sequence of str, optional
+        The prior of each parameter in words, printed after its name.
 
     Returns
     -------
@@ -95,9 +125,12 @@ def summary(draws, names=None, notes=()):
     --------
     >>> import numpy as np
     >>> from bayes_subsample.diagnostics import summary
-    >>> s = summary(np.random.default_rng(0).normal(size=(4, 500, 2)), names=["a", "b"])
+    >>> s = summary(np.random.default_rng(0).normal(size=(4, 500, 2)), names=["a", "b"],
+    ...             priors=["normal(0, 1)", "normal(0, 1)"])
     >>> s["ess_bulk"].shape
     (2,)
+    >>> s.to_pandas().columns[0]
+    'prior'
     """
     a, shape = _check_draws(draws)
     k = a.shape[2]
@@ -118,7 +151,7 @@ def summary(draws, names=None, notes=()):
         "ess_tail": np.atleast_1d(ess_tail(a)),
         "r_hat": np.atleast_1d(rhat(a)),
     }
-    return Summary(names, values, notes)
+    return Summary(names, values, notes, priors)
 
 
 def _moments_core(a):

@@ -16,6 +16,7 @@ from .._params import store_params
 from ..models import GaussianRegressionModel, LogisticRegressionModel, PoissonRegressionModel
 from ..models._dask import DaskGLM, is_dask_array
 from ..samplers import SAMPLERS, BaseSampler
+from ._layout import param_layout
 
 #: the family of each estimator model class a Dask array can be fitted with
 _DASK_FAMILIES = {LogisticRegressionModel: "logistic", PoissonRegressionModel: "poisson",
@@ -141,20 +142,8 @@ class BayesianGLMBase(BaseEstimator):
 
     def _run(self, model):
         K = getattr(model, "n_classes", None)
-        if K is None:
-            names = [f"coef[{j}]" for j in range(model.n_features)]
-            if model.fit_intercept:
-                names.append("intercept")
-            if model.n_params > len(names):
-                # linear regression with the noise sampled: log(sigma / s), last
-                names.append("log_noise_ratio")
-        else:
-            # class-major blocks, as theta is laid out (MultinomialLogisticModel)
-            names = []
-            for c in range(K):
-                names += [f"coef[{c},{j}]" for j in range(model.n_features)]
-                if model.fit_intercept:
-                    names.append(f"intercept[{c}]")
+        layout = param_layout(model, feature_names=getattr(self, "feature_names_in_", None),
+                              classes=getattr(self, "classes_", None))
         previous = self._previous_run()
         if previous is not None:
             # an interrupted fit is completed first; a complete one gains n_samples draws
@@ -168,12 +157,13 @@ class BayesianGLMBase(BaseEstimator):
             trace = sample(model, self.sampler, n_samples=self.n_samples, n_warmup=self.n_warmup,
                            n_chains=self.n_chains, n_jobs=self.n_jobs,
                            random_state=seed_sequence(rs), progress=self.progress,
-                           param_names=names)
+                           param_names=layout.names)
         if trace.chain_lengths.sum() == 0:
             # Ctrl-C before any retained draw: nothing to fit, let the interrupt through
             raise KeyboardInterrupt("sampling was interrupted before any draw was retained")
         if not (self.warm_start or trace.interrupted):
             trace.run_state = None    # it references the data; keep it only to continue
+        trace.param_names, trace.layout = layout.names, layout
         self.trace_ = trace
         self.posterior_draws_ = trace.draws
         mean = trace.posterior_mean()
@@ -316,8 +306,45 @@ class BayesianGLMBase(BaseEstimator):
         eta = times_coef(X, coef.reshape(-1, d).T).reshape(X.shape[0], flat.shape[0], K)
         return eta + icpt[None, :, :], w
 
+    def summary(self):
+        """The posterior summary table: one row per parameter.
+
+        Rows are named ``coef[<feature>]`` (the column names of a DataFrame
+        ``X``, else ``coef[0]``, ``coef[1]``, ...) and ``intercept``; with more
+        than two classes ``coef[<class>, <feature>]`` and
+        ``intercept[<class>]``, describing the centred coefficients (see
+        ``coef_``). The columns are the prior of each parameter, the
+        posterior mean, sd, 5% and 95% quantiles, the Monte Carlo standard
+        error of the mean, bulk and tail ESS and R-hat, computed once, when
+        the fit checked convergence (the same numbers as ``diagnostics_``).
+
+        Returns
+        -------
+        summary : :class:`~bayes_subsample.diagnostics.Summary`
+            Printing it shows the table (and what the sampler chose, under
+            it); ``summary.to_pandas()`` gives a DataFrame indexed by the
+            names, ``summary.to_dict()`` a dict of columns.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from bayes_subsample import BayesianLogisticRegression
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(200, 2)); y = (X[:, 0] + rng.normal(size=200) > 0).astype(int)
+        >>> clf = BayesianLogisticRegression(n_samples=200, n_warmup=200, n_chains=2,
+        ...                                  random_state=0).fit(X, y)
+        >>> s = clf.summary()
+        >>> s.names, s.priors[0]
+        (['coef[0]', 'coef[1]', 'intercept'], 'normal(0, 10)')
+        """
+        check_is_fitted(self)
+        return self.trace_.summary()
+
     def to_inference_data(self):
-        """The fitted posterior as ``arviz.InferenceData`` (needs arviz)."""
+        """The fitted posterior as ``arviz.InferenceData`` (needs arviz): the
+        variables ``coef`` (dimension ``feature``, or ``class`` and
+        ``feature``, labelled as in :meth:`summary`) and ``intercept``, and
+        the per-iteration sample statistics."""
         check_is_fitted(self)
         return self.trace_.to_inference_data()
 

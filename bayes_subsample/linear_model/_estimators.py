@@ -11,6 +11,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 
+from .. import diagnostics as diag
 from .._driver import seed_sequence
 from .._params import store_params
 from ..models import (GaussianRegressionModel, GaussianScaleRegressionModel,
@@ -588,6 +589,11 @@ class BayesianLinearRegression(_BayesianRegressorBase):
             f"overflows float64 (|X| up to {_absmax(X):.3g}, |y| up to "
             f"{float(np.max(np.abs(y))):.3g}). Standardise X and y, or pass noise_scale.")
 
+    def _noise_draws(self, draws):
+        """``sigma`` of each draw (``noise_scale="sample"``): the last column
+        of ``draws`` is ``log(sigma / noise_reference_)``."""
+        return self.noise_reference_ * np.exp(draws[..., -1])
+
     def _predictive_moments(self, X):
         eta, w = self._linear_predictor_draws(X)
         mean, sd = _weighted_mean_sd(eta, w)
@@ -595,13 +601,41 @@ class BayesianLinearRegression(_BayesianRegressorBase):
             return mean, np.hypot(sd, self.noise_scale_)
         # Var y = Var[eta] + E[sigma^2] over the (same thinned) draws
         flat, w = self._thinned_draws(MAX_PREDICT_DRAWS)
-        sigma = self.noise_reference_ * np.exp(flat[:, -1])
+        sigma = self._noise_draws(flat)
         return mean, np.sqrt(sd * sd + float(w @ (sigma * sigma)))
 
     def _sample_observation(self, rng, eta, draws):
-        sigma = (self.noise_reference_ * np.exp(draws[:, -1]) if self._sampled_noise
-                 else self.noise_scale_)
+        sigma = self._noise_draws(draws) if self._sampled_noise else self.noise_scale_
         return eta + sigma * rng.standard_normal(eta.shape)
+
+    def summary(self):
+        """The posterior summary table: one row per parameter (see
+        :meth:`BayesianLogisticRegression.summary`). With ``noise_scale="sample"``
+        the row ``log_noise_ratio`` is the sampled ``log(sigma / s)`` and a last
+        row, ``sigma``, summarises the noise scale itself, with its prior
+        ``lognormal(log(s), noise_prior_scale)``, ``s = noise_reference_``.
+
+        Returns
+        -------
+        summary : :class:`~bayes_subsample.diagnostics.Summary`
+        """
+        table = super().summary()
+        if not self._sampled_noise:
+            return table
+        sigma = self._noise_draws(self.trace_.reported_draws())[:, :, None]
+        prior = (f"lognormal(log({self.noise_reference_:.4g}), "
+                 f"{self.trace_.layout.prior_scales[-1]:.4g})")
+        return table.append(diag.summary(sigma, names=["sigma"], priors=[prior]))
+
+    def to_inference_data(self):
+        """The fitted posterior as ``arviz.InferenceData`` (see
+        :meth:`BayesianLogisticRegression.to_inference_data`); with
+        ``noise_scale="sample"`` the posterior also holds ``sigma``."""
+        idata = super().to_inference_data()
+        if self._sampled_noise and "log_noise_ratio" in idata.posterior:
+            t = idata.posterior["log_noise_ratio"]
+            idata.posterior["sigma"] = t.copy(data=self._noise_draws(t.values[..., None]))
+        return idata
 
 
 def _weighted_mean_sd(v, w):
