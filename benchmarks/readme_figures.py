@@ -61,6 +61,35 @@ def _all_in_row(res, n, label, command):
     return f"| {label} | {fig} | `{command}` |"
 
 
+def _default_fit_row(sec, key, what, score):
+    """The table row of a ``bench_hard_data.py`` section that fits the default
+    estimator against scikit-learn (None when the section is missing or quick)."""
+    if sec is None or sec.get("quick"):
+        return None
+    sk = next(r for r in sec["rows"] if "seed" not in r)
+    ours = [r for r in sec["rows"] if "seed" in r]
+    ratio = [r["time_s"] / sk["time_s"] for r in ours]
+    fig = (f"seed{'s' if len(ours) > 1 else ''} {', '.join(str(r['seed']) for r in ours)}: "
+           f"min bulk ESS {_span([r['min_ess_bulk'] for r in ours], ',.0f')}, max R-hat "
+           f"{max(r['max_rhat'] for r in ours):.3f}, fit time "
+           f"{_span(ratio, '.1f')}x scikit-learn's `LogisticRegression(C=1e4)` "
+           f"({sk['time_s']:.1f} s), {score} {min(r['score'] for r in ours):.4f} "
+           f"(scikit-learn {sk['score']:.4f})")
+    if all("max_mean_err_sd" in r for r in ours):
+        fig += (f", means within {max(r['max_mean_err_sd'] for r in ours):.3f} sd of "
+                "full-data NUTS")
+    seeds = "" if len(ours) > 1 else f" --seeds {ours[0]['seed']}"
+    return (f"| default `BayesianLogisticRegression()`, {what}, all 54 attributes, "
+            f"n = {sec['n_train']:,}, 4 chains x (1000 + 1000), all-in | {fig} | "
+            f"`python benchmarks/bench_hard_data.py --sections {key}{seeds}` |")
+
+
+def _span(values, fmt):
+    """``lo-hi`` of the values (one value when they agree at that precision)."""
+    lo, hi = format(min(values), fmt), format(max(values), fmt)
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
 def table():
     rows = ["| what | figure | command |", "|---|---|---|"]
     fp = _load("full_pass.json")
@@ -125,24 +154,11 @@ def table():
             f"{100 * c['data_fraction_after_warmup']:.1f}% of the data | "
             f"`python benchmarks/bench_tall_mh.py --sections {key}` |")
     hard = _load("hard_data.json") or {}
-    cov = hard.get("covtype_binary")
-    if cov is not None and not cov.get("quick"):
-        sk = next(r for r in cov["rows"] if "seed" not in r)
-        ours = [r for r in cov["rows"] if "seed" in r]
-        ratio = [r["time_s"] / sk["time_s"] for r in ours]
-        fig = (f"seeds {', '.join(str(r['seed']) for r in ours)}: min bulk ESS "
-               f"{min(r['min_ess_bulk'] for r in ours):,.0f}-"
-               f"{max(r['min_ess_bulk'] for r in ours):,.0f}, max R-hat "
-               f"{max(r['max_rhat'] for r in ours):.3f}, fit time {min(ratio):.1f}-"
-               f"{max(ratio):.1f}x scikit-learn's `LogisticRegression(C=1e4)` "
-               f"({sk['time_s']:.1f} s), held-out AUC {min(r['score'] for r in ours):.4f} "
-               f"(scikit-learn {sk['score']:.4f})")
-        if all("max_mean_err_sd" in r for r in ours):
-            fig += (f", means within {max(r['max_mean_err_sd'] for r in ours):.3f} sd of "
-                    "full-data NUTS")
-        rows.append(f"| default `BayesianLogisticRegression()`, covtype binary, all 54 "
-                    f"attributes, n = {cov['n_train']:,}, 4 chains x (1000 + 1000), all-in | "
-                    f"{fig} | `python benchmarks/bench_hard_data.py --sections covtype_binary` |")
+    for key, what, score in (("covtype_binary", "covtype binary", "held-out AUC"),
+                             ("covtype_multiclass", "covtype 7 classes", "held-out accuracy")):
+        row = _default_fit_row(hard.get(key), key, what, score)
+        if row is not None:
+            rows.append(row)
     conf = hard.get("confidence")
     if conf is not None and not conf.get("quick"):
         c = [r for r in conf["rows"] if r["sampler"] == "confidence"]
