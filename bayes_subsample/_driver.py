@@ -13,6 +13,7 @@ import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs, parallel_config
 from joblib.parallel import get_active_backend
 
+from ._interrupt import run_stoppable, stop_description, stop_signals
 from ._linalg import scale_draws
 from ._seeding import seed_sequence
 from ._threads import available_cores, limit_threads
@@ -241,10 +242,14 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
 
     Notes
     -----
-    A ``KeyboardInterrupt`` stops all chains at the end of their current
-    iteration; the returned trace keeps every draw each chain made
+    A ``KeyboardInterrupt`` (Ctrl-C) stops all chains at the end of their
+    current iteration; the returned trace keeps every draw each chain made
     (``trace.chain_lengths``; the draws array is NaN past a chain's length)
     and has ``interrupted=True``. ``sample(model, resume=trace)`` completes it.
+    Called from the main thread, SIGTERM and SIGHUP (when their handler is
+    the default one, which would end the process and lose the draws) do the
+    same while the chains run; from another thread (a joblib or Dask worker)
+    signal handling is left as it is.
 
     *Chains on a Dask cluster.* The model (with its data: an in-memory ``X``
     travels to every worker once, so this suits moderate ``X``; a
@@ -316,7 +321,7 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
     elapsed = elapsed_before + seconds
     if interrupted:
         warnings.warn(
-            "sampling interrupted: kept " + ", ".join(str(int(k)) for k in main.n_done)
+            f"sampling {stop_description()}: kept " + ", ".join(str(int(k)) for k in main.n_done)
             + f" draws in the {n_chains} chains; continue the run with sample(model, "
             "resume=trace), or fit again with warm_start=True",
             RuntimeWarning, stacklevel=2)
@@ -498,8 +503,10 @@ def _n_parallel(n_jobs, n_chains, dask_backend):
 def _run_chains(run, warm, main, n_jobs, progress):
     """Run (or continue) every chain of ``run`` until its warmup is done and it
     holds ``run.n_target`` draws. Chains run in worker threads so that a
-    KeyboardInterrupt in the main thread stops them at an iteration boundary
-    (their state stays consistent, so the run can be resumed). Under joblib's
+    KeyboardInterrupt in the main thread (Ctrl-C, SIGTERM or SIGHUP: see
+    :func:`~bayes_subsample._interrupt.run_stoppable`) stops them at an
+    iteration boundary (their state stays consistent, so the run can be
+    resumed). Under joblib's
     Dask backend, with more than one chain at a time, they run on the
     cluster's workers instead (:func:`_run_chains_on_cluster`).
 
@@ -515,7 +522,8 @@ def _run_chains(run, warm, main, n_jobs, progress):
     if dask_backend is not None and n_parallel > 1:
         bar = _progress_bar(progress, remaining)
         try:
-            return _run_chains_on_cluster(run, warm, main, dask_backend, n_parallel, bar)
+            with stop_signals():
+                return _run_chains_on_cluster(run, warm, main, dask_backend, n_parallel, bar)
         finally:
             if bar is not None:
                 bar.close()
@@ -546,48 +554,28 @@ def _run_chains(run, warm, main, n_jobs, progress):
             interrupted.set()
             stop.set()
 
-    errors = []
-
-    finished = threading.Event()
-
     def run_all():
-        try:
-            if n_parallel == 1:
-                for ch in chains:
-                    run_chain(ch)
-                    if stop.is_set():
-                        break
-            else:
-                # threads (the chains write into this process's recorders); this
-                # thread does not see the caller's parallel_config (thread-local),
-                # and require="sharedmem" keeps threads even if it did
-                Parallel(n_jobs=n_parallel, require="sharedmem")(
-                    delayed(run_chain)(ch) for ch in chains)
-        except BaseException as e:   # re-raised in the caller's thread
-            errors.append(e)
-        finally:
-            finished.set()
+        if n_parallel == 1:
+            for ch in chains:
+                run_chain(ch)
+                if stop.is_set():
+                    break
+        else:
+            # threads (the chains write into this process's recorders); this
+            # thread does not see the caller's parallel_config (thread-local),
+            # and require="sharedmem" keeps threads even if it did
+            Parallel(n_jobs=n_parallel, require="sharedmem")(
+                delayed(run_chain)(ch) for ch in chains)
 
     t0 = time.perf_counter()
-    worker = threading.Thread(target=run_all, name="bayes_subsample-chains", daemon=True)
     try:
-        worker.start()
-        # an Event, not Thread.join: before Python 3.13 a join interrupted by
-        # Ctrl-C can mark a running thread as finished
-        try:
-            while not finished.wait(0.1):
-                pass
-        except KeyboardInterrupt:
-            # Ctrl-C: the chains stop at the end of their current iteration
+        # Ctrl-C, SIGTERM or SIGHUP: the chains stop at the end of their
+        # current iteration
+        if run_stoppable(run_all, stop, name="bayes_subsample-chains") is not None:
             interrupted.set()
-            stop.set()
-            while not finished.wait(0.1):
-                pass
     finally:
         if bar is not None:
             bar.close()
-    if errors:
-        raise errors[0]
     return interrupted.is_set(), time.perf_counter() - t0
 
 

@@ -1,6 +1,10 @@
 """Tests for bayes_subsample.mrf: BinaryMRF, exact / approximate Gibbs, error measures."""
 
 import itertools
+import os
+import signal
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -253,6 +257,61 @@ def test_sampler_reproducible_for_any_n_jobs():
         r4 = GibbsSampler(epsilon=eps, batch_size=40, scan=scan, random_state=43).sample(
             m, 25, n_chains=3)
         assert not np.array_equal(r1.states, r4.states)
+
+
+@pytest.mark.parametrize("record", [False, True])
+def test_sweeps_in_short_calls_equal_one_call(record, monkeypatch):
+    """The chains run in compiled calls of bounded time (so that a stop is
+    seen between them); one sweep per call gives the same chains, records
+    included."""
+    from bayes_subsample.mrf import _gibbs
+    m = BinaryMRF.random(n_vars=30, order=3, log_potential_scale=0.1, random_state=1)
+    s = GibbsSampler(epsilon=0.05, batch_size=40, random_state=42)
+    one = s.sample(m, 25, n_chains=2, record_conditionals=record)
+    monkeypatch.setattr(_gibbs, "_CHUNK_SECONDS", 0.0)
+    short = s.sample(m, 25, n_chains=2, record_conditionals=record)
+    for name in ("states", "fraction_examined", "exact_conditionals", "decisions"):
+        np.testing.assert_array_equal(getattr(short, name), getattr(one, name), err_msg=name)
+    assert not short.interrupted and short.chain_lengths.tolist() == [25, 25]
+
+
+@pytest.mark.parametrize("n_chains, n_jobs", [(2, 1), (2, 2)])
+def test_ctrl_c_stops_gibbs_within_a_second_keeping_its_sweeps(n_chains, n_jobs,
+                                                                sigint_handler):
+    """A real Ctrl-C (SIGINT) stops the chains at a sweep boundary within a
+    second; the sweeps made are returned (interrupted, chain_lengths) and
+    are the start of the uninterrupted chains."""
+    m = BinaryMRF.random(n_vars=100, random_state=0)     # ~0.3 ms per sweep: minutes
+    sent = []
+
+    def press_ctrl_c():
+        sent.append(time.perf_counter())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(0.5, press_ctrl_c)
+    timer.start()
+    try:
+        with pytest.warns(RuntimeWarning, match="Gibbs sampling interrupted: kept"):
+            res = GibbsSampler(random_state=3).sample(m, 500_000, n_chains=n_chains,
+                                                      n_jobs=n_jobs)
+        stopped = time.perf_counter()
+    finally:
+        timer.cancel()
+    assert stopped - sent[0] < 1.0
+    assert res.interrupted and "interrupted" in repr(res)
+    lengths = res.chain_lengths
+    assert lengths[0] > 0 and lengths.max() < 500_000 and res.n_sweeps == lengths.max()
+    if n_jobs == 1:
+        assert lengths[1] == 0        # the chains run one after the other
+    else:
+        assert np.all(lengths > 0)
+    full = GibbsSampler(random_state=3).sample(m, int(lengths.max()), n_chains=n_chains)
+    for c, k in enumerate(lengths):
+        np.testing.assert_array_equal(res.states[c, :k], full.states[c, :k])
+        assert np.all(res.states[c, k:] == 255) and np.isnan(res.time_per_sweep[c, k:]).all()
+        assert np.isfinite(res.fraction_examined[c, :k]).all()
+        if k:
+            np.testing.assert_array_equal(res.final_state[c], res.states[c, k - 1])
 
 
 def test_exact_examines_everything_approx_examines_less(paper_model):

@@ -17,11 +17,20 @@ Commands
 Run ``bayes-subsample <command> --help`` for the options. Errors in the input
 (missing files, unknown columns, samplers or options) exit with status 2 and a
 one-line message, as do output files refused before the run starts: the
-input, two outputs in one file, or an existing file without ``--force``.
-After Ctrl-C the draws made so far are written and the status is 130.
+input, two outputs in one file, an existing file without ``--force``, a
+missing or read-only folder, or one without room for the draws.
+
+Every output file is written under a temporary name (or none) in its folder
+and put in place complete, in one step (``bayes_subsample._atomic``): a
+kill at any moment leaves the old file or the whole new one. A file that
+cannot be written after the run (a full disk, another run that took the
+name meanwhile) leaves nothing partial, exits with status 1 and says where
+the draws went instead. After Ctrl-C, SIGTERM or SIGHUP the draws made so far
+are written and the status is 128 + the signal's number (130, 143, 129).
 """
 import sys
 
+from .._interrupt import exit_status, stop_description, stop_signals
 from .._lazy import attach
 from ._args import PROG, build_parser
 from ._data import DATASETS, MODELS, load_data  # noqa: F401
@@ -39,7 +48,9 @@ del attach
 
 def main(argv=None):
     """Run the command line; returns the exit status (0 success, 1 a sampler of
-    ``demo``/``compare`` failed, 2 user error, 130 interrupted by Ctrl-C)."""
+    ``demo``/``compare`` failed or an output could not be written after the
+    run, 2 user error, 130 interrupted by Ctrl-C, 143 stopped by SIGTERM, 129
+    by SIGHUP)."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -48,20 +59,21 @@ def main(argv=None):
     if args.command is None:
         parser.print_help()
         return 2
-    try:
-        return args.func(args)
-    except CLIError as exc:
-        if args.traceback:
-            raise
-        print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr, flush=True)
-        return 2
-    except (ValueError, TypeError, FileNotFoundError, ImportError, MemoryError) as exc:
-        if args.traceback:
-            raise
-        msg = " ".join(str(exc).split()) or type(exc).__name__
-        print(f"{PROG} {args.command}: error: {msg}", file=sys.stderr, flush=True)
-        return 2
-    except KeyboardInterrupt:
-        print(f"\n{PROG}: interrupted", file=sys.stderr, flush=True)
-        return 130
-
+    # SIGTERM and SIGHUP stop the run as Ctrl-C does: the draws made are kept
+    with stop_signals(sigint=True):
+        try:
+            return args.func(args)
+        except CLIError as exc:
+            if args.traceback:
+                raise
+            print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr, flush=True)
+            return exc.status
+        except (ValueError, TypeError, FileNotFoundError, ImportError, MemoryError) as exc:
+            if args.traceback:
+                raise
+            msg = " ".join(str(exc).split()) or type(exc).__name__
+            print(f"{PROG} {args.command}: error: {msg}", file=sys.stderr, flush=True)
+            return 2
+        except KeyboardInterrupt as exc:
+            print(f"\n{PROG}: {stop_description(exc)}", file=sys.stderr, flush=True)
+            return exit_status(exc)

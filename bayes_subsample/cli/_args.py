@@ -6,9 +6,7 @@ import numpy as np
 
 from ..samplers import SAMPLERS
 from ._data import DATASETS, MODELS
-from ._report import _wrap
-
-PROG = "bayes-subsample"
+from ._report import PROG, _wrap
 
 
 class _Parser(argparse.ArgumentParser):
@@ -87,10 +85,20 @@ def _add_sampling(p, options=_SAMPLING):
         p.add_argument(flag, type=kind, default=default, metavar=metavar, help=text)
 
 
+_OUTPUTS_AND_STATUS = (
+    _wrap("outputs: every file appears complete or not at all (written under no name, "
+          "then named in one step), so a kill leaves the old file or the new one; Ctrl-C, "
+          "SIGTERM and SIGHUP keep the draws made and write them.") + "\n"
+    + _wrap("exit status: 0 done; 1 a sampler failed (demo, compare), or an output could "
+            "not be written after the run (the draws then go to the temporary folder; the "
+            "message says where); 2 a user error, nothing run; 130 Ctrl-C, 143 SIGTERM, "
+            "129 SIGHUP (the draws made are written)."))
+
+
 def _add_force(p):
     p.add_argument("--force", action="store_true",
                    help="overwrite output files that exist (never the input data or another "
-                   "output of the same run)")
+                   "output of the same run); each is replaced in one step, complete")
 
 
 def _add_data(p):
@@ -148,7 +156,7 @@ def build_parser():
                     "SG-MCMC,\nor exact HMC/MH.",
         epilog="start with:  bayes-subsample demo\n"
                "then:        bayes-subsample fit data.csv --target y --standardize\n\n"
-               + samplers_line)
+               + samplers_line + "\n\n" + _OUTPUTS_AND_STATUS)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--traceback", action="store_true",
                         help="show the Python traceback of errors (for bug reports)")

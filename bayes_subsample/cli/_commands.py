@@ -2,19 +2,22 @@
 estimators they build from the options."""
 import ast
 import json
+import sys
 import time
 import traceback
 import warnings
 
 import numpy as np
 
+from .._interrupt import exit_status, stop_description
 from ..diagnostics import _MIN_DRAWS
 from ..samplers import SAMPLERS
 from ._data import _check_model_target, data_files, load_data
-from ._report import (CLIError, _fmt_fraction, _image_path, _legend, _npz_path,
+from ._report import (PROG, CLIError, OutputError, _fmt_fraction, _image_path, _legend, _npz_path,
                       _print_all_notes, _print_missing, _print_notes, _plt_or_none, _roc_plot,
                       _save, _say, _say_no_matplotlib, _summary_json, _summary_path, _wrap,
-                      format_table, plan_outputs, table_row)
+                      check_free_space, format_table, plan_outputs, save_elsewhere, table_row,
+                      write_outputs)
 
 # --------------------------------------------------------------------------
 # samplers and models
@@ -91,8 +94,9 @@ def make_estimator(model, sampler, args):
 
 def _fit(est, X, y, label, quiet=False):
     """Fit, collecting warnings as notes; returns (estimator, notes, seconds).
-    Ctrl-C after the first retained draw returns the draws made
-    (``est.trace_.interrupted``); before it, the KeyboardInterrupt propagates."""
+    Ctrl-C (or SIGTERM, SIGHUP) after the first retained draw returns the
+    draws made (``est.trace_.interrupted``); before it, the KeyboardInterrupt
+    propagates."""
     if not quiet:
         print(f"  sampling with {label:<16} ...", end="", flush=True)
     t0 = time.perf_counter()
@@ -100,9 +104,9 @@ def _fit(est, X, y, label, quiet=False):
         warnings.simplefilter("always")
         try:
             est.fit(X, y)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             if not quiet:
-                print(" interrupted", flush=True)
+                print(f" {stop_description(exc)}", flush=True)
             raise
         except Exception:
             if not quiet:
@@ -112,8 +116,8 @@ def _fit(est, X, y, label, quiet=False):
     tr = est.trace_
     if not quiet:
         kept = ", ".join(str(int(k)) for k in tr.chain_lengths)
-        print(f" interrupted after {seconds:.1f} s: kept {kept} draws in the {tr.n_chains} "
-              "chains" if tr.interrupted else f" done in {seconds:.1f} s",
+        print(f" {stop_description()} after {seconds:.1f} s: kept {kept} draws in the "
+              f"{tr.n_chains} chains" if tr.interrupted else f" done in {seconds:.1f} s",
               flush=True)
     notes = []
     for w in caught:
@@ -128,7 +132,7 @@ class _Fits:
     """The fits of a command that runs several samplers: ``fitted``
     {label: estimator} of those that made draws, ``notes`` {label: warnings},
     ``missing`` {label: (status, reason)} of those that made none, and
-    ``interrupted`` (Ctrl-C stopped the run)."""
+    ``interrupted`` (Ctrl-C, SIGTERM or SIGHUP stopped the run)."""
 
     def __init__(self):
         self.fitted, self.notes, self.missing = {}, {}, {}
@@ -141,8 +145,9 @@ class _Fits:
                 else {"label": n, "status": ": ".join(self.missing[n])} for n in labels]
 
     def exit_status(self):
-        """0; 1 if a sampler failed; 130 (as for SIGINT) if Ctrl-C stopped the run."""
-        return 130 if self.interrupted else (1 if self.missing else 0)
+        """0; 1 if a sampler failed; 128 + the signal's number if a signal
+        stopped the run (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP)."""
+        return exit_status() if self.interrupted else (1 if self.missing else 0)
 
 
 def _fit_each(samplers, model, X, y, args):
@@ -228,7 +233,7 @@ def cmd_demo(args):
         return fits.exit_status()
     path = _roc_plot(plt, fitted, X_test, y_test,
                      f"HIGGS sample: posterior-predictive ROC\n({X_test.shape[0]} held-out "
-                     "events, bands: 90% of per-draw curves)", out)
+                     "events, bands: 90% of per-draw curves)", out, args.force)
     _say("", f"ROC plot written to {path}")
     return fits.exit_status()
 
@@ -247,6 +252,7 @@ def cmd_fit(args):
                  args.force)
     data = load_data(args)
     _check_model_target(args.model, data.y, args.data)
+    check_free_space(out, _draws_bytes(data, args))
     if not args.quiet:
         _say(_wrap(f"{data.description}; {data.X.shape[1]} features"
                    f"{' (standardised)' if args.standardize else ''}; {args.model} regression, "
@@ -272,23 +278,15 @@ def cmd_fit(args):
               "warmup_draws": tr.warmup_draws, "chain_lengths": tr.chain_lengths}
     for k, v in tr.stats.items():
         arrays[f"stats_{k}"] = v
-    try:
-        np.savez_compressed(out, **arrays)
-    except OSError as exc:
-        raise CLIError(f"cannot write {out}: {exc}") from exc
     # an interrupted run may have kept too few draws for a summary
     common = tr.common_draws().shape[1]
     summary = tr.summary() if common >= _MIN_DRAWS else None
     table = (str(summary) if summary is not None else
              f"no summary: {common} draws in the shortest chain, {_MIN_DRAWS} needed")
     info = _summary_json(est, data, args, sampler, notes, summary)
-    try:
-        if summary_path.suffix.lower() == ".txt":
-            summary_path.write_text(table + "\n")
-        else:
-            summary_path.write_text(json.dumps(info, indent=2) + "\n")
-    except OSError as exc:
-        raise CLIError(f"cannot write {summary_path}: {exc}") from exc
+    text = (table if summary_path.suffix.lower() == ".txt"
+            else json.dumps(info, indent=2)) + "\n"
+    signum = _write_fit_outputs(out, arrays, summary_path, text, args.force)
     if not args.quiet:
         s = table.splitlines()
         shown = s[:1 + 30]
@@ -318,7 +316,48 @@ def cmd_fit(args):
         _say(_wrap(f"draws written to {out} (array 'draws': chains x draws x parameters, "
                    f"{last};{ragged})".replace(";)", ")")),
              f"summary written to {summary_path}")
-    return 130 if tr.interrupted else 0
+    if signum is not None:
+        _say(f"{PROG} fit: {stop_description()} while the outputs were written; they were "
+             f"completed first: {out}, {summary_path}", file=sys.stderr)
+    elif tr.interrupted:
+        _say(f"{PROG} fit: {stop_description()}; the draws made were written to {out}",
+             file=sys.stderr)
+    return exit_status() if tr.interrupted or signum is not None else 0
+
+
+def _draws_bytes(data, args):
+    """About the size of the draws file of ``fit`` (uncompressed: draws of
+    continuous parameters barely compress): float64 draws and about eight
+    statistics per iteration, warmup included; parameters counted as the
+    features plus two (intercept, noise), times the classes of a multinomial
+    model."""
+    n_classes = len(np.unique(data.y)) if args.model == "logistic" else 1
+    n_params = (data.X.shape[1] + 2) * (n_classes if n_classes > 2 else 1)
+    return 8 * args.chains * (args.n_samples + args.n_warmup) * (n_params + 8)
+
+
+def _write_fit_outputs(out, arrays, summary_path, text, force):
+    """Write the draws (``arrays``, an npz) to ``out``, then the summary
+    ``text``, each complete or not at all, the draws first (see
+    :func:`write_outputs`). If the draws cannot be written there, they are
+    written to the temporary folder instead, and the error says where.
+    Returns the number of a signal received meanwhile (or None)."""
+    def draws(f):
+        np.savez_compressed(f, **arrays)
+
+    try:
+        return write_outputs([(out, draws), (summary_path, lambda f: f.write(text.encode()))],
+                             force)
+    except OutputError as exc:
+        if out in exc.published:
+            raise OutputError(f"{exc}; the draws were written to {out}", exc.path,
+                              exc.published) from exc
+        saved = save_elsewhere(out, draws)
+        where = (f"the draws were saved to {saved} instead (a temporary folder: move the "
+                 "file somewhere safe)" if not isinstance(saved, OSError) else
+                 "they could not be saved in the temporary folder either "
+                 f"({saved.strerror or saved}): the draws are lost")
+        raise OutputError(f"{exc}; {where}", exc.path, exc.published) from exc
 
 
 # --------------------------------------------------------------------------
@@ -393,17 +432,17 @@ def cmd_compare(args):
         if i:
             for ax in axes[:, i]:
                 ax.set_ylabel("")
-    written.append(_save(plt, fig, plots["trace"]))
+    written.append(_save(plt, fig, plots["trace"], args.force))
     ref = fitted.get(args.reference)
     others = {n: est for n, est in fitted.items() if est is not ref}
     axes = plot_marginals(others if others else fitted, reference=ref, params=params,
                           reference_label=f"{args.reference} (reference)", ncols=4)
     fig = axes.flat[0].figure
     fig.suptitle("posterior marginals")
-    written.append(_save(plt, fig, plots["marginals"]))
+    written.append(_save(plt, fig, plots["marginals"], args.force))
     if Xt is not None:
         written.append(_roc_plot(plt, fitted, Xt, yt,
                                  f"posterior-predictive ROC, {Xt.shape[0]:,} held-out rows",
-                                 plots["roc"], band=len(fitted) <= 4))
+                                 plots["roc"], args.force, band=len(fitted) <= 4))
     _say("plots written: " + ", ".join(str(p) for p in written))
     return fits.exit_status()

@@ -1,17 +1,28 @@
 """What the commands print and write: the one-line user error, wrapped text,
 the diagnostics table, warning notes, plot files and the JSON summary."""
+import errno
 import os
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
 import numpy as np
 
+from .._atomic import StagedFile, probe_folder
+from .._interrupt import StopSignal, signals_deferred
+
 WIDTH = 79
+PROG = "bayes-subsample"
 
 
 class CLIError(Exception):
-    """A user error: printed as one line, exit status 2."""
+    """A user error: printed as one line, exit status ``status`` (2: bad
+    input, nothing run; 1: the run's outputs could not be written)."""
+
+    def __init__(self, message, status=2):
+        super().__init__(message)
+        self.status = status
 
 
 def _say(*lines, file=None):
@@ -253,31 +264,156 @@ def plan_outputs(outputs, inputs=(), force=False):
         if path.exists() and not force:
             raise CLIError(f"{option}: {path} exists; use --force to overwrite it, or choose "
                            "another name")
+        _check_folder(path.parent, _MIN_FREE, f"cannot write {path}")
         done.append((option, path))
     return [path for _, path in done]
 
 
-def _save(plt, fig, path):
-    """Write ``fig`` to ``path`` and close it; returns the path."""
-    path = Path(path)
+#: free space asked of an output folder before a run (a plot, a summary)
+_MIN_FREE = 1 << 20
+
+
+def _check_folder(folder, need, lead):
+    """A CLIError starting with ``lead`` unless ``folder`` takes a new file
+    and has ``need`` bytes free (a rough check, made before sampling)."""
     try:
-        fig.savefig(path, dpi=110)
-    except (OSError, ValueError) as exc:
+        probe_folder(folder)
+    except OSError as exc:
+        why = ("is read-only" if exc.errno == errno.EROFS else
+               "is not writable (permission denied)" if exc.errno in (errno.EACCES, errno.EPERM)
+               else f"does not take a new file ({exc.strerror})")
+        raise CLIError(f"{lead}: folder {folder} {why}") from exc
+    try:
+        st = os.statvfs(folder)
+    except (OSError, AttributeError):   # no statvfs (Windows): not checked
+        return
+    free = st.f_bavail * st.f_frsize
+    if free < need:
+        raise CLIError(f"{lead}: folder {folder} has {_size(free)} free, and about "
+                       f"{_size(need)} are needed; free some space or choose another folder")
+
+
+def check_free_space(path, need):
+    """Before sampling: a CLIError unless the folder of ``path`` has about
+    ``need`` bytes free."""
+    _check_folder(Path(path).parent, need, f"cannot write {path}")
+
+
+def _size(n):
+    for unit, k in (("GB", 30), ("MB", 20)):
+        if n >= 2**k:
+            return f"{n / 2**k:.1f} {unit}"
+    return f"{n / 2**10:.0f} kB"
+
+
+class OutputError(CLIError):
+    """Outputs that could not be written after the run (exit status 1):
+    ``path`` is the file at fault, ``published`` the files written."""
+
+    def __init__(self, message, path, published):
+        super().__init__(message, status=1)
+        self.path, self.published = path, published
+
+
+def _write_error(path, exc):
+    if isinstance(exc, FileExistsError):
+        return (f"cannot write {path}: it was created by another program while this run "
+                "sampled, and is left as it is (--force would replace it)")
+    return f"cannot write {path}: {exc.strerror or exc} (no partial file was left)"
+
+
+def write_outputs(files, force=False):
+    """Write the files of a run together: ``files`` is a list of
+    ``(path, write)``, ``write(file)`` filling a binary file.
+
+    Every file is first written in full under no name (or a temporary one)
+    in its folder (:class:`~bayes_subsample._atomic.StagedFile`), then they
+    are put in place in their order, each in one step. Without ``force`` a
+    file that exists by then (another run's) is not replaced. With
+    ``force`` the existing files of the list after the first are removed
+    before the first is put in place, so a kill at any moment leaves either
+    old files or new ones beside the first, never a new first file beside
+    an old second (a summary describing other draws). Signals (Ctrl-C,
+    SIGTERM, SIGHUP) are held back while writing; a second one stops it,
+    leaving nothing partial. Returns the deferred signal's number (None if
+    none). Raises :class:`OutputError` if a file cannot be written (nothing
+    partial is left; ``published`` lists the files put in place).
+    """
+    staged, published = [], []
+    with signals_deferred() as deferred:
+        try:
+            for path, write in files:
+                try:
+                    f = StagedFile(path)
+                    staged.append(f)
+                    write(f.file)
+                    f.file.flush()
+                except OSError as exc:
+                    raise OutputError(_write_error(path, exc), path, published) from exc
+            if force:
+                for path, _ in files[1:]:
+                    try:
+                        os.unlink(path)
+                    except FileNotFoundError:
+                        pass
+                    except OSError as exc:
+                        raise OutputError(_write_error(path, exc), path, published) from exc
+            for (path, _), f in zip(files, staged):
+                try:
+                    f.publish(overwrite=force)
+                    published.append(path)
+                except OSError as exc:
+                    raise OutputError(_write_error(path, exc), path, published) from exc
+        finally:
+            for f in staged:
+                f.discard()
+    return deferred.signum
+
+
+def save_elsewhere(path, write):
+    """After ``path`` could not be written: write it (``write(file)``) to a
+    new file in the temporary folder instead. Returns the path, or the
+    OSError met there."""
+    path = Path(path)
+    folder = Path(tempfile.gettempdir())
+    try:
+        fd, name = tempfile.mkstemp(prefix=f"{path.stem}-", suffix=path.suffix, dir=folder)
+        os.close(fd)
+        os.unlink(name)   # a free name; StagedFile writes it complete or not at all
+        with StagedFile(name) as f:
+            write(f.file)
+            return f.publish()
+    except OSError as exc:
+        return exc
+
+
+def _save(plt, fig, path, overwrite=False):
+    """Write ``fig`` to ``path`` (complete or not at all) and close it;
+    returns the path."""
+    path = Path(path)
+    fmt = path.suffix[1:].lower() or "png"
+    try:
+        signum = write_outputs([(path, lambda f: fig.savefig(f, format=fmt, dpi=110))],
+                               overwrite)
+    except ValueError as exc:
         raise CLIError(f"cannot write {path}: {exc}") from exc
     plt.close(fig)
+    if signum is not None:
+        raise StopSignal(signum)   # held back while the plot was written
     return path
 
 
-def _roc_plot(plt, fitted, X_test, y_test, title, path, **kwargs):
+def _roc_plot(plt, fitted, X_test, y_test, title, path, overwrite=False, **kwargs):
     """One posterior-predictive ROC curve per estimator of ``fitted``
-    ({label: estimator}), written to ``path``; ``kwargs`` go to ``plot_roc``."""
+    ({label: estimator}), written to ``path`` (over an existing file if
+    ``overwrite``); ``kwargs`` go to ``plot_roc``."""
     from ..plotting import plot_roc
 
     fig, ax = plt.subplots(figsize=(5.6, 5.0), layout="constrained")
     for i, (label, est) in enumerate(fitted.items()):
         plot_roc(est, X_test, y_test, ax=ax, label=label, color=f"C{i}", **kwargs)
     ax.set_title(title, fontsize="medium")
-    return _save(plt, fig, path)
+    return _save(plt, fig, path, overwrite)
 
 
 def _summary_json(est, data, args, sampler, notes, s):

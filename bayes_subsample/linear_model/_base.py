@@ -12,6 +12,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._driver import sample, seed_sequence
+from .._interrupt import stop_description
 from .._params import store_params
 from ..models import GaussianRegressionModel, LogisticRegressionModel, PoissonRegressionModel
 from ..models._dask import DaskGLM, is_dask_array
@@ -159,8 +160,10 @@ class BayesianGLMBase(BaseEstimator):
                            random_state=seed_sequence(rs), progress=self.progress,
                            param_names=layout.names)
         if trace.chain_lengths.sum() == 0:
-            # Ctrl-C before any retained draw: nothing to fit, let the interrupt through
-            raise KeyboardInterrupt("sampling was interrupted before any draw was retained")
+            # Ctrl-C (or SIGTERM) before any retained draw: nothing to fit, let the
+            # interrupt through
+            raise KeyboardInterrupt(f"sampling was {stop_description()} before any draw was "
+                                    "retained")
         if not (self.warm_start or trace.interrupted):
             trace.run_state = None    # it references the data; keep it only to continue
         trace.param_names, trace.layout = layout.names, layout

@@ -2,7 +2,9 @@
 measures of Korattikara, Chen & Welling (2014, §6.3); the public names are those
 that :mod:`bayes_subsample.mrf` lists."""
 
-from dataclasses import dataclass
+import threading
+import warnings
+from dataclasses import dataclass, field
 from numbers import Real
 from typing import Optional
 
@@ -11,10 +13,15 @@ from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.base import BaseEstimator
 
 from .._deprecation import DEPRECATED, renamed
+from .._interrupt import run_stoppable, stop_description
 from .._params import store_params
 from .._seeding import chain_generators, seed_sequence
 from . import _gibbs_fast
 from ._model import BinaryMRF, _as_int, _check_states
+
+#: wall time of one compiled call of a chain's sweeps: a stop request (Ctrl-C,
+#: SIGTERM, SIGHUP) is seen between calls, so within about this time plus a sweep
+_CHUNK_SECONDS = 0.1
 
 
 @dataclass(eq=False)
@@ -36,6 +43,16 @@ class GibbsResult:
         P(x_i = 1 | rest) before each update, the value the sampler gave x_i, and i.
     final_state : ndarray of uint8, shape (n_chains, D)
         Last state of each chain (pass as ``x0`` to continue from it).
+    interrupted : bool
+        True if the run was stopped (Ctrl-C, or SIGTERM / SIGHUP in the main
+        thread) before every chain made its ``n_sweeps``; the sweeps made are
+        kept.
+    chain_lengths : ndarray of int64, shape (n_chains,)
+        Sweeps made by each chain (all ``n_sweeps`` unless interrupted). Past a
+        chain's length the arrays hold no sweep: ``states`` is 255,
+        ``fraction_examined`` and ``time_per_sweep`` are NaN (and with
+        ``record_conditionals`` the conditionals NaN, the decisions 255, the
+        variables -1).
     """
 
     states: np.ndarray
@@ -44,9 +61,20 @@ class GibbsResult:
     exact_conditionals: Optional[np.ndarray] = None
     decisions: Optional[np.ndarray] = None
     updated_variables: Optional[np.ndarray] = None
+    interrupted: bool = False
+    chain_lengths: Optional[np.ndarray] = None
+    # the state of each chain when it stopped (its initial state if it made no sweep)
+    _final: Optional[np.ndarray] = field(default=None, repr=False)
+
+    def __post_init__(self):
+        if self.chain_lengths is None:
+            self.chain_lengths = np.full(self.states.shape[0], self.states.shape[1],
+                                         dtype=np.int64)
 
     @property
     def final_state(self):
+        if self._final is not None:
+            return self._final.copy()
         return self.states[:, -1, :].copy()
 
     @property
@@ -63,10 +91,14 @@ class GibbsResult:
         return np.cumsum(self.time_per_sweep, axis=1)
 
     def __repr__(self):
+        lengths = "" if not self.interrupted else (
+            ", interrupted, chain_lengths=" + str(self.chain_lengths.tolist()))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)   # no sweep at all: NaN
+            frac, t = np.nanmean(self.fraction_examined), np.nanmean(self.time_per_sweep)
         return (f"GibbsResult(n_chains={self.n_chains}, n_sweeps={self.n_sweeps}, "
-                f"n_vars={self.states.shape[2]}, "
-                f"mean fraction_examined={self.fraction_examined.mean():.3g}, "
-                f"mean time_per_sweep={self.time_per_sweep.mean():.3g} s)")
+                f"n_vars={self.states.shape[2]}{lengths}, "
+                f"mean fraction_examined={frac:.3g}, mean time_per_sweep={t:.3g} s)")
 
 
 class GibbsSampler(BaseEstimator):
@@ -171,6 +203,15 @@ class GibbsSampler(BaseEstimator):
         Returns
         -------
         GibbsResult
+
+        Notes
+        -----
+        Ctrl-C (and, when called from the main thread, SIGTERM or SIGHUP with
+        their default handler) stops every chain at the end of its current
+        sweep, within about 0.1 s plus one sweep: the sweeps made are
+        returned, with ``interrupted=True`` and ``chain_lengths``, and a
+        ``RuntimeWarning`` says so. An interrupt before the first sweep
+        propagates.
         """
         self._check_model(model)
         eps, batch, first, random_scan, block = self._validated()
@@ -185,6 +226,9 @@ class GibbsSampler(BaseEstimator):
                 raise ValueError(f"x0 must have shape ({D},) or ({n_chains}, {D}), "
                                  f"got {x0.shape}")
         gens = chain_generators(self.random_state, n_chains)
+        # each chain's initial state is the first draw of its own stream
+        x = (np.stack([g.integers(0, 2, size=D, dtype=np.uint8) for g in gens])
+             if x0 is None else x0.copy())
         states = np.empty((n_chains, n_sweeps, D), dtype=np.uint8)
         frac = np.empty((n_chains, n_sweeps))
         times = np.empty((n_chains, n_sweeps))
@@ -192,6 +236,8 @@ class GibbsSampler(BaseEstimator):
         cond = np.empty((n_chains, n_up))
         dec = np.empty((n_chains, n_up), dtype=np.uint8)
         var = np.empty((n_chains, n_up), dtype=np.int32)
+        done = np.zeros(n_chains, dtype=np.int64)
+        stop = threading.Event()
 
         bar = None
         if progress:
@@ -200,44 +246,44 @@ class GibbsSampler(BaseEstimator):
                 bar = tqdm(total=n_chains * n_sweeps, unit="sweep")
             except ImportError:  # pragma: no cover - optional dependency
                 bar = None
-        chunk = n_sweeps if bar is None else max(1, n_sweeps // 100)
 
         def run_chain(c):
+            # calls of at most _CHUNK_SECONDS each: a stop is seen between them
             gen = gens[c]
-            if x0 is None:
-                x = gen.integers(0, 2, size=D, dtype=np.uint8)
-            else:
-                x = x0[c].copy()
             perm = _gibbs_fast.block_permutation(model.factor_ptr, block)
-            for s0 in range(0, n_sweeps, chunk):
-                s1 = min(n_sweeps, s0 + chunk)
-                u0, u1 = s0 * D, s1 * D
-                _gibbs_fast.gibbs_run(
+            while done[c] < n_sweeps and not stop.is_set():
+                s0 = int(done[c])
+                u0 = s0 * D if record_conditionals else 0
+                k = _gibbs_fast.gibbs_run(
                     model.incidence_log_ratio, model.incidence_other, model.factor_ptr,
-                    x, perm, gen, s1 - s0, eps, first, batch, random_scan,
-                    states[c, s0:s1], frac[c, s0:s1], times[c, s0:s1],
-                    bool(record_conditionals),
-                    cond[c, u0:u1] if record_conditionals else cond[c],
-                    dec[c, u0:u1] if record_conditionals else dec[c],
-                    var[c, u0:u1] if record_conditionals else var[c], block)
+                    x[c], perm, gen, n_sweeps - s0, eps, first, batch, random_scan,
+                    states[c, s0:], frac[c, s0:], times[c, s0:], bool(record_conditionals),
+                    cond[c, u0:], dec[c, u0:], var[c, u0:], block, _CHUNK_SECONDS)
+                done[c] = s0 + k
                 if bar is not None:
-                    bar.update(s1 - s0)
+                    bar.update(k)
 
-        try:
+        def run_all():
             if n_chains == 1 or effective_n_jobs(n_jobs) == 1:
                 for c in range(n_chains):
+                    if stop.is_set():
+                        break
                     run_chain(c)
             else:
                 # threads whatever joblib backend is active: the chains write
                 # into this process's arrays
                 Parallel(n_jobs=n_jobs, require="sharedmem")(
                     delayed(run_chain)(c) for c in range(n_chains))
+
+        try:
+            interrupt = run_stoppable(run_all, stop, name="bayes_subsample-gibbs")
         finally:
             if bar is not None:
                 bar.close()
-        if record_conditionals:
-            return GibbsResult(states, frac, times, cond, dec, var)
-        return GibbsResult(states, frac, times)
+        recorded = (cond, dec, var) if record_conditionals else (None, None, None)
+        if interrupt is None:
+            return GibbsResult(states, frac, times, *recorded)
+        return _interrupted_result(states, frac, times, recorded, done, x, interrupt)
 
     def decide_repeated(self, model, state, i, n_repeats):
         """Make the sampler's decision for variable ``i`` at a fixed state many times.
@@ -278,6 +324,30 @@ class GibbsSampler(BaseEstimator):
         N_i = model.factor_ptr[i + 1] - model.factor_ptr[i]
         frac = n_ex / (n_repeats * N_i) if N_i else 1.0
         return int(n_ones), float(frac)
+
+
+def _interrupted_result(states, frac, times, recorded, done, x, interrupt):
+    """The :class:`GibbsResult` of a run stopped by ``interrupt`` after
+    ``done[c]`` sweeps of chain c: the arrays cut to the longest chain, and
+    marked empty past each chain's length; ``x`` holds the chains' states.
+    Before any sweep, the interrupt propagates (nothing to return)."""
+    how = stop_description(interrupt)
+    if not done.any():
+        raise KeyboardInterrupt(f"Gibbs sampling was {how} before any sweep was made")
+    n, D = int(done.max()), states.shape[2]
+    states, frac, times = states[:, :n].copy(), frac[:, :n].copy(), times[:, :n].copy()
+    cond, dec, var = (None if a is None else a[:, :n * D].copy() for a in recorded)
+    for c, k in enumerate(done):
+        states[c, k:] = 255
+        frac[c, k:] = times[c, k:] = np.nan
+        if cond is not None:
+            cond[c, k * D:], dec[c, k * D:], var[c, k * D:] = np.nan, 255, -1
+    warnings.warn(
+        f"Gibbs sampling {how}: kept " + ", ".join(str(int(k)) for k in done)
+        + f" sweeps in the {len(done)} chains; continue from result.final_state (x0=)",
+        RuntimeWarning, stacklevel=3)
+    return GibbsResult(states, frac, times, cond, dec, var, interrupted=True,
+                       chain_lengths=done.copy(), _final=x.copy())
 
 
 # ---------------------------------------------------------------------- error measures

@@ -29,7 +29,7 @@ indices and almost never rejects.  This halved the time per sweep for every epsi
 (and changed the random stream of approximate Gibbs: the same seed gives different,
 equally valid, chains than before).
 """
-from libc.math cimport log, log1p, exp, NAN
+from libc.math cimport log, log1p, exp, NAN, INFINITY
 from libc.stdlib cimport malloc, free
 from libc.stdint cimport int64_t, int32_t, uint8_t, uint64_t
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
@@ -251,8 +251,10 @@ def gibbs_run(const floating[:, ::1] diff, const int32_t[:, ::1] other,
               int64_t batch_size, bint random_scan,
               uint8_t[:, ::1] states_out, double[::1] frac_out, double[::1] time_out,
               bint record, double[::1] cond_out, uint8_t[::1] dec_out,
-              int32_t[::1] var_out, int64_t block=1):
-    """Run ``n_sweeps`` Gibbs sweeps of one chain in place (GIL released).
+              int32_t[::1] var_out, int64_t block=1, double max_seconds=INFINITY):
+    """Run ``n_sweeps`` Gibbs sweeps of one chain in place (GIL released), or
+    fewer: the sweeps made when ``max_seconds`` of wall time have passed (at
+    least one); returns the number of sweeps made.
 
     ``x`` (the current state) and ``perm`` (the per-variable Fisher-Yates
     permutations of the sampling units: for variable i, ``perm[ptr[i] ..
@@ -267,7 +269,8 @@ def gibbs_run(const floating[:, ::1] diff, const int32_t[:, ::1] other,
     conditional P(x_i = 1 | rest), the decision and the variable of each update go
     to ``cond_out``, ``dec_out``, ``var_out`` (length n_sweeps * D); computing the
     exact conditional costs a full pass over the variable's factors and is not
-    included in ``time_out``.
+    included in ``time_out``. The caller runs a long chain in calls of a
+    bounded time, so that it can be stopped between them (a sweep boundary).
     """
     cdef Py_ssize_t D = x.shape[0]
     if ptr.shape[0] != D + 1 or diff.shape[0] != other.shape[0] or diff.shape[1] != 4 \
@@ -293,12 +296,14 @@ def gibbs_run(const floating[:, ::1] diff, const int32_t[:, ::1] other,
     cdef uint8_t* xp = &x[0]
     cdef Py_ssize_t s, r, i, d, upd
     cdef int64_t n_ex, tot_ex, tot_n
-    cdef double t0, t_excl, t1
+    cdef double t0, t_excl, t1, t_start
+    cdef Py_ssize_t n_done = 0
     cdef bint new
     cdef int64_t crit_size = _max_units(ptr, block) + 1
     cdef double* crit = _nan_array(crit_size)
     with generator.bit_generator.lock, nogil:
         upd = 0
+        t_start = _now()
         for s in range(n_sweeps):
             tot_ex = 0
             tot_n = 0
@@ -326,7 +331,11 @@ def gibbs_run(const floating[:, ::1] diff, const int32_t[:, ::1] other,
             frac_out[s] = (<double> tot_ex) / tot_n if tot_n > 0 else 1.0
             for d in range(D):
                 states_out[s, d] = xp[d]
+            n_done = s + 1
+            if _now() - t_start >= max_seconds:
+                break
     free(crit)
+    return n_done
 
 
 def decide_repeated(const floating[:, ::1] diff, const int32_t[:, ::1] other,
