@@ -146,8 +146,12 @@ class _RunState:
     the shared preparation, the chains, and the planned warmup length. Held by
     ``Trace`` (never pickled: it references the data)."""
 
-    def __init__(self, model, sampler, prepared, chains, n_warmup, n_target):
+    def __init__(self, model, sampler, prepared, chains, n_warmup, n_target, fingerprint):
         self.model = model
+        #: ``model.fingerprint()`` when the run started (a hash of all its data):
+        #: a continuation compares it with a fresh one, so data edited in place
+        #: since then are seen
+        self.fingerprint = fingerprint
         self.sampler = sampler
         self.prepared = prepared
         self.chains = chains
@@ -157,6 +161,24 @@ class _RunState:
         #: by the workers' copies of the model, not counted by ``model``)
         self.remote_passes = 0
         self.remote_rows = 0
+
+
+def _chain_marks(run):
+    """What changes when a chain of ``run`` moves on: its state object, its
+    random stream's position, its kernel and warmup flag (compared with
+    ``==``; states by identity)."""
+    return [(_Same(ch.state), None if ch.rng is None else repr(ch.rng.bit_generator.state),
+             _Same(ch.kernel), ch.warmup_ended) for ch in run.chains]
+
+
+class _Same:
+    """Equal to another ``_Same`` of the same object (identity, not value)."""
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __eq__(self, other):
+        return self.obj is other.obj
 
 
 def _check_count(name, value, minimum):
@@ -233,7 +255,11 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
         was asked for, then ``n_samples`` draws are added per chain. The
         result holds the whole run and equals, draw for draw, one call with
         the total length. ``model`` must be the data the trace was sampled
-        on, and ``sampler`` the same sampler (``None`` or equal parameters).
+        on, and ``sampler`` the same sampler (``None`` or equal parameters):
+        ``model.fingerprint()`` (for the GLMs a hash of every value of X and
+        y) is taken when a run starts and compared at each continuation, so
+        data edited in place since then raise a ValueError. The trace keeps
+        its chains until the continuation moves one of them on.
 
     Returns
     -------
@@ -269,13 +295,12 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
     if resume is not None:
         run, n_add = _resume_plan(resume, model, sampler, n_samples)
         old = resume
-        old.run_state = None          # its chains move on: the new trace owns them
         n_chains = len(run.chains)
-        run.n_target += n_add
+        n_target = run.n_target + n_add
         param_names = param_names if param_names is not None else old.param_names
         warm = _Recorder.extending(old.warmup_draws, old.warmup_stats, old.warmup_lengths,
                                    run.n_warmup)
-        main = _Recorder.extending(old.draws, old.stats, old.chain_lengths, run.n_target)
+        main = _Recorder.extending(old.draws, old.stats, old.chain_lengths, n_target)
         t_prepare, n_evals_prepare = old.wall_time["prepare"], old.n_evals_prepare
         passes_prepare = old.data_passes["prepare"]
         passes_chains = old.data_passes["chains"]
@@ -296,6 +321,7 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
                 "memory map)")
         p = model.n_params
         init = _initial_points(init, n_chains, p)
+        fingerprint = model.fingerprint()
         children = seed_sequence(random_state).spawn(n_chains + 1)
         t0 = time.perf_counter()
         p0 = model.n_full_passes
@@ -306,12 +332,27 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
         elapsed_before = t_prepare
         chains = [_Chain(c, children[c + 1], None if init is None else init[c].copy())
                   for c in range(n_chains)]
-        run = _RunState(model, sampler, prepared, chains, n_warmup, n_samples)
+        run = _RunState(model, sampler, prepared, chains, n_warmup, n_samples, fingerprint)
         warm = _Recorder(n_chains, n_warmup, p)
         main = _Recorder(n_chains, n_samples, p)
 
     p1 = run.model.n_full_passes - run.remote_passes
-    interrupted, seconds = _run_chains(run, warm, main, n_jobs, progress)
+    if resume is None:
+        interrupted, seconds = _run_chains(run, warm, main, n_jobs, progress)
+    else:
+        # the chains stay the old trace's until they move on: a failure or an
+        # interrupt that escapes before any chain moved leaves it resumable
+        marks = _chain_marks(run)
+        try:
+            run.n_target = n_target
+            interrupted, seconds = _run_chains(run, warm, main, n_jobs, progress)
+        except BaseException:
+            if _chain_marks(run) == marks:
+                run.n_target = n_target - n_add
+            else:
+                old.run_state = None
+            raise
+        old.run_state = None          # its chains moved on: the new trace owns them
     passes_chains += run.model.n_full_passes + run.remote_passes - p1
     elapsed = elapsed_before + seconds
     if interrupted:
@@ -355,15 +396,23 @@ def _resume_plan(trace, model, sampler, n_samples):
         raise ValueError(
             "this trace cannot be resumed: it holds no chain states (a pickled trace loses "
             "them, and estimators keep them only with warm_start=True or after an interrupt)")
-    if model is not run.model:
-        _check_model(model)
-        fp_old, fp_new = run.model.fingerprint(), model.fingerprint()
-        if fp_old != fp_new:
-            diff = sorted(k for k in set(fp_old) | set(fp_new) if fp_old.get(k) != fp_new.get(k))
+    _check_model(model)
+    fp_new = model.fingerprint()
+    if fp_new != run.fingerprint:
+        fp_old = run.fingerprint
+        diff = sorted(k for k in set(fp_old) | set(fp_new) if fp_old.get(k) != fp_new.get(k))
+        if "y" in fp_old and set(diff) <= {"terms", "y"}:
+            # the GLMs' fingerprints hash every value of X ("terms") and of y
+            shown = ", ".join({"terms": "X"}.get(k, k) for k in diff)
             raise ValueError(
-                "resume: the model differs from the one the trace was sampled on (it differs "
-                f"in: {', '.join(diff)}); a run can only be continued on the same data, "
-                "likelihood and prior")
+                f"resume: the data changed since the run was sampled (it differs in: "
+                f"{shown}; edited in place, or replaced by other values of the same "
+                "shape); a run can only be continued on the data it was sampled on: "
+                "sample the new data afresh (for an estimator: warm_start=False)")
+        raise ValueError(
+            "resume: the model differs from the one the trace was sampled on (it differs "
+            f"in: {', '.join(diff)}); a run can only be continued on the same data, "
+            "likelihood and prior")
     if sampler is not None:
         other = resolve_sampler(sampler)
         if other.name != run.sampler.name or repr(other.get_params()) != repr(
@@ -571,17 +620,18 @@ def _run_chains(run, warm, main, n_jobs, progress):
     t0 = time.perf_counter()
     worker = threading.Thread(target=run_all, name="bayes_subsample-chains", daemon=True)
     try:
-        worker.start()
         # an Event, not Thread.join: before Python 3.13 a join interrupted by
         # Ctrl-C can mark a running thread as finished
         try:
+            worker.start()
             while not finished.wait(0.1):
                 pass
         except KeyboardInterrupt:
-            # Ctrl-C: the chains stop at the end of their current iteration
+            # Ctrl-C (even while the worker starts): the chains stop at the end
+            # of their current iteration
             interrupted.set()
             stop.set()
-            while not finished.wait(0.1):
+            while worker.is_alive() and not finished.wait(0.1):
                 pass
     finally:
         if bar is not None:

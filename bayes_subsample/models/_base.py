@@ -14,6 +14,8 @@ import threading
 
 import numpy as np
 
+from .._hashing import array_digest
+
 __all__ = ["Model", "GaussianPrior", "FunctionModel"]
 
 
@@ -71,13 +73,8 @@ class GaussianPrior:
 
 
 def _digest(*arrays):
-    """A short content hash of arrays (their bytes, dtypes and shapes)."""
-    h = hashlib.blake2b(digest_size=16)
-    for a in arrays:
-        a = np.ascontiguousarray(a)
-        h.update(f"{a.dtype.str}{a.shape}".encode())
-        h.update(a.data)
-    return h.hexdigest()
+    """A short content hash of arrays (their dtypes, shapes and every byte)."""
+    return array_digest(*arrays)
 
 
 _PASS_LOCK = threading.Lock()
