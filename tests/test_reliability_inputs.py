@@ -95,3 +95,120 @@ def test_interrupt_early_in_a_continuation_keeps_the_run(logit_data):
         while est.trace_.interrupted or est.trace_.n_samples < 1000:
             _quiet(est.fit, X, y)
         np.testing.assert_array_equal(est.posterior_draws_[:, :1000], ref.posterior_draws_)
+
+
+# ---- limits checked before work -------------------------------------------------------------
+def _cli_error(argv, capsys):
+    """Run the command line; its exit status must be 2 with one line on stderr,
+    which is returned."""
+    from bayes_subsample.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err, err
+    return err
+
+
+def test_a_one_line_csv_of_millions_of_columns_fails_fast(tmp_path):
+    """A 16 MB line of 8 million fields is refused from its first line, before
+    any parsing (it grew to GBs in the parser)."""
+    import time
+
+    from bayes_subsample.datasets import DataFileError, load_file
+
+    path = tmp_path / "wide.csv"
+    path.write_bytes(b"1," * 8_000_000 + b"1\n")
+    t0 = time.perf_counter()
+    with pytest.raises(DataFileError, match=r"wide.csv: its first line is longer than"):
+        load_file(path)
+    path.write_bytes(b"1," * 3_000_000 + b"1\n")       # 6 MB: short enough, too many columns
+    with pytest.raises(DataFileError, match=r"has 3,000,001 columns on its first line"):
+        load_file(path)
+    assert time.perf_counter() - t0 < 5
+
+
+def test_a_long_line_later_in_a_csv_is_refused_while_streaming(tmp_path):
+    from bayes_subsample.datasets import DataFileError, load_file
+
+    path = tmp_path / "long.csv"
+    path.write_bytes(b"a,b\n1,0\n2,1\n" + b"7" * (9 << 20) + b",1\n3,0\n")
+    with pytest.raises(DataFileError, match=r"a line near line 4 is longer than 8,388,608 bytes"):
+        load_file(path)
+
+
+@pytest.mark.parametrize("first", ["0,1,2", "1,2,3"])
+def test_a_header_of_column_numbers_is_a_header(tmp_path, first):
+    """A header of the column numbers (as pandas writes unnamed columns) is not
+    read as a data row (it would add a row, and a class "2" or "3")."""
+    from bayes_subsample.datasets import load_file
+
+    path = tmp_path / "h.csv"
+    path.write_text(first + "\n0.5,1.5,0\n1.5,0.5,1\n2.5,2.5,1\n")
+    d = load_file(path)
+    assert d.data.shape == (3, 2) and d.target.tolist() == [0, 1, 1]
+    assert d.feature_names == first.split(",")[:2]
+    # header=False reads it as data; header=True takes a numeric first row as names
+    assert load_file(path, header=False).data.shape == (4, 2)
+    path.write_text("5,6,1\n0.5,1.5,0\n")
+    assert load_file(path).data.shape == (2, 2)
+    assert load_file(path, header=True).feature_names == ["5", "6"]
+
+
+def test_cli_header_option(tmp_path, capsys):
+    path = tmp_path / "d.npz"
+    np.savez(path, X=np.ones((4, 2)), y=np.array([0, 1, 0, 1]))
+    err = _cli_error(["fit", str(path), "--header", "no"], capsys)
+    assert err.endswith("--header applies to CSV files; d.npz is read as npz")
+
+
+def test_cli_refuses_fifos_devices_and_symlink_loops(tmp_path, capsys):
+    """Reading a FIFO would wait for a writer forever, a device may never end,
+    a symlink loop raised a RuntimeError traceback: each is one line naming it."""
+    import os
+
+    fifo = tmp_path / "pipe.csv"
+    os.mkfifo(fifo)
+    assert _cli_error(["fit", str(fifo)], capsys).endswith(
+        f"{fifo} is a named pipe (FIFO), not a regular file: give a data file")
+    assert _cli_error(["fit", os.devnull, "--format", "csv"], capsys).endswith(
+        f"{os.devnull} is a device, not a regular file: give a data file")
+    loop = tmp_path / "loop.csv"
+    os.symlink(tmp_path / "other.csv", loop)
+    os.symlink(loop, tmp_path / "other.csv")
+    for arg in (loop, loop / "x.csv"):
+        err = _cli_error(["fit", str(arg)], capsys)
+        assert f"cannot read {arg}: Too many levels of symbolic links" in err
+
+
+def test_sg_batch_larger_than_the_data_is_refused_before_work():
+    from bayes_subsample.samplers import EWSG, SGHMC, SGLD
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 2))
+    model = LogisticRegressionModel(X, (X[:, 0] > 0).astype(float))
+    for cls in (SGLD, SGHMC, EWSG):
+        with pytest.raises(ValueError, match=rf"{cls.__name__}: batch_size=1000000000 is "
+                           r"larger than the data \(n=50\); use batch_size <= 50"):
+            sample(model, cls(batch_size=10**9), n_samples=5, n_warmup=5, n_chains=1)
+
+
+@pytest.mark.parametrize("sampler, param", [("mh", "n_steps"), ("sgld", "n_steps"),
+                                            ("hmc", "n_leapfrog"), ("hmc", "max_leapfrog"),
+                                            ("hmc_ecs", "max_leapfrog")])
+def test_huge_step_counts_are_refused(sampler, param):
+    from bayes_subsample.samplers import resolve_sampler
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 2))
+    model = LogisticRegressionModel(X, (X[:, 0] > 0).astype(float))
+    obj = resolve_sampler(sampler).set_params(**{param: 10**12})
+    with pytest.raises(ValueError, match=rf"'{param}' parameter .* range \[1, 100000\]"):
+        sample(model, obj, n_samples=5, n_warmup=5, n_chains=1)
+
+
+def test_huge_gibbs_block_size_is_refused():
+    from bayes_subsample.mrf import BinaryMRF, GibbsSampler
+
+    mrf = BinaryMRF.random(n_vars=10, random_state=0)
+    with pytest.raises(ValueError, match=r"block_size must be <= 1,048,576"):
+        GibbsSampler(epsilon=0.05, block_size=2**62).sample(mrf, 2)
