@@ -337,6 +337,7 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
         main = _Recorder(n_chains, n_samples, p)
 
     p1 = run.model.n_full_passes - run.remote_passes
+    nan0 = run.model.nan_evaluations[0]
     if resume is None:
         interrupted, seconds = _run_chains(run, warm, main, n_jobs, progress)
     else:
@@ -355,6 +356,7 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
         old.run_state = None          # its chains moved on: the new trace owns them
     passes_chains += run.model.n_full_passes + run.remote_passes - p1
     elapsed = elapsed_before + seconds
+    _warn_nan_evaluations(run.model, nan0)
     if interrupted:
         warnings.warn(
             "sampling interrupted: kept " + ", ".join(str(int(k)) for k in main.n_done)
@@ -384,6 +386,24 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
     if check_convergence and not interrupted and trace.n_samples >= 4:
         trace.check_convergence(warn=True)
     return trace
+
+
+def _warn_nan_evaluations(model, before):
+    """Warn if the model's own functions returned NaN while the chains ran
+    (``before`` NaN calls before): every sampler treats such a point as one of
+    zero density -- a rejected proposal (MH, austerity, confidence), a divergent
+    trajectory (HMC, NUTS) -- so a model NaN over a region makes the chains
+    stall at its border, with nothing else to say why."""
+    n, name, theta = model.nan_evaluations
+    if n > before:
+        from .models._base import _show_theta
+        warnings.warn(
+            f"the model's {name} returned NaN in {n - before:,} calls while the chains ran "
+            f"(first at theta = {_show_theta(theta)}); proposals there were rejected as if "
+            "of zero density (HMC, NUTS: divergent), so the chains may stall at the border "
+            "of that region, or in it: make the functions finite (-inf for a point outside "
+            "the support)",
+            RuntimeWarning, stacklevel=3)
 
 
 def _resume_plan(trace, model, sampler, n_samples):

@@ -212,3 +212,117 @@ def test_huge_gibbs_block_size_is_refused():
     mrf = BinaryMRF.random(n_vars=10, random_state=0)
     with pytest.raises(ValueError, match=r"block_size must be <= 1,048,576"):
         GibbsSampler(epsilon=0.05, block_size=2**62).sample(mrf, 2)
+
+
+# ---- tracebacks and misleading messages -----------------------------------------------------
+@pytest.mark.parametrize("content, kind", [
+    (b"1,2,3\n4,5,6\n", "no zip header"),
+    (b"\x93NUMPY\x01\x00rest", "a .npy file"),
+    (b"\x1f\x8b\x08\x00rest", "gzip-compressed"),
+])
+def test_a_file_that_is_not_an_npz_archive_says_so(tmp_path, content, kind):
+    """Not NumPy's advice to load it with allow_pickle / pickle.load."""
+    from bayes_subsample.datasets import DataFileError, load_file
+
+    path = tmp_path / "data.npz"
+    path.write_bytes(content)
+    with pytest.raises(DataFileError, match=rf"data.npz is not an .npz archive \({kind}") as e:
+        load_file(path)
+    assert "pickle" not in str(e.value)
+
+
+def test_cli_csv_given_format_npz(tmp_path, capsys):
+    path = tmp_path / "d.csv"
+    path.write_text("a,b\n1,0\n2,1\n")
+    err = _cli_error(["fit", str(path), "--format", "npz"], capsys)
+    assert "d.csv is not an .npz archive" in err and "pickle" not in err
+
+
+@pytest.mark.parametrize("X, message", [
+    (np.ones((4, 2)) * (1 + 2j), r"array 'X' holds complex numbers \(dtype complex128\)"),
+    (np.array([["1", "2"]] * 4), r"array 'X' holds text"),
+    (np.array([[1, None]] * 4, dtype=object), r"array 'X' holds Python objects"),
+    (np.full((4, 2), np.nan), r"array 'X' contains NaN or infinity"),
+    (np.ones(4), r"array 'X' must be 2-D, got shape \(4,\)"),
+])
+def test_npz_arrays_of_the_wrong_kind_are_refused(tmp_path, X, message):
+    """A complex X lost its imaginary part, text was parsed, objects gave
+    NumPy's pickle advice: each is refused, naming the file and the array."""
+    from bayes_subsample.datasets import DataFileError, load_file
+
+    path = tmp_path / "d.npz"
+    np.savez(path, X=X, y=np.array([0, 1, 0, 1]))
+    with pytest.raises(DataFileError, match=message):
+        load_file(path)
+
+
+def test_npz_y_of_several_columns_is_refused(tmp_path):
+    from bayes_subsample.datasets import DataFileError, load_file
+
+    path = tmp_path / "d.npz"
+    np.savez(path, X=np.ones((4, 2)), y=np.ones((4, 3)))
+    with pytest.raises(DataFileError, match=r"array 'y' must be 1-D, got shape \(4, 3\)"):
+        load_file(path)
+    np.savez(path, X=np.ones((4, 2)), y=np.array([[0], [1], [0], [1]]))   # a column is 1-D
+    assert load_file(path).target.shape == (4,)
+
+
+def _user_logistic(X, y, nan_where=None, nan_in="grad"):
+    """A logistic FunctionModel whose ``nan_in`` function returns NaN where
+    ``nan_where(theta)`` is true."""
+    from bayes_subsample.models import FunctionModel
+
+    def loglik(theta, idx):
+        eta = X[idx] @ theta
+        out = y[idx] * eta - np.logaddexp(0, eta)
+        return out * np.nan if nan_in == "loglik" and nan_where(theta) else out
+
+    def grad(theta, idx):
+        eta = X[idx] @ theta
+        g = (y[idx] - 1 / (1 + np.exp(-eta)))[:, None] * X[idx]
+        return g * np.nan if nan_in == "grad" and nan_where(theta) else g
+
+    return FunctionModel(loglik, grad, len(y), X.shape[1])
+
+
+@pytest.mark.parametrize("sampler", ["hmc", "nuts"])
+def test_a_nan_user_gradient_is_named_with_its_theta(logit_data, sampler):
+    """Not SciPy's "array must not contain infs or NaNs", nor advice on the
+    data's scale: which function returned NaN, for how many data, where."""
+    X, y = logit_data
+    model = _user_logistic(X[:200], y[:200], nan_where=lambda t: True)
+    with pytest.raises(ValueError, match=r"\(theta = \[0\., 0\., 0\.\]\): the model's grad "
+                       r"returned NaN for 200 of 200 data"):
+        sample(model, sampler, n_samples=10, n_warmup=10, n_chains=1)
+
+
+@pytest.mark.parametrize("sampler", ["mh", "austerity", "confidence"])
+def test_a_user_loglik_nan_over_a_region_is_warned_about(logit_data, sampler):
+    """MH-type samplers reject a NaN proposal as one of zero density (as HMC
+    counts it divergent), and the chains stall at the region's border: a
+    warning counts the NaN calls and names the first theta."""
+    X, y = logit_data
+    model = _user_logistic(X[:300], y[:300], nan_where=lambda t: t[0] > 1.05, nan_in="loglik")
+    model._range_bound = lambda a, b: 300 * 8 * float(np.abs(np.subtract(b, a)).sum())
+    with pytest.warns(RuntimeWarning, match=r"the model's loglik returned NaN in [\d,]+ calls "
+                      r"while the chains ran \(first at theta = \[ ?1\.\d+"):
+        _quiet_convergence(sample, model, sampler, n_samples=60, n_warmup=60, n_chains=2,
+                           random_state=1, init=np.array([0.9, -0.9, 0.4]))
+
+
+def _quiet_convergence(f, *args, **kwargs):
+    from sklearn.exceptions import ConvergenceWarning, EfficiencyWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.simplefilter("ignore", EfficiencyWarning)
+        return f(*args, **kwargs)
+
+
+def test_mh_refuses_a_chain_start_where_the_user_loglik_is_nan(logit_data):
+    X, y = logit_data
+    model = _user_logistic(X[:200], y[:200], nan_where=lambda t: t[0] > 2, nan_in="loglik")
+    with pytest.raises(ValueError, match=r"at a chain's initial point .*\(theta = \[3\., 0\., "
+                       r"0\.\]\): the model's loglik returned NaN for 200 of 200 data"):
+        _quiet(sample, model, "mh", n_samples=10, n_warmup=10, n_chains=1,
+               init=np.array([3.0, 0.0, 0.0]))

@@ -312,7 +312,19 @@ def _default_names(X):
     return [f"x{i}" for i in range(X.shape[1])]
 
 
+#: how an .npz (zip) archive starts: a local file header, or an empty archive
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+
+
 def _read_npz(path):
+    with open(path, "rb") as fh:
+        magic = fh.read(6)
+    if magic[:4] not in _ZIP_MAGIC:
+        # np.load would read other bytes as a pickle and advise allow_pickle
+        kind = ("a .npy file (one array)" if magic == b"\x93NUMPY" else
+                "gzip-compressed" if magic[:2] == b"\x1f\x8b" else "no zip header")
+        raise DataFileError(f"{path} is not an .npz archive ({kind}); save the arrays with "
+                            "numpy.savez (or give --format / format= for another format)")
     try:
         z = np.load(path, allow_pickle=False)
     except Exception as exc:
@@ -323,23 +335,66 @@ def _read_npz(path):
         raise _read_error(path, ".npz", exc) from exc
 
 
+def _npz_array(path, z, key, ndim):
+    """Array ``key`` of the archive ``z``: real numbers (bool, integers or
+    floats), finite, of ``ndim`` dimensions (a column ``(n, 1)`` counts as 1-D)."""
+    try:
+        a = np.asarray(z[key])
+    except ValueError as exc:  # an object array: would need pickle
+        raise DataFileError(f"{path}: array {key!r} holds Python objects; save numbers "
+                            f"(a float or integer array)") from exc
+    if a.dtype.kind not in "biuf":
+        what = {"c": "complex numbers", "U": "text", "S": "bytes", "O": "Python objects"}.get(
+            a.dtype.kind, f"dtype {a.dtype}")
+        raise DataFileError(f"{path}: array {key!r} holds {what} (dtype {a.dtype}); the "
+                            "models take real numbers")
+    if ndim == 1 and a.ndim == 2 and a.shape[1] == 1:
+        a = a[:, 0]
+    if a.ndim != ndim:
+        raise DataFileError(f"{path}: array {key!r} must be {ndim}-D, got shape {a.shape}")
+    if a.dtype.kind == "f" and not np.isfinite(a).all():
+        raise DataFileError(f"{path}: array {key!r} contains NaN or infinity")
+    return a
+
+
 def _npz_arrays(path, z):
     with z:
         keys = set(z.files)
         for kx, ky in _NPZ_KEYS:
             if kx in keys and ky in keys:
-                X = np.asarray(z[kx])
-                y = np.asarray(z[ky]).reshape(-1)
+                X, y = _npz_array(path, z, kx, 2), _npz_array(path, z, ky, 1)
                 X_test = y_test = None
                 if kx == "X_train" and "X_test" in keys and "y_test" in keys:
-                    X_test, y_test = np.asarray(z["X_test"]), np.asarray(z["y_test"]).reshape(-1)
-                if X.ndim != 2:
-                    raise DataFileError(f"{path}: array {kx!r} must be 2-D, got shape {X.shape}")
-                names = ([str(n) for n in z["feature_names"]] if "feature_names" in keys
-                         else _default_names(X))
+                    X_test, y_test = (_npz_array(path, z, "X_test", 2),
+                                      _npz_array(path, z, "y_test", 1))
+                    if X_test.shape[1] != X.shape[1]:
+                        raise DataFileError(f"{path}: X_test has {X_test.shape[1]} columns, "
+                                            f"X_train {X.shape[1]}")
+                    if X_test.shape[0] != y_test.shape[0]:
+                        raise DataFileError(f"{path}: X_test has {X_test.shape[0]} rows but "
+                                            f"y_test has {y_test.shape[0]}")
+                if X.shape[0] != y.shape[0]:
+                    raise DataFileError(f"{path}: {kx} has {X.shape[0]} rows but {ky} has "
+                                        f"{y.shape[0]}")
+                names = _npz_names(path, z, keys, X)
                 return X, y, names, f"{path.name}: {X.shape[0]:,} rows", X_test, y_test
     raise DataFileError(f"{path} must hold arrays 'X' and 'y' (or 'X_train'/'y_train', or "
                         f"'data'/'target'); it has {sorted(keys)}")
+
+
+def _npz_names(path, z, keys, X):
+    """The archive's ``feature_names`` (one per column of X), else x0, x1, ..."""
+    if "feature_names" not in keys:
+        return _default_names(X)
+    try:
+        names = [str(n) for n in np.asarray(z["feature_names"]).reshape(-1)]
+    except ValueError as exc:  # an object array
+        raise DataFileError(f"{path}: array 'feature_names' holds Python objects; save "
+                            "them as a string array") from exc
+    if len(names) != X.shape[1]:
+        raise DataFileError(f"{path}: 'feature_names' has {len(names)} names for "
+                            f"{X.shape[1]} columns")
+    return names
 
 
 def _read_libsvm(path):
