@@ -181,6 +181,24 @@ class _Same:
         return self.obj is other.obj
 
 
+def _check_param_names(names, model):
+    """``names`` as a list of one distinct name per parameter of ``model`` (or
+    None): a list of another length would label some parameters only (the
+    summary and the ArviZ export would drop the others)."""
+    if names is None:
+        return None
+    if isinstance(names, str):
+        raise TypeError("param_names must be a sequence of names, got a string")
+    names = list(names)
+    p = getattr(model, "n_params", None)
+    if p is not None and len(names) != p:
+        raise ValueError(f"param_names has {len(names)} names, but the model has {p} "
+                         "parameters: give one name per parameter")
+    if len(set(map(str, names))) != len(names):
+        raise ValueError("param_names has repeated names: give each parameter its own name")
+    return names
+
+
 def _check_count(name, value, minimum):
     if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
@@ -246,6 +264,9 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
         Show a tqdm progress bar (needs ``tqdm``).
     init : array-like of shape (n_params,) or (n_chains, n_params), optional
         Initial points (default: a draw from the Laplace approximation).
+    param_names : sequence of str, optional
+        One distinct name per parameter (``model.n_params`` of them; another
+        number is refused), used by the summary and the ArviZ export.
     check_convergence : bool, default=True
         Emit ``ConvergenceWarning`` for R-hat, ESS and divergence problems.
     resume : Trace, optional
@@ -292,6 +313,7 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
     """
     if n_jobs is not None and (not isinstance(n_jobs, numbers.Integral) or n_jobs == 0):
         raise ValueError(f"n_jobs must be None or a non-zero integer, got {n_jobs!r}")
+    param_names = _check_param_names(param_names, model)
     if resume is not None:
         run, n_add = _resume_plan(resume, model, sampler, n_samples)
         old = resume

@@ -326,3 +326,32 @@ def test_mh_refuses_a_chain_start_where_the_user_loglik_is_nan(logit_data):
                        r"0\.\]\): the model's loglik returned NaN for 200 of 200 data"):
         _quiet(sample, model, "mh", n_samples=10, n_warmup=10, n_chains=1,
                init=np.array([3.0, 0.0, 0.0]))
+
+
+# ---- quietly wrong -----------------------------------------------------------------------
+def test_param_names_of_the_wrong_length_are_refused(logit_data):
+    """Three names for four parameters were accepted, and the ArviZ export
+    then held three parameters only."""
+    X, y = logit_data
+    model = LogisticRegressionModel(X[:100], y[:100])
+    for names in (["a", "b", "c"], ["a", "b", "c", "d", "e"]):
+        with pytest.raises(ValueError, match=rf"param_names has {len(names)} names, but the "
+                           r"model has 4 parameters"):
+            sample(model, "mh", n_samples=5, n_warmup=5, n_chains=1, param_names=names)
+    with pytest.raises(ValueError, match=r"param_names has repeated names"):
+        sample(model, "mh", n_samples=5, n_warmup=5, n_chains=1, param_names=["a"] * 4)
+
+
+def test_mrf_float32_tables_beyond_its_range_are_refused():
+    """1e39 became inf in float32 and was accepted (every conditional of its
+    variables then NaN)."""
+    from bayes_subsample.mrf import BinaryMRF
+
+    index = [[0, 1], [1, 2]]
+    tables = [[0.0, 1e39, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]]
+    with pytest.raises(ValueError, match=r"pair_log_potentials overflow float32 \(factor 0"):
+        BinaryMRF(3, pair_index=index, pair_log_potentials=tables, dtype=np.float32)
+    m = BinaryMRF(3, pair_index=index, pair_log_potentials=tables, dtype=np.float64)
+    assert np.isfinite(m.incidence_log_ratio).all()
+    with pytest.raises(ValueError, match=r"log-potential differences \(log-ratios\) overflow"):
+        BinaryMRF(3, pair_index=[[0, 1]], pair_log_potentials=[[1.7e308, -1.7e308, 0.0, 0.0]])
