@@ -355,3 +355,109 @@ def test_mrf_float32_tables_beyond_its_range_are_refused():
     assert np.isfinite(m.incidence_log_ratio).all()
     with pytest.raises(ValueError, match=r"log-potential differences \(log-ratios\) overflow"):
         BinaryMRF(3, pair_index=[[0, 1]], pair_log_potentials=[[1.7e308, -1.7e308, 0.0, 0.0]])
+
+
+# ---- the dataset cache ----------------------------------------------------------------------
+def _higgs_csv(tmp_path, n_lines=400):
+    """The first lines of the shipped HIGGS sample as a plain (uncompressed) file."""
+    import gzip
+
+    from bayes_subsample.datasets import _base
+
+    src = _base._PACKAGE_DATA / "higgs_lightgbm_binary.train.gz"
+    with gzip.open(src, "rb") as fh:
+        lines = fh.read().splitlines(keepends=True)[:n_lines]
+    path = tmp_path / "h.csv"
+    path.write_bytes(b"".join(lines))
+    return path
+
+
+def test_cache_sees_a_source_changed_with_the_same_size_and_mtime(tmp_path):
+    """The entry records a hash of the source's bytes: a file replaced by other
+    contents of the same size and modification time is parsed again."""
+    import os
+
+    from bayes_subsample.datasets import load_higgs
+
+    src = _higgs_csv(tmp_path)
+    cache = tmp_path / "cache"
+    first = load_higgs(src, cache=True, cache_dir=cache)
+    y0 = float(first.target[0])
+    st = os.stat(src)
+    raw = bytearray(src.read_bytes())
+    raw[0:1] = b"0" if raw[0:1] == b"1" else b"1"      # the first label, same length
+    src.write_bytes(bytes(raw))
+    os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(src).st_size == st.st_size and os.stat(src).st_mtime_ns == st.st_mtime_ns
+    again = load_higgs(src, cache=True, cache_dir=cache)
+    assert float(again.target[0]) == 1.0 - y0
+    np.testing.assert_array_equal(again.data, load_higgs(src).data)
+    assert len([p for p in cache.iterdir()]) == 1        # the stale entry was replaced
+
+
+def _mounted_tmpfs(path, options):
+    """Mount a tmpfs at ``path`` (root only); False if this machine does not allow it."""
+    import os
+    import subprocess
+
+    if os.geteuid() != 0:
+        return False
+    path.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)],
+                       capture_output=True)
+    return r.returncode == 0
+
+
+def _umount(path):
+    import subprocess
+
+    subprocess.run(["umount", str(path)], check=True)
+
+
+def _load_through_unwritable_cache(src, cache):
+    from bayes_subsample.datasets import load_higgs
+
+    with pytest.warns(RuntimeWarning, match=rf"The cache folder {cache}\S* cannot take a cache "
+                      r"entry \(.+\); reading .*h.csv without the cache"):
+        b = load_higgs(src, cache=True, cache_dir=cache / "entries")
+    ref = load_higgs(src)
+    np.testing.assert_array_equal(b.data, ref.data)
+    np.testing.assert_array_equal(b.target, ref.target)
+
+
+def test_cache_on_a_full_disk_falls_back_and_leaves_nothing(tmp_path):
+    """A real full file system (a 64 kB tmpfs; the entry needs 90 kB): the
+    arrays are parsed in memory with a warning naming the cache folder, and no
+    temporary folder is left behind."""
+    src = _higgs_csv(tmp_path)
+    cache = tmp_path / "full"
+    if not _mounted_tmpfs(cache, "size=64k"):
+        pytest.skip("needs root and a tmpfs mount to make a full file system")
+    try:
+        _load_through_unwritable_cache(src, cache)
+        assert [p.name for p in (cache / "entries").iterdir()] == []
+    finally:
+        _umount(cache)
+
+
+def test_cache_on_a_read_only_folder_falls_back(tmp_path):
+    """A read-only cache folder: chmod for a normal user; a read-only tmpfs for
+    root (whom file modes do not stop)."""
+    import os
+
+    src = _higgs_csv(tmp_path)
+    cache = tmp_path / "ro"
+    if os.geteuid() == 0:
+        if not _mounted_tmpfs(cache, "ro,size=64k"):
+            pytest.skip("root ignores file modes, and a read-only tmpfs cannot be mounted")
+        try:
+            _load_through_unwritable_cache(src, cache)
+        finally:
+            _umount(cache)
+        return
+    cache.mkdir()
+    cache.chmod(0o555)
+    try:
+        _load_through_unwritable_cache(src, cache)
+    finally:
+        cache.chmod(0o755)

@@ -151,7 +151,14 @@ def load_data(args):
             msg = " ".join(str(exc).split())
             raise CLIError(f"{msg} (--data-home sets the data home)") from exc
         except _UNREADABLE as exc:
-            from ..datasets import get_data_home
+            from ..datasets import get_cache_dir, get_data_home
+            cache = get_cache_dir()
+            name = getattr(exc, "filename", None)
+            if name is not None and cache in (Path(os.fsdecode(name)), *Path(
+                    os.fsdecode(name)).parents):
+                # the cache folder, not the data files, is at fault
+                raise _unreadable(f"the cache folder {cache} (set $BAYES_SUBSAMPLE_CACHE to "
+                                  "another folder)", exc) from exc
             raise _unreadable(f"the {spec} files in {get_data_home(args.data_home)}",
                               exc) from exc
     else:
