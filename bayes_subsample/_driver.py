@@ -15,6 +15,8 @@ from joblib.parallel import get_active_backend
 
 from ._interrupt import run_stoppable, stop_description, stop_signals
 from ._linalg import scale_draws
+from ._run_checks import (_chain_marks, _check_count, _check_model, _check_param_names,
+                          _resume_plan, _warn_nan_evaluations)
 from ._seeding import seed_sequence
 from ._threads import available_cores, limit_threads
 from ._trace import Trace
@@ -147,8 +149,12 @@ class _RunState:
     the shared preparation, the chains, and the planned warmup length. Held by
     ``Trace`` (never pickled: it references the data)."""
 
-    def __init__(self, model, sampler, prepared, chains, n_warmup, n_target):
+    def __init__(self, model, sampler, prepared, chains, n_warmup, n_target, fingerprint):
         self.model = model
+        #: ``model.fingerprint()`` when the run started (a hash of all its data):
+        #: a continuation compares it with a fresh one, so data edited in place
+        #: since then are seen
+        self.fingerprint = fingerprint
         self.sampler = sampler
         self.prepared = prepared
         self.chains = chains
@@ -158,21 +164,6 @@ class _RunState:
         #: by the workers' copies of the model, not counted by ``model``)
         self.remote_passes = 0
         self.remote_rows = 0
-
-
-def _check_count(name, value, minimum):
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def _check_model(model):
-    from .models import GaussianPrior, Model
-    if not isinstance(model, Model):
-        raise TypeError(f"model must be a bayes_subsample.models.Model, got "
-                        f"{type(model).__name__}")
-    if not isinstance(model.prior, GaussianPrior):
-        raise TypeError(f"the samplers need a GaussianPrior, got {type(model.prior).__name__}")
 
 
 def _initial_points(init, n_chains, p):
@@ -225,6 +216,9 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
         Show a tqdm progress bar (needs ``tqdm``).
     init : array-like of shape (n_params,) or (n_chains, n_params), optional
         Initial points (default: a draw from the Laplace approximation).
+    param_names : sequence of str, optional
+        One distinct name per parameter (``model.n_params`` of them; another
+        number is refused), used by the summary and the ArviZ export.
     check_convergence : bool, default=True
         Emit ``ConvergenceWarning`` for R-hat, ESS and divergence problems.
     resume : Trace, optional
@@ -234,7 +228,11 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
         was asked for, then ``n_samples`` draws are added per chain. The
         result holds the whole run and equals, draw for draw, one call with
         the total length. ``model`` must be the data the trace was sampled
-        on, and ``sampler`` the same sampler (``None`` or equal parameters).
+        on, and ``sampler`` the same sampler (``None`` or equal parameters):
+        ``model.fingerprint()`` (for the GLMs a hash of every value of X and
+        y) is taken when a run starts and compared at each continuation, so
+        data edited in place since then raise a ValueError. The trace keeps
+        its chains until the continuation moves one of them on.
 
     Returns
     -------
@@ -271,16 +269,16 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
     """
     if n_jobs is not None and (not isinstance(n_jobs, numbers.Integral) or n_jobs == 0):
         raise ValueError(f"n_jobs must be None or a non-zero integer, got {n_jobs!r}")
+    param_names = _check_param_names(param_names, model)
     if resume is not None:
         run, n_add = _resume_plan(resume, model, sampler, n_samples)
         old = resume
-        old.run_state = None          # its chains move on: the new trace owns them
         n_chains = len(run.chains)
-        run.n_target += n_add
+        n_target = run.n_target + n_add
         param_names = param_names if param_names is not None else old.param_names
         warm = _Recorder.extending(old.warmup_draws, old.warmup_stats, old.warmup_lengths,
                                    run.n_warmup)
-        main = _Recorder.extending(old.draws, old.stats, old.chain_lengths, run.n_target)
+        main = _Recorder.extending(old.draws, old.stats, old.chain_lengths, n_target)
         t_prepare, n_evals_prepare = old.wall_time["prepare"], old.n_evals_prepare
         passes_prepare = old.data_passes["prepare"]
         passes_chains = old.data_passes["chains"]
@@ -301,6 +299,7 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
                 "memory map)")
         p = model.n_params
         init = _initial_points(init, n_chains, p)
+        fingerprint = model.fingerprint()
         children = seed_sequence(random_state).spawn(n_chains + 1)
         t0 = time.perf_counter()
         p0 = model.n_full_passes
@@ -311,14 +310,31 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
         elapsed_before = t_prepare
         chains = [_Chain(c, children[c + 1], None if init is None else init[c].copy())
                   for c in range(n_chains)]
-        run = _RunState(model, sampler, prepared, chains, n_warmup, n_samples)
+        run = _RunState(model, sampler, prepared, chains, n_warmup, n_samples, fingerprint)
         warm = _Recorder(n_chains, n_warmup, p)
         main = _Recorder(n_chains, n_samples, p)
 
     p1 = run.model.n_full_passes - run.remote_passes
-    interrupted, seconds = _run_chains(run, warm, main, n_jobs, progress)
+    nan0 = run.model.nan_evaluations[0]
+    if resume is None:
+        interrupted, seconds = _run_chains(run, warm, main, n_jobs, progress)
+    else:
+        # the chains stay the old trace's until they move on: a failure or an
+        # interrupt that escapes before any chain moved leaves it resumable
+        marks = _chain_marks(run)
+        try:
+            run.n_target = n_target
+            interrupted, seconds = _run_chains(run, warm, main, n_jobs, progress)
+        except BaseException:
+            if _chain_marks(run) == marks:
+                run.n_target = n_target - n_add
+            else:
+                old.run_state = None
+            raise
+        old.run_state = None          # its chains moved on: the new trace owns them
     passes_chains += run.model.n_full_passes + run.remote_passes - p1
     elapsed = elapsed_before + seconds
+    _warn_nan_evaluations(run.model, nan0)
     if interrupted:
         warnings.warn(
             f"sampling {stop_description()}: kept " + ", ".join(str(int(k)) for k in main.n_done)
@@ -348,36 +364,6 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
     if check_convergence and not interrupted and trace.n_samples >= 4:
         trace.check_convergence(warn=True)
     return trace
-
-
-def _resume_plan(trace, model, sampler, n_samples):
-    """Check that ``trace`` can be continued on ``model`` with ``sampler``;
-    returns its run state and the number of draws to add per chain."""
-    if not isinstance(trace, Trace):
-        raise TypeError(f"resume must be a Trace returned by sample(), got {type(trace).__name__}")
-    run = trace.run_state
-    if run is None:
-        raise ValueError(
-            "this trace cannot be resumed: it holds no chain states (a pickled trace loses "
-            "them, and estimators keep them only with warm_start=True or after an interrupt)")
-    if model is not run.model:
-        _check_model(model)
-        fp_old, fp_new = run.model.fingerprint(), model.fingerprint()
-        if fp_old != fp_new:
-            diff = sorted(k for k in set(fp_old) | set(fp_new) if fp_old.get(k) != fp_new.get(k))
-            raise ValueError(
-                "resume: the model differs from the one the trace was sampled on (it differs "
-                f"in: {', '.join(diff)}); a run can only be continued on the same data, "
-                "likelihood and prior")
-    if sampler is not None:
-        other = resolve_sampler(sampler)
-        if other.name != run.sampler.name or repr(other.get_params()) != repr(
-                run.sampler.get_params()):
-            raise ValueError(
-                f"resume: the trace was sampled with {run.sampler!r}, not {other!r}; a run "
-                "can only be continued with the same sampler and hyperparameters")
-    n_add = 0 if n_samples is None else _check_count("n_samples", n_samples, 0)
-    return run, n_add
 
 
 def _advance(ch, sampler, model, prepared, n_warmup, n_target, warm, main, c, stop,

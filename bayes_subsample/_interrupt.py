@@ -178,16 +178,17 @@ def run_stoppable(work, stop, name="bayes_subsample-work"):
     interrupt = None
     with stop_signals():
         worker = threading.Thread(target=run, name=name, daemon=True)
-        worker.start()
         # an Event, not Thread.join: before Python 3.13 a join interrupted by
         # Ctrl-C can mark a running thread as finished
         try:
+            worker.start()
             while not finished.wait(0.1):
                 pass
         except KeyboardInterrupt as e:
+            # (even while the worker starts: it may then never run)
             interrupt = e
             stop.set()
-            while not finished.wait(0.1):
+            while worker.is_alive() and not finished.wait(0.1):
                 pass
     if errors:
         raise errors[0]

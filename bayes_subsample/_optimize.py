@@ -74,7 +74,8 @@ def find_map(model, theta0=None, *, method=None, tol=1e-8, max_iter=200, scale=N
             not want_h or np.isfinite(h).all())
         if n_passes[0] == 1 and not finite:
             # at the start (theta = 0 unless given): the data's or the prior's scale
-            start_error.append(model.overflow_error("at the starting point of the MAP search"))
+            start_error.append(model.overflow_error("at the starting point of the MAP search",
+                                                    t))
             raise start_error[0]
         out = (-lp, -gp) if finite else (np.inf, np.zeros_like(t))
         if want_h:
@@ -157,6 +158,9 @@ def laplace(model, theta0=None, diagonal=False):
                 "map_info": {"n_evals": n_evals, "success": converged}}
     theta, info = find_map(model, theta0)
     precision = model.neg_hessian_log_posterior(theta)
+    if not np.isfinite(precision).all():
+        # (SciPy's Cholesky would only say "array must not contain infs or NaNs")
+        raise model.overflow_error("in the Hessian at the posterior mode", theta)
     n_evals = info["n_evals"] + model.n_data
     # not positive definite (flat directions): regularised by the prior precision
     f = factor_precision(precision, regulariser=model.prior.precision)
@@ -189,7 +193,7 @@ def diagonal_mode(model, theta0=None, tol=None, max_iter=200):
     n_evals = model.n_data
     P = -hd + prec
     if not (np.isfinite(ll) and np.all(np.isfinite(g)) and np.all(np.isfinite(P))):
-        raise model.overflow_error("at the starting point of the MAP search")
+        raise model.overflow_error("at the starting point of the MAP search", theta)
     grad = g - prec * theta
     P = np.where(P > 0, P, prec)
     if max_iter > 0 and float(grad @ (grad / P)) >= tol:

@@ -172,7 +172,7 @@ class TaylorControlVariate:
         self._B = np.ascontiguousarray(hess, dtype=np.float64) if order == 2 else None
         if not (np.isfinite(self.L_star) and np.isfinite(self.A).all()
                 and (self._B is None or np.isfinite(self._B).all())):
-            raise model.overflow_error("at the control variates' centre theta*")
+            raise model.overflow_error("at the control variates' centre theta*", self.theta_star)
         self.cache = None
         #: Python models: the rows' Taylor constants at theta* (a ``TaylorRows``,
         #: set by the sampler that keeps them; None: computed when asked)

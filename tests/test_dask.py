@@ -360,7 +360,7 @@ def test_open_npy_dask_reads_the_file_lazily(tmp_path, hessian_atol):
 def test_same_draws_for_any_n_jobs_and_warm_start():
     """Each chain draws its subsample rows from its own stream: the draws do not
     depend on n_jobs; a warm_start fit on the same Dask data continues the run
-    (its fingerprint fetches 4096 rows to compare)."""
+    (its fingerprint hashes every chunk where it lives)."""
     X, y = _data("logistic", n=30_000, d=3)
     Xd = da.from_array(X, chunks=6000)
     dm = DaskGLM(Xd, y, "logistic")

@@ -108,6 +108,10 @@ def _add_data(p):
                    help="CSV only: name or index of the target column (default: the last)")
     p.add_argument("--format", choices=("auto", "csv", "npz", "libsvm"), default="auto",
                    help="file format (default: from the extension, else sniffed)")
+    p.add_argument("--header", choices=("auto", "yes", "no"), default="auto",
+                   help="CSV only: whether the first line names the columns (auto: yes if a "
+                   "field is not a number, or if the fields are the column numbers 0..d-1 "
+                   "or 1..d)")
     p.add_argument("--model", choices=MODELS, default="logistic",
                    help="logistic (two classes, or multinomial with more), linear (Gaussian noise) or poisson (counts) "
                    "regression (default: %(default)s)")

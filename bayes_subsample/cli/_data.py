@@ -1,6 +1,7 @@
 """Reading the data for a command: a named dataset or a user's file."""
 import gzip
 import os
+import stat
 import zipfile
 import zlib
 from pathlib import Path
@@ -105,11 +106,33 @@ def _named_dataset(name, args):
     raise AssertionError(name)  # pragma: no cover
 
 
+def _input_status(spec, path):
+    """``os.stat`` of the input file ``path`` (None if there is none); a
+    CLIError if it cannot be a data file: a symlink loop or another path the
+    system refuses, a directory, a FIFO, a device or a socket (reading a FIFO
+    would wait for a writer; a device may never end)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # ELOOP (a symlink loop), EACCES, ENAMETOOLONG, ENOTDIR, ...
+        raise CLIError(f"cannot read {spec}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise CLIError(f"{spec} is a directory, not a data file")
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(st.st_mode) else
+                "a socket" if stat.S_ISSOCK(st.st_mode) else "a device")
+        raise CLIError(f"{spec} is {kind}, not a regular file: give a data file")
+    return st
+
+
 def data_files(spec):
     """The files that the data argument ``spec`` names: ``[path]``, or ``[]``
-    for a named dataset."""
+    for a named dataset. A path that cannot be a data file (a symlink loop, a
+    directory, a FIFO or a device) raises a CLIError."""
     path = Path(spec).expanduser()
-    return [] if spec.lower() in DATASETS and not path.exists() else [path]
+    st = _input_status(spec, path)
+    return [] if spec.lower() in DATASETS and st is None else [path]
 
 
 def load_data(args):
@@ -119,28 +142,37 @@ def load_data(args):
     if not files:
         if getattr(args, "target", None) is not None:
             raise CLIError(f"--target applies to CSV files, not to the named dataset {spec!r}")
+        if getattr(args, "header", "auto") != "auto":
+            raise CLIError(f"--header applies to CSV files, not to the named dataset {spec!r}")
         try:
             data = _named_dataset(spec.lower(), args)
         except FileNotFoundError as exc:
             msg = " ".join(str(exc).split())
             raise CLIError(f"{msg} (--data-home sets the data home)") from exc
         except _UNREADABLE as exc:
-            from ..datasets import get_data_home
+            from ..datasets import get_cache_dir, get_data_home
+            cache = get_cache_dir()
+            name = getattr(exc, "filename", None)
+            if name is not None and cache in (Path(os.fsdecode(name)), *Path(
+                    os.fsdecode(name)).parents):
+                # the cache folder, not the data files, is at fault
+                raise _unreadable(f"the cache folder {cache} (set $BAYES_SUBSAMPLE_CACHE to "
+                                  "another folder)", exc) from exc
             raise _unreadable(f"the {spec} files in {get_data_home(args.data_home)}",
                               exc) from exc
     else:
         path, = files
-        if not path.exists():
+        if _input_status(spec, path) is None:
             names = ", ".join(DATASETS)
             if path.suffix or os.sep in spec:
                 raise CLIError(f"no such file: {spec}")
             raise CLIError(f"{spec!r} is neither a file nor a named dataset ({names})")
-        if path.is_dir():
-            raise CLIError(f"{spec} is a directory, not a data file")
         from ..datasets._files import _load_file  # scikit-learn: not for --help
 
         try:
-            f = _load_file(path, args.target, args.format, target_option="--target")
+            header = {"auto": "auto", "yes": True, "no": False}[getattr(args, "header", "auto")]
+            f = _load_file(path, args.target, args.format, target_option="--target",
+                           header=header, header_option="--header")
         except ValueError as exc:
             raise CLIError(str(exc)) from exc
         except _UNREADABLE as exc:

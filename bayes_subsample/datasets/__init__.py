@@ -80,9 +80,16 @@ when complete, so an interrupted build never passes for an entry. Every open
 checks the sizes and the sha256 of the whole files (one sequential read,
 about a second per GB, against minutes of parsing; the pages read stay in
 the shared page cache). A damaged or partial entry is deleted, with a
-:class:`RuntimeWarning`, and rebuilt from the source file.
-:func:`clear_cache` deletes every entry, complete or not, and the leftovers
-of interrupted builds.
+:class:`RuntimeWarning`, and rebuilt from the source file. The entry also
+holds the BLAKE2b hash of the source file's bytes, compared with the file's
+at every open (another sequential read, of the compressed file): a source
+replaced by other contents of the same size and modification time is parsed
+again, never served stale. A cache folder that cannot take an entry (a full
+disk or quota, a read-only or unwritable folder) gives a
+:class:`RuntimeWarning` naming that folder, and the arrays are parsed in
+memory as with ``cache=False``; the build's temporary folder is removed
+however it stops. :func:`clear_cache` deletes every entry, complete or not,
+and the leftovers of interrupted builds.
 
 Targets
 -------

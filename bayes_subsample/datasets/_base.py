@@ -2,6 +2,7 @@
 and parsing of delimited text, output sinks, standardisation and the parse
 cache (see the :mod:`bayes_subsample.datasets` docstring for the behaviour)."""
 
+import errno
 import gzip
 import hashlib
 import io
@@ -17,6 +18,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ._sink import _Sink
+
 DATA_HOME_ENV = "BAYES_SUBSAMPLE_DATA"
 CACHE_DIR_ENV = "BAYES_SUBSAMPLE_CACHE"
 DEFAULT_DATA_HOME = "~/bayes_subsample_data"
@@ -24,7 +27,8 @@ DEFAULT_DATA_HOME = "~/bayes_subsample_data"
 # the files shipped with the package, in bayes_subsample/data/
 _PACKAGE_DATA = Path(__file__).resolve().parent.parent / "data"
 _BLOCK_BYTES = 32 * 1024 * 1024  # text parsed per block when streaming a file
-_CACHE_VERSION = 2  # 2: meta.json holds each array's size and sha256
+#: 2: meta.json holds each array's size and sha256; 3: and the source file's BLAKE2b
+_CACHE_VERSION = 3
 
 # --------------------------------------------------------------------------
 # damaged files
@@ -350,78 +354,6 @@ def _iter_parsed(
             yield arr
 
 
-# --------------------------------------------------------------------------
-# output sinks: in memory, or streamed to a .npy file for the cache
-# --------------------------------------------------------------------------
-
-_NPY_HEADER_BYTES = 128  # fixed .npy header size so the row count can be patched in
-
-
-def _npy_header(dtype, shape):
-    d = {
-        "descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
-        "fortran_order": False,
-        "shape": tuple(shape),
-    }
-    text = repr(d).encode("latin1")
-    pad = _NPY_HEADER_BYTES - 10 - len(text) - 1
-    if pad < 0:  # pragma: no cover - shapes never get that long
-        raise ValueError("npy header too long")
-    text += b" " * pad + b"\n"
-    return b"\x93NUMPY\x01\x00" + np.uint16(len(text)).tobytes() + text
-
-
-class _Sink:
-    """Collect row blocks of one array, in memory or straight into a ``.npy`` file.
-
-    ``finish`` returns an ndarray (memory) or a writable ``np.memmap`` (file),
-    so post-processing such as standardisation can run in place either way.
-    """
-
-    def __init__(self, dtype, tail_shape=(), path=None):
-        self.dtype = np.dtype(dtype)
-        self.tail = tuple(tail_shape)
-        self.path = path
-        self.n = 0
-        self.blocks = []
-        self.fh = None
-        if path is not None:
-            self.fh = open(path, "wb")  # noqa: SIM115 - closed in finish() / abort()
-            self.fh.write(_npy_header(self.dtype, (0,) + self.tail))
-
-    def append(self, a):
-        a = np.ascontiguousarray(a, dtype=self.dtype)
-        if a.shape[1:] != self.tail:
-            raise ValueError(f"block shape {a.shape} does not match {self.tail}")
-        self.n += a.shape[0]
-        if self.fh is None:
-            self.blocks.append(a)
-        else:
-            self.fh.write(a.tobytes())
-
-    def finish(self):
-        if self.fh is None:
-            if len(self.blocks) == 1:
-                return self.blocks.pop()
-            if not self.blocks:
-                return np.empty((0,) + self.tail, dtype=self.dtype)
-            out = np.concatenate(self.blocks)
-            self.blocks = []
-            return out
-        self.fh.seek(0)
-        self.fh.write(_npy_header(self.dtype, (self.n,) + self.tail))
-        self.fh.close()
-        self.fh = None
-        if self.n == 0:
-            return np.empty((0,) + self.tail, dtype=self.dtype)
-        return np.load(self.path, mmap_mode="r+")
-
-    def abort(self):
-        if self.fh is not None:
-            self.fh.close()
-            self.fh = None
-
-
 def _standardize_inplace(X, cols, chunk_rows=1 << 16):
     """Centre and scale columns ``cols`` of X in place; return (mean, scale).
 
@@ -625,15 +557,17 @@ def _open_entry(entry):
     return arrays, meta
 
 
-def _write_entry(entry, build):
+def _write_entry(entry, build, source_digest):
     """Build arrays into a new cache entry ``entry``, atomically.
 
     Everything is written into a temporary folder beside ``entry``: the
-    ``.npy`` files, then ``meta.json`` with each file's size and sha256.
-    Only then is the folder renamed to ``entry`` (``os.replace``, atomic),
-    so an interrupted build leaves no folder that passes for an entry, only
-    a temporary one that :func:`clear_cache` removes. If another process
-    renamed its own build to ``entry`` first, that one is kept.
+    ``.npy`` files, then ``meta.json`` with each file's size and sha256 and
+    the BLAKE2b ``source_digest`` of the source file. Only then is the folder
+    renamed to ``entry`` (``os.replace``, atomic), so an interrupted build
+    leaves no folder that passes for an entry. The temporary folder is
+    removed whatever stops the build (an error, an interrupt, a full disk,
+    where closing a file fails too). If another process renamed its own
+    build to ``entry`` first, that one is kept.
     """
     entry.parent.mkdir(parents=True, exist_ok=True)
     tmp = entry.parent / f".{entry.name}.tmp-{uuid.uuid4().hex}"
@@ -645,6 +579,7 @@ def _write_entry(entry, build):
         sinks.append(s)
         return s
 
+    done = False
     try:
         arrays, meta = build(make_sink)
         for key, a in arrays.items():
@@ -657,17 +592,25 @@ def _write_entry(entry, build):
         for f in sorted(tmp.glob("*.npy")):
             size, sha = _file_digest(f)
             files[f.stem] = {"size": size, "sha256": sha}
-        meta = dict(meta, _version=_CACHE_VERSION, _arrays=files)
+        meta = dict(meta, _version=_CACHE_VERSION, _arrays=files, _source=source_digest)
         (tmp / "meta.json").write_text(json.dumps(meta, default=_json_default))
         try:
             os.replace(tmp, entry)
+            done = True
         except OSError:  # another process has just put its entry there
+            pass
+    finally:
+        if not done:
+            for s in sinks:
+                s.abort()
             shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        for s in sinks:
-            s.abort()
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+
+#: what writing a cache entry raises when the cache folder cannot take it: a
+#: full disk or quota, a read-only file system, no permission, a path that is
+#: not a folder
+_CACHE_UNWRITABLE = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM,
+                     errno.ENOTDIR, errno.EEXIST, errno.ELOOP, errno.ENAMETOOLONG)
 
 
 def _load_or_build(name, source, options, build, cache, cache_dir):
@@ -680,7 +623,12 @@ def _load_or_build(name, source, options, build, cache, cache_dir):
     Every open of an entry checks each file's size and the sha256 of all its
     bytes against ``meta.json`` (:func:`_open_entry`); a damaged, partial or
     unreadable entry is deleted, with a :class:`RuntimeWarning`, and rebuilt
-    from ``source``. Hashing the whole file, not a sample of it, was chosen
+    from ``source``. The entry also records the BLAKE2b of the source file's
+    bytes, compared with the file's at every open: an entry built from other
+    contents (a file replaced by one of the same size and modification time)
+    is rebuilt. A cache folder that cannot take the entry (full, read-only,
+    not writable) gives a :class:`RuntimeWarning` naming it, and the arrays
+    are built in memory instead; no temporary folder is left behind. Hashing the whole file, not a sample of it, was chosen
     because damage anywhere (a disk error, a file cut short and padded,
     bytes overwritten) must be seen, and it keeps what the memory map is
     for: the hash streams the file in 8 MB chunks, so it allocates nothing
@@ -689,31 +637,67 @@ def _load_or_build(name, source, options, build, cache, cache_dir):
     it costs is one sequential read per open, about a second per GB here
     (full HIGGS in float32 is 1.3 GB), against minutes to parse the text.
     """
+    def in_memory():
+        return build(lambda key, dtype, tail=(): _Sink(dtype, tail))
+
     if not cache:
-        arrays, meta = build(lambda key, dtype, tail=(): _Sink(dtype, tail))
-        return arrays, meta
+        return in_memory()
+    from .._trace import _user_stacklevel
+
     entry = _cache_entry(name, source, options, cache_dir)
+    # the source's content, not only its size and modification time (in the
+    # entry's name): a file replaced by one of the same size and mtime is seen
+    source_digest = _source_digest(source)
     if os.path.lexists(entry):
         try:
-            return _open_entry(entry)
+            arrays, meta = _open_entry(entry)
+            if meta.pop("_source", None) == source_digest:
+                return arrays, meta
+            del arrays
+            stale = True
         except _BrokenEntry as exc:
-            from .._trace import _user_stacklevel
-
             warnings.warn(
                 f"The cache entry {entry} is damaged: {exc}. Deleting it and rebuilding it "
                 f"from {source}.",
                 RuntimeWarning,
                 stacklevel=_user_stacklevel(),
             )
-            _remove_entry(entry)
-    _write_entry(entry, build)
+            stale = False
+        if not _remove_entry(entry) and stale:
+            warnings.warn(f"The cache entry {entry} was built from an older {source} and "
+                          "cannot be deleted; reading the file without the cache.",
+                          RuntimeWarning, stacklevel=_user_stacklevel())
+            return in_memory()
     try:
-        return _open_entry(entry)
+        _write_entry(entry, build, source_digest)
+    except OSError as exc:
+        if exc.errno not in _CACHE_UNWRITABLE:
+            raise
+        warnings.warn(
+            f"The cache folder {entry.parent} cannot take a cache entry "
+            f"({exc.strerror or exc}); reading {source} without the cache (cache=False). "
+            "Free space there, or set another cache folder (cache_dir=, "
+            f"${CACHE_DIR_ENV}).",
+            RuntimeWarning,
+            stacklevel=_user_stacklevel(),
+        )
+        return in_memory()
+    try:
+        arrays, meta = _open_entry(entry)
     except _BrokenEntry as exc:  # pragma: no cover - only if the disk fails us
         raise DataFileError(
             f"{entry}: the cache entry just written fails its check: {exc}. Delete it "
             "(bayes_subsample.datasets.clear_cache) and check the disk."
         ) from None
+    meta.pop("_source", None)
+    return arrays, meta
+
+
+def _source_digest(source):
+    """The BLAKE2b of the source file's bytes (read once, in chunks)."""
+    from .._hashing import file_digest
+
+    return file_digest(source)[1]
 
 
 def _json_default(o):

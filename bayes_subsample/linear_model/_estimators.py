@@ -61,8 +61,10 @@ _COMMON_DOC = """
         chains from their last states, with their adapted tuning and random
         streams, and appends ``n_samples`` draws per chain: the result equals,
         draw for draw, one fit with the total number of draws. A fit that was
-        interrupted (Ctrl-C) is first completed. The data are checked by a
-        fingerprint; the sampler, ``n_chains`` and ``n_warmup`` must not change.
+        interrupted (Ctrl-C) is first completed. Data that changed since the
+        first fit (a hash of every value of X and y is compared), even in
+        place, raise a ValueError; the sampler, ``n_chains`` and ``n_warmup``
+        must not change.
     progress : bool, default=False
         Show a progress bar (needs tqdm).
 """

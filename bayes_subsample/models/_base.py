@@ -14,6 +14,8 @@ import threading
 
 import numpy as np
 
+from .._hashing import array_digest
+
 __all__ = ["Model", "GaussianPrior", "FunctionModel"]
 
 
@@ -71,16 +73,18 @@ class GaussianPrior:
 
 
 def _digest(*arrays):
-    """A short content hash of arrays (their bytes, dtypes and shapes)."""
-    h = hashlib.blake2b(digest_size=16)
-    for a in arrays:
-        a = np.ascontiguousarray(a)
-        h.update(f"{a.dtype.str}{a.shape}".encode())
-        h.update(a.data)
-    return h.hexdigest()
+    """A short content hash of arrays (their dtypes, shapes and every byte)."""
+    return array_digest(*arrays)
 
 
 _PASS_LOCK = threading.Lock()
+
+
+def _show_theta(theta, limit=8):
+    """``theta`` for a message: its values, the first ``limit`` of a long one."""
+    t = np.asarray(theta, dtype=np.float64).ravel()
+    shown = np.array2string(t[:limit], precision=4, separator=", ")
+    return shown if t.size <= limit else f"{shown[:-1]}, ... ({t.size} values)]"
 
 
 def python_terms(model):
@@ -205,6 +209,22 @@ class Model:
         with _PASS_LOCK:     # chains running in threads share the model
             self.__dict__["_n_full_passes"] = self.__dict__.get("_n_full_passes", 0) + k
 
+    @property
+    def nan_evaluations(self):
+        """``(count, function name, theta)``: how many calls of this model's
+        own functions returned NaN, and the first of them (for a
+        :class:`FunctionModel`; ``(0, None, None)`` for others). The driver
+        warns when a run adds to the count."""
+        return self.__dict__.get("_nan_evaluations", (0, None, None))
+
+    def _note_nan(self, name, theta, out):
+        """Count a call of the function ``name`` at ``theta`` if ``out`` holds NaN."""
+        if np.isnan(out).any():
+            with _PASS_LOCK:
+                n, first, at = self.nan_evaluations
+                self.__dict__["_nan_evaluations"] = (
+                    n + 1, first or name, at if at is not None else np.array(theta, copy=True))
+
     # ---- pickling (chains on a Dask cluster ship the model to the workers) ----
     def __getstate__(self):
         """The model without its compiled object (rebuilt where it is unpickled:
@@ -252,14 +272,20 @@ class Model:
         overflow float64, or None. Called to explain non-finite values."""
         return None
 
-    def overflow_error(self, where):
-        """A ValueError for non-finite log-posterior values at ``where``, naming
-        the input at fault when the model can tell."""
+    def overflow_error(self, where, theta=None):
+        """A ValueError for non-finite log-posterior values at ``where`` (at the
+        point ``theta`` if given), naming the input at fault when the model can
+        tell: for a Python model (:class:`FunctionModel`, a user's subclass)
+        its own functions, else the scale of the data or of the prior."""
+        at = "" if theta is None else f" (theta = {_show_theta(theta)})"
         problem = self.scale_problem()
+        if problem is None and python_terms(self):
+            problem = (f"The model's own functions ({type(self).__name__}: loglik, grad, hess) "
+                       "returned NaN or infinity there: check them at that theta.")
         if problem is None:
             problem = ("Check the scale of the data (standardise X) and of the prior "
                        "(prior_scale).")
-        return ValueError(f"the log-posterior or its derivatives are not finite {where}. "
+        return ValueError(f"the log-posterior or its derivatives are not finite {where}{at}. "
                           + problem)
 
     def range_bound_degree(self, order=None):
@@ -595,12 +621,40 @@ class FunctionModel(Model):
         fp["terms"] = f"{id(self._loglik):x}:{id(self._grad):x}:{id(self._hess):x}"
         return fp
 
+    def overflow_error(self, where, theta=None):
+        """As :meth:`Model.overflow_error`, saying which of the user's functions
+        returned NaN or infinity at ``theta`` and for how many data (found by
+        calling each once on all the data, only to write this message)."""
+        if theta is None:
+            return super().overflow_error(where)
+        idx = np.arange(self.n_data)
+        bad = []
+        funcs = [("loglik", self._loglik), ("grad", self._grad)]
+        funcs += [("hess", self._hess)] if self._hess is not None else []
+        for name, f in funcs:
+            try:
+                out = np.asarray(f(np.array(theta, dtype=np.float64), idx), dtype=np.float64)
+            except Exception:  # noqa: BLE001 - the original problem is the one to report
+                continue
+            out = out.reshape(len(idx), -1) if out.size else out
+            rows = ~np.isfinite(out).reshape(len(idx), -1).all(axis=1) if out.size else []
+            if np.any(rows):
+                what = "NaN" if np.isnan(out).any() else "infinity"
+                bad.append(f"{name} returned {what} for {int(np.sum(rows)):,} of "
+                           f"{self.n_data:,} data")
+        if not bad:
+            return super().overflow_error(where, theta)
+        return ValueError(f"the log-posterior or its derivatives are not finite {where} "
+                          f"(theta = {_show_theta(theta)}): the model's {'; '.join(bad)}. "
+                          "Check the FunctionModel's functions at that theta.")
+
     def loglik_terms(self, theta, idx):
         out = np.asarray(self._loglik(theta, idx), dtype=np.float64)
         if out.shape != (len(idx),):
             raise ValueError(
                 f"loglik returned shape {out.shape}, expected ({len(idx)},) for {len(idx)} indices"
             )
+        self._note_nan("loglik", theta, out)
         return out
 
     def grad_terms(self, theta, idx):
@@ -609,6 +663,7 @@ class FunctionModel(Model):
             raise ValueError(
                 f"grad returned shape {out.shape}, expected ({len(idx)}, {self.n_params})"
             )
+        self._note_nan("grad", theta, out)
         return out
 
     def hess_terms(self, theta, idx):
@@ -619,6 +674,7 @@ class FunctionModel(Model):
         if out.shape != (len(idx), p, p):
             raise ValueError(
                 f"hess returned shape {out.shape}, expected ({len(idx)}, {p}, {p})")
+        self._note_nan("hess", theta, out)
         return out
 
     def range_bound(self, theta, theta_new):

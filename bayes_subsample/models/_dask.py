@@ -208,12 +208,14 @@ class DaskGLM(Model):
             "need X in memory (or memory-mapped).")
 
     def fingerprint(self):
-        """Family, prior, noise, intercept, shape and dtype, a hash of ``y`` and of
-        up to 4096 evenly spaced rows of ``X`` (fetched)."""
+        """Family, prior, noise, intercept, shape and dtype, a hash of ``y`` and
+        of every value of ``X`` (each chunk hashed where it lives, one pass)."""
+        import dask
+
         fp = super().fingerprint()
-        n = self.n_data
-        rows = np.unique(np.linspace(0, n - 1, min(n, 4096)).astype(np.int64))
+        blocks = self.X.to_delayed().ravel()
+        digests = dask.compute(*[dask.delayed(_digest)(b) for b in blocks])
         fp.update(family=self.family, phi=repr(self.phi), fit_intercept=str(self.fit_intercept),
                   y=_digest(self.y), X=f"{np.dtype(self.X.dtype).str}{self.X.shape}",
-                  terms=_digest(np.asarray(self.X[rows].compute())))
+                  terms=_digest(np.array(digests + (repr(self.X.chunks),))))
         return fp

@@ -15,6 +15,7 @@ import numpy as np
 from scipy import sparse
 from scipy.linalg import solve_triangular
 
+from .._hashing import array_digest
 from .._threads import available_cores, threads_for_pass
 from ._base import CompiledModel, GaussianPrior, _digest
 from ._cymodel import CyGaussian, CyLogistic, CyPoisson, count_binary
@@ -97,19 +98,14 @@ def check_sparse_design(X, name="X"):
 
 
 def design_fingerprint(X):
-    """``{"X": shape and dtype, "terms": a hash of up to 4096 evenly spaced rows}``
-    of a dense or CSR design (a check that data were not swapped or edited in
-    bulk, cheap on 1e7 rows; not a proof)."""
-    n = X.shape[0]
-    rows = np.unique(np.linspace(0, n - 1, min(n, 4096)).astype(np.int64))
+    """``{"X": shape and dtype, "terms": a hash of every value}`` of a dense or
+    CSR design (its stored entries and their places; the index types unified:
+    the same matrix in int32 or int64 indices has one fingerprint)."""
     if sparse.issparse(X):
-        # the stored entries of the rows (index types unified: the same matrix
-        # in int32 or int64 indices has one fingerprint)
-        sub = X[rows]
         return {"X": f"csr{X.dtype.str}{X.shape}",
-                "terms": _digest(sub.data, sub.indices.astype(np.int64),
-                                 sub.indptr.astype(np.int64))}
-    return {"X": f"{X.dtype.str}{X.shape}", "terms": _digest(np.asarray(X[rows]))}
+                "terms": _digest(X.data[: X.nnz]) + array_digest(
+                    X.indices[: X.nnz], X.indptr, as_dtype=np.int64)}
+    return {"X": f"{X.dtype.str}{X.shape}", "terms": _digest(X)}
 
 
 def design_size(X):
@@ -395,9 +391,8 @@ class GLM(CompiledModel):
         return self._cy
 
     def fingerprint(self):
-        """Family, prior, noise, intercept, shapes and dtype, a hash of ``y``
-        and of up to 4096 evenly spaced rows of ``X`` (a check that data were
-        not swapped or edited in bulk, cheap on 1e7 rows; not a proof)."""
+        """Family, prior, noise, intercept, shapes and dtype, and a hash of
+        every value of ``X`` and ``y`` (:func:`design_fingerprint`)."""
         fp = super().fingerprint()
         fp.update(family=self.family, phi=repr(self.phi), fit_intercept=str(self.fit_intercept),
                   y=_digest(self.y), **design_fingerprint(self.X))

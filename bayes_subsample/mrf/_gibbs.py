@@ -22,6 +22,10 @@ from ._model import BinaryMRF, _as_int, _check_states
 #: wall time of one compiled call of a chain's sweeps: a stop request (Ctrl-C,
 #: SIGTERM, SIGHUP) is seen between calls, so within about this time plus a sweep
 _CHUNK_SECONDS = 0.1
+#: the largest ``block_size`` of :class:`GibbsSampler`: a block is that many
+#: consecutive factor terms of one variable (larger blocks only mean "all of a
+#: variable's terms" on any real model, and their counts overflow int64 sums)
+MAX_BLOCK_SIZE = 1 << 20
 
 
 @dataclass(eq=False)
@@ -128,8 +132,8 @@ class GibbsSampler(BaseEstimator):
         their sums, so each examined term costs what the exact update's streaming
         sum costs; ``batch_size`` and ``first_batch_size`` are rounded up to
         whole blocks (at least 2 in the first batch). ``block_size=1`` draws single
-        terms (random gathers; several times slower per term). See
-        :ref:`algo-gibbs-approx`.
+        terms (random gathers; several times slower per term). At most
+        :data:`MAX_BLOCK_SIZE` (1,048,576). See :ref:`algo-gibbs-approx`.
     scan : {"systematic", "random"}, default="systematic"
         Systematic scan updates x_0, ..., x_{D-1} in order each sweep; random scan
         makes D updates of uniformly drawn variables.  One state is stored per sweep.
@@ -166,6 +170,9 @@ class GibbsSampler(BaseEstimator):
         if self.scan not in ("systematic", "random"):
             raise ValueError(f"scan must be 'systematic' or 'random', got {self.scan!r}")
         block = _as_int(self.block_size, "block_size", 1)
+        if block > MAX_BLOCK_SIZE:
+            raise ValueError(f"block_size must be <= {MAX_BLOCK_SIZE:,} (a block is that many "
+                             f"consecutive factor terms of one variable), got {block:,}")
         seed_sequence(self.random_state)
         # the test's units are blocks: batches in whole blocks, two in the first
         first = max(2 if eps > 0 else 1, -(-first // block))

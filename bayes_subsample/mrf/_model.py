@@ -87,7 +87,7 @@ def _validate_block(index, tables, order, n_vars, duplicates, dtype):
             f"[0, {n_vars})"
         )
     if F == 0:
-        return index, tables.astype(dtype)
+        return index, _finite_in(tables.reshape(0, size), dtype, f"{name}_log_potentials")
     srt = np.sort(index, axis=1)
     if np.any(srt[:, 1:] == srt[:, :-1]):
         bad = int(np.argmax(np.any(srt[:, 1:] == srt[:, :-1], axis=1)))
@@ -127,7 +127,23 @@ def _validate_block(index, tables, order, n_vars, duplicates, dtype):
     else:
         order_ = np.argsort(keys, kind="stable")
         index, tables = index[order_], tables[order_]
-    return np.ascontiguousarray(index), np.ascontiguousarray(tables, dtype=dtype)
+    return np.ascontiguousarray(index), _finite_in(tables, dtype, f"{name}_log_potentials")
+
+
+def _finite_in(values, dtype, what):
+    """``values`` cast to ``dtype``, C-contiguous; a ValueError if a value is
+    not finite there (float32 holds magnitudes up to 3.4e38: 1e39 would be
+    inf, and every conditional of its variables NaN)."""
+    with np.errstate(over="ignore"):
+        out = np.ascontiguousarray(values, dtype=dtype)
+    if not np.isfinite(out).all():
+        bad = int(np.argmax(~np.isfinite(out.reshape(len(out), -1)).all(axis=1)))
+        raise ValueError(
+            f"{what} overflow {np.dtype(dtype).name} (factor {bad}: "
+            f"{np.asarray(values).reshape(len(out), -1)[bad].tolist()}; "
+            f"|values| up to {float(np.finfo(dtype).max):.3g}): rescale them, or use "
+            "dtype=float64")
+    return out
 
 
 class BinaryMRF:
@@ -359,7 +375,9 @@ class BinaryMRF:
         np.cumsum(np.bincount(var, minlength=D), out=self.factor_ptr[1:])
         self.incidence_factor = np.ascontiguousarray(fid)
         self.incidence_other = np.ascontiguousarray(other)
-        self.incidence_log_ratio = np.ascontiguousarray(ratio, dtype=self.dtype)
+        # the conditionals' log-ratios (differences of two entries of a table)
+        self.incidence_log_ratio = _finite_in(ratio, self.dtype,
+                                              "the log-potential differences (log-ratios)")
 
     # ------------------------------------------------------------------ properties
     @property

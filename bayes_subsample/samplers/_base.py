@@ -39,8 +39,14 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 
 __all__ = ["BaseSampler", "Kernel", "Prepared", "LaplacePrepared", "prepare_laplace",
-           "shared_constraints", "DENSE_METRIC_MAX", "diagonal_metric"]
+           "shared_constraints", "DENSE_METRIC_MAX", "MAX_STEPS", "diagonal_metric"]
 
+
+#: the most steps a sampler's ``n_steps`` (transitions per retained iteration),
+#: ``n_leapfrog`` and ``max_leapfrog`` (leapfrog steps per trajectory) may ask
+#: for: a larger value is a typo or an overflow, and would make one iteration
+#: run for hours
+MAX_STEPS = 100_000
 
 #: the hyperparameters several samplers have, with their constraints: the same
 #: name means the same thing, and takes the same values, in every sampler
@@ -48,14 +54,14 @@ SHARED_CONSTRAINTS = {
     "step_size": [Interval(Real, 0, None, closed="neither"), None],
     "adapt": ["boolean"],
     "batch_size": [Interval(Integral, 1, None, closed="left")],
-    "n_steps": [Interval(Integral, 1, None, closed="left")],
+    "n_steps": [Interval(Integral, 1, MAX_STEPS, closed="both")],
     "friction": [Interval(Real, 0, None, closed="neither")],
     "control_variates": ["boolean"],
     "precondition": ["boolean"],
     "check_exact": ["boolean"],
     "trajectory_length": [Interval(Real, 0, None, closed="neither")],
-    "n_leapfrog": [Interval(Integral, 1, None, closed="left"), None],
-    "max_leapfrog": [Interval(Integral, 1, None, closed="left")],
+    "n_leapfrog": [Interval(Integral, 1, MAX_STEPS, closed="both"), None],
+    "max_leapfrog": [Interval(Integral, 1, MAX_STEPS, closed="both")],
     "jitter": [Interval(Real, 0, 1, closed="left")],
     "max_tree_depth": [Interval(Integral, 1, 30, closed="both")],
     "target_accept": [Interval(Real, 0, 1, closed="neither")],

@@ -59,7 +59,7 @@ class FetchingHMCECSKernel(HMCECSKernel):
         if not np.isfinite(U):
             raise self.model.overflow_error(
                 f"on the subsample at a chain's initial point (max |theta| = "
-                f"{np.max(np.abs(theta0)):.3g})")
+                f"{np.max(np.abs(theta0)):.3g})", theta0)
         return ECSState(pot.position, U, pot, None)
 
     def step(self, rng, state):

@@ -117,7 +117,8 @@ class EWSG(BaseSampler):
     step_size : float, optional
         ``h``; ``None`` uses :func:`suggest_step_size` (``sampler="ewsg"``).
     batch_size : int, default=32
-        Minibatch size ``b`` (capped at ``n``).
+        Minibatch size ``b``; at most ``n`` (values up to 32 are capped at
+        ``n``; larger ones are refused before any work).
     friction : float, default=2.0
         ``gamma`` (the paper uses 10 on its Gaussian example, 50 on covtype,
         both in unwhitened units). Preconditioned, the posterior is close to

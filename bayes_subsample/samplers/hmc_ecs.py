@@ -220,7 +220,7 @@ class HMCECSKernel(Kernel):
                 f"on the subsample at a chain's initial point (max |theta| = "
                 f"{np.max(np.abs(theta0)):.3g}; chains start at a draw from the Laplace "
                 "approximation, which can reach where the likelihood overflows, e.g. Poisson's "
-                "exp(eta): pass init= near the mode)")
+                "exp(eta): pass init= near the mode)", theta0)
         return ECSState(pot.position, U, pot, products)
 
     def step(self, rng, state):

@@ -105,7 +105,13 @@ class MHKernel(ProposalKernel):
 
     def init(self, rng, theta0):
         self.n_evals_setup += self.n
-        return MHState(theta0, self.model.log_posterior(theta0))
+        logp = self.model.log_posterior(theta0)
+        if not np.isfinite(logp):
+            # every ratio from here would be NaN or inf - inf: the chain could never move
+            raise self.model.overflow_error(
+                f"at a chain's initial point (max |theta| = {np.max(np.abs(theta0)):.3g}; "
+                "pass init= where the log-posterior is finite)", theta0)
+        return MHState(theta0, logp)
 
     def transition(self, rng, state):
         theta_new, log_q_ratio, n_prop = self.proposal.propose(rng, state.theta)

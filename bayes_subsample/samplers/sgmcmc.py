@@ -289,6 +289,12 @@ class SGPrepared(LaplacePrepared):
     step_rule: Optional[StepRule] = None
 
 
+#: a ``batch_size`` larger than the data is refused, unless it is at most this
+#: (the default, 32, on fewer than 32 rows: the minibatch draws rows with
+#: replacement, so it stays valid and cheap)
+SMALL_BATCH = 32
+
+
 def prepare_sg(sampler, model, *, control_variates, batch_size, friction=None,
                precondition=None):
     """MAP / Laplace, control variates at the MAP (order 2 for GLMs, 1 otherwise;
@@ -300,6 +306,11 @@ def prepare_sg(sampler, model, *, control_variates, batch_size, friction=None,
     a diagonal metric (wide models) the Laplace approximation is diagonal and
     the control variates are of order 1 (order 2 needs the ``p x p`` Hessian
     sum): ``O(p)`` work a step."""
+    asked = sampler.batch_size
+    if asked > max(model.n_data, SMALL_BATCH):
+        # refused before any work (a minibatch buffer of batch_size rows is allocated)
+        raise ValueError(f"{type(sampler).__name__}: batch_size={asked} is larger than the "
+                         f"data (n={model.n_data}); use batch_size <= {model.n_data}")
     precondition = sampler.precondition if precondition is None else precondition
     diagonal = diagonal_metric(sampler.metric, model)
     lap = prepare_laplace(model, diagonal=diagonal)
@@ -497,7 +508,8 @@ class SGLD(BaseSampler):
     batch_size : int, default=32
         Minibatch size ``m`` (iid indices, fresh at every step). With control
         variates the gradient noise is small near the mode, so a small
-        minibatch suffices.
+        minibatch suffices. At most the number of data (values up to 32 are
+        taken on fewer rows too); larger values are refused before any work.
     control_variates : bool, default=True
         Use Taylor control variates around the MAP.
     n_steps : int, default=10
@@ -613,7 +625,8 @@ class SGHMC(BaseSampler):
         ``eps`` (in the whitened coordinates when ``precondition``); ``None`` uses
         :func:`suggest_step_size`.
     batch_size : int, default=32
-        Minibatch size ``m`` per gradient.
+        Minibatch size ``m`` per gradient; at most the number of data (values
+        up to 32 are taken on fewer rows too).
     n_steps : int, default=10
         Steps per iteration (``L``; the HMC-ECS paper's SGHMC uses 20 on
         HIGGS). At the default step size (``0.3`` in whitened units with
