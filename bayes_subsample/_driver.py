@@ -13,6 +13,7 @@ import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs, parallel_config
 from joblib.parallel import get_active_backend
 
+from ._cost import CostWatch, make_progress_bar, run_causes
 from ._interrupt import run_stoppable, stop_description, stop_signals
 from ._linalg import scale_draws
 from ._run_checks import (_chain_marks, _check_count, _check_model, _check_param_names,
@@ -180,7 +181,7 @@ def _initial_points(init, n_chains, p):
 
 
 def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_jobs=None,
-           random_state=None, progress=False, init=None, param_names=None,
+           random_state=None, progress=None, init=None, param_names=None,
            check_convergence=True, resume=None):
     """Run ``n_chains`` chains of ``sampler`` on ``model``.
 
@@ -212,8 +213,11 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
         Seeds ``SeedSequence(random_state).spawn(n_chains + 1)``: one child for
         the shared preparation, one per chain. Ignored with ``resume`` (the
         chains continue their own streams).
-    progress : bool, default=False
-        Show a tqdm progress bar (needs ``tqdm``).
+    progress : bool or None, default=None
+        Show a tqdm progress bar (needs ``tqdm``): True from the start, False
+        never, None from the moment a
+        :class:`~bayes_subsample.exceptions.LongFitWarning` says the run is
+        estimated to be long (if tqdm is installed).
     init : array-like of shape (n_params,) or (n_chains, n_params), optional
         Initial points (default: a draw from the Laplace approximation).
     param_names : sequence of str, optional
@@ -503,10 +507,11 @@ def _run_chains(run, warm, main, n_jobs, progress):
     chains = run.chains
     n_chains = len(chains)
     remaining = int(np.sum(n_warmup - warm.n_done) + np.sum(n_target - main.n_done))
+    done0 = int(warm.n_done.sum() + main.n_done.sum())
     dask_backend = _dask_backend()
     n_parallel = _n_parallel(n_jobs, n_chains, dask_backend)
     if dask_backend is not None and n_parallel > 1:
-        bar = _progress_bar(progress, remaining)
+        bar = make_progress_bar(remaining) if progress else None
         try:
             with stop_signals():
                 return _run_chains_on_cluster(run, warm, main, dask_backend, n_parallel, bar)
@@ -515,15 +520,18 @@ def _run_chains(run, warm, main, n_jobs, progress):
                 bar.close()
     stop = threading.Event()
     interrupted = threading.Event()
-    bar = _progress_bar(progress, remaining)
+    # the progress bar, and the estimate of the run's cost (LongFitWarning)
+    bar = CostWatch(progress, remaining, lambda: int(warm.n_done.sum() + main.n_done.sum())
+                    - done0, run_causes(model, sampler, (warm, main)), stop)
     # chains in parallel threads share the cores with the model's threaded full
     # passes: each chain gets its share (results do not depend on threads)
     chain_threads = max(1, available_cores() // n_parallel)
 
     def tick(c, i, phase):
-        if bar is not None and i % 20 == 19:
+        bar.tick()
+        if i % 20 == 19:
             bar.update(20)
-            if phase is main:
+            if phase is main and bar.bar is not None:
                 done = main.stats["accepted"][c, :i + 1]
                 bar.set_postfix(accept=f"{np.mean(done):.2f}", refresh=False)
 
@@ -756,13 +764,3 @@ def _run_chains_on_cluster(run, warm, main, backend, n_parallel, bar):
             # (tasks cancelled while running keep polling it: it stays set)
             stop.clear()
     return interrupted, time.perf_counter() - t0
-
-
-def _progress_bar(progress, total):
-    if not progress:
-        return None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError as e:
-        raise ImportError("progress=True needs tqdm: pip install tqdm") from e
-    return tqdm(total=total, unit="it", desc="sampling")
