@@ -206,7 +206,9 @@ def build_parser():
     p.add_argument("--summary", metavar="PATH",
                    help="summary file, .json or .txt (default: <out>_summary.json)")
     _add_force(p)
-    p.add_argument("--progress", action="store_true", help="show a progress bar (needs tqdm)")
+    p.add_argument("--progress", action="store_true", default=None,
+                   help="show a progress bar from the start (needs tqdm; without it, one "
+                   "appears when the fit is estimated to be long)")
     p.add_argument("--quiet", action="store_true", help="print nothing on success")
 
     p = _add_data_command(

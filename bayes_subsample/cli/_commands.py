@@ -89,7 +89,7 @@ def make_estimator(model, sampler, args):
     return cls(sampler=sampler, n_samples=args.n_samples, n_warmup=args.n_warmup,
                n_chains=args.chains, n_jobs=args.jobs, prior_scale=args.prior_scale,
                fit_intercept=not args.no_intercept, random_state=args.seed,
-               progress=getattr(args, "progress", False))
+               progress=getattr(args, "progress", None))
 
 
 def _fit(est, X, y, label, quiet=False):

@@ -68,12 +68,12 @@ class BayesianGLMBase(BaseEstimator):
         "fit_intercept": ["boolean"],
         "random_state": ["random_state", np.random.Generator, np.random.SeedSequence],
         "warm_start": ["boolean"],
-        "progress": ["boolean"],
+        "progress": ["boolean", None],
     }
 
     def __init__(self, sampler="hmc_ecs", n_samples=1000, n_warmup=1000, n_chains=4, n_jobs=None,
                  prior_scale=10.0, intercept_prior_scale=10.0, fit_intercept=True,
-                 random_state=None, warm_start=False, progress=False):
+                 random_state=None, warm_start=False, progress=None):
         store_params(self, locals())
 
     def _validate(self):

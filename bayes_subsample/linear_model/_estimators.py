@@ -65,8 +65,11 @@ _COMMON_DOC = """
         first fit (a hash of every value of X and y is compared), even in
         place, raise a ValueError; the sampler, ``n_chains`` and ``n_warmup``
         must not change.
-    progress : bool, default=False
-        Show a progress bar (needs tqdm).
+    progress : bool or None, default=None
+        Show a progress bar (needs tqdm): True from the start, False never,
+        None (the default) from the moment a
+        :class:`~bayes_subsample.exceptions.LongFitWarning` says that the fit
+        is estimated to take more than a few minutes.
 """
 
 _ATTR_DOC = """
@@ -478,7 +481,7 @@ class BayesianLinearRegression(_BayesianRegressorBase):
     def __init__(self, noise_scale="sample", noise_prior_scale=NOISE_PRIOR_SCALE,
                  sampler="hmc_ecs", n_samples=1000, n_warmup=1000, n_chains=4, n_jobs=None,
                  prior_scale=10.0, intercept_prior_scale=10.0, fit_intercept=True,
-                 random_state=None, warm_start=False, progress=False):
+                 random_state=None, warm_start=False, progress=None):
         store_params(self, locals())
 
     def _noise_mode(self):
