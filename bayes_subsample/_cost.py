@@ -289,7 +289,7 @@ class CostWatch:
         self._counted += n
         if self.bar is not None:
             self.bar.update(n)
-        self.tick()          # blocks of compiled sampling call update() only
+        self.tick()          # batched kernels (many iterations a call) report here only
 
     def set_postfix(self, **kwargs):
         if self.bar is not None:

@@ -207,3 +207,23 @@ def test_fit_warns_once_and_keeps_its_draws(monkeypatch, capsys):
         np.testing.assert_array_equal(clf.posterior_draws_, ref.posterior_draws_)
     if _cost._tqdm_available():
         assert "sampling" in capsys.readouterr().err
+
+
+def test_fit_checks_cost_without_warmup_and_can_fail_on_the_warning(monkeypatch):
+    _, X = one_hot_scaled(n=300, rare=0.01, seed=3)
+    y = (X[:, 0] > 0).astype(int)
+    monkeypatch.setattr(_cost, "CHECK_AFTER_SECONDS", 0.0)
+    monkeypatch.setattr(_cost, "LONG_FIT_SECONDS", 1e-9)
+    # no warmup: the sampling iterations are checked too
+    clf = BayesianLogisticRegression(sampler="mh", n_samples=300, n_warmup=0, n_chains=1,
+                                     progress=False, random_state=0)
+    with pytest.warns(LongFitWarning):
+        clf.fit(X, y)
+    # warnings as errors: the fit stops with the warning, the estimator stays unfitted
+    clf = BayesianLogisticRegression(sampler="mh", n_samples=50, n_warmup=50, n_chains=2,
+                                     n_jobs=2, progress=False, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LongFitWarning)
+        with pytest.raises(LongFitWarning):
+            clf.fit(X, y)
+    assert not hasattr(clf, "trace_")
