@@ -35,6 +35,11 @@ import time
 
 from bayes_subsample.cli import main
 
+# the runs start with SIGHUP at its default disposition, as under a terminal:
+# started under nohup (SIGHUP ignored, inherited), the CLI rightly leaves it alone
+if hasattr(signal, "SIGHUP"):
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
 
 def _start(job):
     r, w = os.pipe()

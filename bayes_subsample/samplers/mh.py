@@ -106,8 +106,9 @@ class MHKernel(ProposalKernel):
     def init(self, rng, theta0):
         self.n_evals_setup += self.n
         logp = self.model.log_posterior(theta0)
-        if not np.isfinite(logp):
+        if np.isnan(logp) or logp == np.inf:
             # every ratio from here would be NaN or inf - inf: the chain could never move
+            # (a start at -inf moves: any proposal with a finite log-posterior is accepted)
             raise self.model.overflow_error(
                 f"at a chain's initial point (max |theta| = {np.max(np.abs(theta0)):.3g}; "
                 "pass init= where the log-posterior is finite)", theta0)
