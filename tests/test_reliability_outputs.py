@@ -370,3 +370,21 @@ def test_staged_file_never_overwrites_unless_asked_and_leaves_nothing(anonymous,
         if not anonymous:
             assert [p.suffix for p in tmp_path.iterdir() if p.name != "f.bin"] == [".part"]
     assert os.listdir(tmp_path) == ["f.bin"]
+
+
+def test_an_output_that_is_a_loop_of_links_is_refused_before_sampling(data, tmp_path, capsys):
+    """A loop of symbolic links as --out gave an uncaught RuntimeError; a link
+    to a missing file passed the existence check and failed only after
+    sampling, as if another program had made the file."""
+    from bayes_subsample.cli import main
+
+    loop_a, loop_b, dangling = tmp_path / "a.npz", tmp_path / "b.npz", tmp_path / "c.npz"
+    loop_a.symlink_to(loop_b)
+    loop_b.symlink_to(loop_a)
+    dangling.symlink_to(tmp_path / "nowhere.npz")
+    for out, said in ((loop_a, "is a loop of symbolic links"),
+                      (dangling, "exists (a symbolic link to a missing file); use --force")):
+        assert main(_fit_argv(data, out)) == 2
+        err = capsys.readouterr().err
+        assert f"{out} {said}" in err, err
+        assert "Traceback" not in err and "sampling" not in err

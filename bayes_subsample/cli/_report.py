@@ -235,7 +235,9 @@ def _image_path(path, option):
 
 
 def _same_file(a, b):
-    return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
+    # realpath, not Path.resolve: it does not raise on a loop of symbolic links
+    return (os.path.realpath(a) == os.path.realpath(b)
+            or (a.exists() and b.exists() and os.path.samefile(a, b)))
 
 
 def plan_outputs(outputs, inputs=(), force=False):
@@ -257,6 +259,8 @@ def plan_outputs(outputs, inputs=(), force=False):
             if _same_file(path, other):
                 raise CLIError(f"{option}: {path} is also the {other_option} file of this run; "
                                "choose another name")
+        if path.is_symlink() and not path.exists():
+            _check_dangling(option, path, force)
         if not path.parent.is_dir():
             raise CLIError(f"cannot write {path}: folder {path.parent} does not exist")
         if path.is_dir():
@@ -267,6 +271,20 @@ def plan_outputs(outputs, inputs=(), force=False):
         _check_folder(path.parent, _MIN_FREE, f"cannot write {path}")
         done.append((option, path))
     return [path for _, path in done]
+
+
+def _check_dangling(option, path, force):
+    """An output name that is a symbolic link to nothing: a loop of links is
+    refused; a link to a missing file exists (--force replaces the link)."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise CLIError(f"{option}: {path} is a loop of symbolic links; remove it or "
+                           "choose another name") from exc
+    if not force:
+        raise CLIError(f"{option}: {path} exists (a symbolic link to a missing file); use "
+                       "--force to replace the link, or choose another name")
 
 
 #: free space asked of an output folder before a run (a plot, a summary)
