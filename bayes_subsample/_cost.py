@@ -45,6 +45,8 @@ FULL_DATA_MIN_ROWS = 10_000
 FULL_DATA_SAMPLERS = ("mh", "hmc", "nuts")
 #: rows per chunk of the passes over a dense X (bounded temporaries)
 _CHUNK = 1 << 16
+#: two-valued columns beyond this many are not checked for separated classes
+_MAX_SEPARATION_COLUMNS = 4096
 #: columns and rows named in a message
 _SHOW = 5
 
@@ -77,12 +79,21 @@ class DesignReport:
     dominant_rows : ndarray of int
         Rows whose norm exceeds :data:`ROW_NORM_RATIO` times the median, the
         largest first (at most a few).
+    separated_pairs : int
+        With class labels: the (class, two-valued column) pairs where no row of
+        the class has the column's rarer value, though other rows do (the
+        classes are separated along that column: its coefficient for the class
+        is bounded by the prior alone on one side).
+    separated_columns : ndarray of int
+        The columns of those pairs, the ones with most separated classes first.
     """
 
     indicator_columns: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     indicator_max_abs: np.ndarray = field(default_factory=lambda: np.zeros(0))
     row_norm_ratio: float = 1.0
     dominant_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    separated_pairs: int = 0
+    separated_columns: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 def _dense_columns(X):
@@ -128,13 +139,14 @@ def _row_norms(X):
     return out
 
 
-def design_report(X):
+def design_report(X, labels=None, n_classes=None):
     """Look for what makes fits on ``X`` slow, in one cheap pass: standardised
     rare 0/1 indicators (two-valued columns other than 0/1 reaching large
     values: a StandardScaler'd indicator present in 0.1% of the rows reaches
-    about 30) and rows whose norm dominates. ``X`` is a dense array or a
-    scipy.sparse matrix (read through its stored entries). Returns a
-    :class:`DesignReport`."""
+    about 30), rows whose norm dominates and, given class ``labels`` (integers
+    in ``[0, n_classes)``), classes separated along two-valued columns. ``X`` is
+    a dense array or a scipy.sparse matrix (read through its stored entries).
+    Returns a :class:`DesignReport`."""
     if sparse.issparse(X):
         lo, hi, two = _sparse_columns(X)
     else:
@@ -150,7 +162,36 @@ def design_report(X):
     if ratio > ROW_NORM_RATIO:
         rows = np.flatnonzero(norms > ROW_NORM_RATIO * med)
         rows = rows[np.argsort(-norms[rows], kind="stable")][:_SHOW]
-    return DesignReport(flagged, big[flagged], ratio, rows)
+    pairs, sep_cols = 0, np.zeros(0, dtype=np.int64)
+    if labels is not None:
+        pairs, sep_cols = _separated(X, np.asarray(labels), n_classes, lo, hi, two)
+    return DesignReport(flagged, big[flagged], ratio, rows, pairs, sep_cols)
+
+
+def _separated(X, labels, n_classes, lo, hi, two):
+    """``(pairs, columns)`` of :attr:`DesignReport.separated_pairs` /
+    ``separated_columns``: per class, the rows with each two-valued column's
+    rarer value, counted in chunks of rows."""
+    cols = np.flatnonzero(two)
+    if len(cols) == 0 or len(cols) > _MAX_SEPARATION_COLUMNS:
+        return 0, np.zeros(0, dtype=np.int64)
+    labels = labels.astype(np.int64, copy=False)
+    k = int(n_classes) if n_classes is not None else int(labels.max()) + 1
+    n = X.shape[0]
+    at_hi = np.zeros((k, len(cols)))
+    for s in range(0, n, _CHUNK):
+        block = X[s:s + _CHUNK][:, cols]
+        block = block.toarray() if sparse.issparse(block) else np.asarray(block)
+        onehot = np.zeros((block.shape[0], k))
+        onehot[np.arange(block.shape[0]), labels[s:s + _CHUNK]] = 1.0
+        at_hi += onehot.T @ (block == hi[cols]).astype(np.float64)
+    per_class = np.bincount(labels, minlength=k).astype(np.float64)
+    rare_hi = at_hi.sum(axis=0) <= n / 2           # the rarer value of each column
+    rare = np.where(rare_hi, at_hi, per_class[:, None] - at_hi)
+    sep = (rare == 0) & (per_class[:, None] > 0) & (rare.sum(axis=0) > 0)
+    order = np.argsort(-sep.sum(axis=0), kind="stable")
+    order = order[sep.sum(axis=0)[order] > 0]
+    return int(sep.sum()), cols[order]
 
 
 def _names(indices, feature_names):
@@ -160,15 +201,26 @@ def _names(indices, feature_names):
     return ", ".join(shown) + more
 
 
-def likely_causes(X=None, *, feature_names=None, sampler_name=None, n_data=None,
-                  evals_per_iteration=None):
+def likely_causes(X=None, *, labels=None, n_classes=None, feature_names=None,
+                  sampler_name=None, n_data=None, evals_per_iteration=None):
     """The likely causes of a slow fit, each a sentence with what to do: from
-    the design ``X`` (see :func:`design_report`; None: not looked at) and from
-    the sampler's measured per-datum evaluations per iteration on ``n_data``
-    rows (a sampler that reads all the data at every step)."""
+    the design ``X`` and the class ``labels`` of a classification model (see
+    :func:`design_report`; None: not looked at) and from the sampler's
+    measured per-datum evaluations per iteration on ``n_data`` rows (a
+    sampler that reads all the data at every step)."""
     causes = []
     if X is not None:
-        rep = design_report(X)
+        rep = design_report(X, labels, n_classes)
+        if rep.separated_pairs:
+            cols = _names(rep.separated_columns, feature_names)
+            causes.append(
+                f"in {rep.separated_pairs} (class, column) pair(s) no row of the class has "
+                f"the column's rarer value (columns {cols}): the data separate those classes "
+                "along those columns, so their coefficients are bounded on one side by the "
+                "prior alone, and the sampler needs small steps between that wide, flat "
+                "side and the likelihood's steep one. The fit is right, only slow; a "
+                "smaller prior_scale, merging rare levels of a categorical variable, or "
+                "dropping columns no row of some class has makes it faster")
         if len(rep.indicator_columns):
             cols = _names(rep.indicator_columns, feature_names)
             causes.append(
@@ -357,7 +409,12 @@ def run_causes(model, sampler, recorders):
             for c, k in enumerate(rec.n_done):
                 evals += int(arr[c, :k].sum())
                 iters += int(k)
-        return likely_causes(X, sampler_name=getattr(sampler, "name", None),
+        labels, n_classes = None, getattr(model, "n_classes", None)
+        if X is not None and (n_classes is not None or getattr(model, "family", None)
+                              == "logistic"):
+            labels, n_classes = getattr(model, "y", None), n_classes or 2
+        return likely_causes(X, labels=labels, n_classes=n_classes,
+                             sampler_name=getattr(sampler, "name", None),
                              n_data=getattr(model, "n_data", None),
                              evals_per_iteration=evals / iters if iters else None)
     return causes

@@ -188,6 +188,28 @@ def test_causes_name_the_columns_and_the_fix():
     assert likely_causes(sampler_name="mh", n_data=500, evals_per_iteration=500) == []
 
 
+def test_classes_separated_along_indicator_columns_are_found():
+    """Classes with no row where a 0/1 column is set (covtype: 139 of its 308
+    (class, indicator) pairs) leave those coefficients bounded by the prior
+    alone on one side; found per class, named with the fix, dense and sparse."""
+    rng = np.random.default_rng(0)
+    n = 3000
+    labels = rng.integers(0, 3, size=n)
+    X = np.column_stack([rng.normal(size=n), rng.random(n) < 0.3, rng.random(n) < 0.3])
+    X[labels == 2, 1] = 0.0          # class 2 never has column 1 set
+    X[:, 2] = 1.0 - X[:, 2]          # column 2: the rarer value is 0, present in every class
+    for Xs in (X, sparse.csr_matrix(X)):
+        rep = design_report(Xs, labels, 3)
+        assert rep.separated_pairs == 1 and rep.separated_columns.tolist() == [1]
+    assert design_report(X).separated_pairs == 0              # no labels: not looked at
+    X[labels == 0, 2] = 1.0          # class 0 never has column 2's rarer value (0)
+    rep = design_report(X, labels, 3)
+    assert rep.separated_pairs == 2 and sorted(rep.separated_columns.tolist()) == [1, 2]
+    (text,) = likely_causes(X, labels=labels, n_classes=3, feature_names=["a", "b", "c"])
+    assert "in 2 (class, column) pair(s)" in text and "columns b, c" in text
+    assert "smaller prior_scale" in text and "The fit is right, only slow" in text
+
+
 # ---- a fit that warns --------------------------------------------------------------------
 def test_fit_warns_once_and_keeps_its_draws(monkeypatch, capsys):
     _, X = one_hot_scaled(n=400, rare=0.01, seed=1)
