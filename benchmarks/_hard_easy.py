@@ -127,8 +127,8 @@ def main(argv=None):
     """``--baseline OUT``: measure the three problems x three seeds with whatever
     version of the package is on the path and write them as the baseline."""
     import argparse
-    import platform
-    import subprocess
+
+    from _provenance import stamp
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--baseline", required=True, help="JSON file to write")
     args = ap.parse_args(argv)
@@ -138,15 +138,8 @@ def main(argv=None):
             rows.append({"problem": label, **measure(model, seed)})
             print(label, seed, {k: round(v, 3) for k, v in rows[-1].items()
                                 if isinstance(v, float)}, flush=True)
-    import bayes_subsample
-    pkg = os.path.dirname(os.path.dirname(os.path.abspath(bayes_subsample.__file__)))
-    commit = subprocess.run(["git", "-C", pkg, "rev-parse", "HEAD"], capture_output=True,
-                            text=True).stdout.strip() or None
     with open(args.baseline, "w") as fh:
-        json.dump({"command": "PYTHONPATH=<checkout> python benchmarks/_hard_easy.py --baseline "
-                              + args.baseline, "commit": commit,
-                   "date": time.strftime("%Y-%m-%d %H:%M"), "machine": platform.machine(),
-                   "load_average": list(os.getloadavg()), "rows": rows}, fh, indent=1)
+        json.dump(stamp({"rows": rows}), fh, indent=1)
 
 
 if __name__ == "__main__":

@@ -8,15 +8,12 @@ share them, so every sampler is judged on the same posterior.
 from __future__ import annotations
 
 import os
-import platform
-import subprocess
-import sys
 import time
 import warnings
 
 import numpy as np
 
-import bayes_subsample
+import _provenance
 from bayes_subsample import sample
 from bayes_subsample import diagnostics as diag
 from bayes_subsample.models import FunctionModel
@@ -31,18 +28,8 @@ APPROX_SD_RATIO = 0.3
 
 
 def header(command):
-    """The provenance every result of this benchmark carries."""
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                cwd=os.path.dirname(__file__), check=False).stdout.strip()
-    except OSError:
-        commit = ""
-    return {"command": command, "commit": commit or None,
-            "version": bayes_subsample.__version__ if hasattr(bayes_subsample, "__version__")
-            else None,
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-            "python": sys.version.split()[0], "date": time.strftime("%Y-%m-%d %H:%M"),
-            "load_average_before": list(os.getloadavg())}
+    """The provenance every result of this benchmark carries (``_provenance.py``)."""
+    return _provenance.header(command)
 
 
 # ------------------------------------------------------------------------------------

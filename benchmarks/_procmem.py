@@ -11,6 +11,7 @@ import os
 import platform
 import subprocess
 import sys
+from _provenance import stamp  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -64,5 +65,5 @@ def write_result(result, path):
     """Write ``result`` as JSON to ``path`` (folders created) and say so."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w") as fh:
-        json.dump(result, fh, indent=2)
+        json.dump(stamp(result), fh, indent=2)
     print(f"\nwrote {path}")

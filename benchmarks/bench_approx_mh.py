@@ -52,6 +52,7 @@ from bayes_subsample.models import FunctionModel, LogisticRegressionModel
 from bayes_subsample.samplers import HMC, MH
 from bayes_subsample.samplers.austerity import AusterityMH
 from bayes_subsample.samplers.confidence import ConfidenceMH
+from _provenance import stamp  # noqa: E402
 
 EPSILONS = [0.0, 0.01, 0.05, 0.1, 0.2]
 DATA = os.environ.get("BAYES_SUBSAMPLE_DATA", "/work/shared/data")
@@ -285,7 +286,7 @@ def main(argv=None):
     result["total_seconds"] = time.perf_counter() - t0
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
+        json.dump(stamp(result), f, indent=1)
     print(f"\nwrote {args.out} ({result['total_seconds']:.0f} s; load average "
           f"{result['load_average_start'][0]:.1f} -> {result['load_average_end'][0]:.1f})")
 

@@ -55,6 +55,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from _provenance import stamp  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SHARED_DATA = Path("/work/shared/data")
@@ -256,7 +257,7 @@ def main(argv=None):
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    out.write_text(json.dumps(stamp(result), indent=2) + "\n")
     print(f"\nwrote {out}")
     return result
 

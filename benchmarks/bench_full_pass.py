@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 from scipy.special import expit
+from _provenance import stamp  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -262,7 +263,7 @@ def main(argv=None):
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    out.write_text(json.dumps(stamp(result), indent=2) + "\n")
     print(f"\nwrote {out}")
 
 

@@ -48,6 +48,7 @@ from bayes_subsample.models import LogisticRegressionModel
 from bayes_subsample.samplers import HMC, HMCECS
 from bayes_subsample.samplers._hmc_ecs_fast import ECSCore
 from bayes_subsample.samplers.hmc import metric_from_precision
+from _provenance import stamp  # noqa: E402
 
 warnings.simplefilter("ignore", ConvergenceWarning)
 
@@ -227,7 +228,7 @@ def main(argv=None):
     def save():
         os.makedirs(os.path.dirname(args.out), exist_ok=True)
         with open(args.out, "w") as f:
-            json.dump(result, f, indent=1, default=float)
+            json.dump(stamp(result), f, indent=1, default=float)
 
     for n, model in datasets.items():
         run_hmc = (n <= 1_000_000 or args.full) and not args.no_hmc

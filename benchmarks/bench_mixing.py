@@ -41,6 +41,7 @@ from bayes_subsample import sample
 from bayes_subsample.datasets import load_covtype, load_higgs_sample, make_logistic_data
 from bayes_subsample.models import LogisticRegressionModel
 from bayes_subsample.samplers import EWSG, HMCECS, SGHMC, SGLD, resolve_sampler
+from _provenance import stamp  # noqa: E402
 
 DEFAULTS = ["nuts", "hmc", "hmc_ecs", "hmc_ecs_nuts", "mh", "austerity", "confidence",
             "sgld", "sghmc", "ewsg"]
@@ -217,7 +218,7 @@ def main(argv=None):
     result["total_s"] = time.perf_counter() - t0
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump(result, f, indent=1, default=float)
+        json.dump(stamp(result), f, indent=1, default=float)
     print(f"\nwrote {args.out} ({result['total_s']:.0f} s; load average at start "
           f"{result['load_average'][0]:.1f})")
 

@@ -36,6 +36,7 @@ from bayes_subsample.mrf import (
     random_subsets,
     subset_marginals,
 )
+from _provenance import stamp  # noqa: E402
 
 EPSILONS = [0.0, 0.01, 0.05, 0.1, 0.15, 0.2, 0.25]
 
@@ -172,7 +173,7 @@ def main():
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump(out, f, indent=1)
+        json.dump(stamp(out), f, indent=1)
     print(f"wrote {args.out} (total {out['total_time_s']:.0f} s)")
 
 

@@ -51,6 +51,7 @@ import time
 import warnings
 
 import numpy as np
+from _provenance import stamp  # noqa: E402
 
 
 def centred(draws, n_classes):
@@ -202,7 +203,7 @@ def main(argv=None):
               f"{np.median(z):.3f} sd (full HMC's MCSE up to {mcse_hmc.max():.3f} sd)")
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as fh:
-        json.dump(result, fh, indent=2)
+        json.dump(stamp(result), fh, indent=2)
     print(f"wrote {args.out}")
 
 

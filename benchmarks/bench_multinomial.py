@@ -37,6 +37,7 @@ from bayes_subsample.models import MultinomialLogisticModel
 from bayes_subsample.models._multinomial import (multinomial_grad_reference,
                                                  multinomial_hessian_reference,
                                                  multinomial_loglik_reference)
+from _provenance import stamp  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -131,7 +132,7 @@ def main():
            "platform": platform.platform(), "cpu_count": cores,
            "loadavg": os.getloadavg()}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2))
+    Path(args.out).write_text(json.dumps(stamp(out), indent=2))
 
 
 if __name__ == "__main__":

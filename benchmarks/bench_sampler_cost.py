@@ -31,6 +31,7 @@ from bayes_subsample import sample
 from bayes_subsample.datasets import make_logistic_data
 from bayes_subsample.models import LogisticRegressionModel
 from bayes_subsample.samplers import SAMPLERS
+from _provenance import stamp  # noqa: E402
 
 warnings.simplefilter("ignore", ConvergenceWarning)
 warnings.simplefilter("ignore", RuntimeWarning)
@@ -91,7 +92,7 @@ def main(argv=None):
               "platform": platform.platform(), "cpus": os.cpu_count(),
               "load_average": os.getloadavg()}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2))
+    Path(args.out).write_text(json.dumps(stamp(result), indent=2))
     print(f"\nwritten {args.out}")
 
 

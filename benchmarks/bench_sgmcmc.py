@@ -42,6 +42,7 @@ from bayes_subsample.models import LogisticRegressionModel
 from bayes_subsample.samplers.ewsg import EWSG
 from bayes_subsample.samplers.hmc import HMC
 from bayes_subsample.samplers.sgmcmc import SGHMC, SGLD, iterations_for_passes
+from _provenance import stamp  # noqa: E402
 
 
 def _sigmoid(z):
@@ -238,7 +239,7 @@ def main(argv=None):
     result["rct"] = rct_benchmark(args.quick)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump(result, f, indent=2)
+        json.dump(stamp(result), f, indent=2)
     print(f"wrote {args.out}")
 
 

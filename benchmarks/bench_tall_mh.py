@@ -55,6 +55,7 @@ from bayes_subsample.samplers.confidence import ConfidenceMH
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_approx_mh import _sigmoid, mnist_7v9_pca  # noqa: E402
+from _provenance import stamp  # noqa: E402
 
 DATA = os.environ.get("BAYES_SUBSAMPLE_DATA", "/work/shared/data")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -307,7 +308,7 @@ def main(argv=None):
         print(f"[{name}: {time.perf_counter() - t0:.0f} s]", flush=True)
     result["load_average_end"] = os.getloadavg()
     with open(args.out, "w") as f:
-        json.dump(result, f, indent=1, default=float)
+        json.dump(stamp(result), f, indent=1, default=float)
     print(f"wrote {args.out}")
 
 
