@@ -23,6 +23,12 @@ from ..models._cymodel import count_binary
 from ..models._dask import is_dask_array
 from ._base import MAX_PREDICT_DRAWS, BayesianGLMBase, all_or_nothing, times_coef
 
+#: rows per block of the predictions: each block holds (rows x draws) linear
+#: predictors, (rows x draws x classes) for multiclass models (about 33 MB
+#: and 56 MB at 1000 draws and 7 classes)
+_ROWS = 4096
+_ROWS_MULTICLASS = 1024
+
 __all__ = ["BayesianLogisticRegression", "BayesianLinearRegression", "BayesianPoissonRegression"]
 
 _COMMON_DOC = """
@@ -257,12 +263,12 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
         X = self._check_X(X)
         if self._multiclass:
             out = np.empty((X.shape[0], self.classes_.shape[0]))
-            for s in range(0, X.shape[0], 1024):
-                eta, w = self._class_predictor_draws(X[s:s + 1024])
-                out[s:s + 1024] = np.einsum("nsk,s->nk", softmax(eta, axis=2), w)
+            for s in range(0, X.shape[0], _ROWS_MULTICLASS):
+                eta, w = self._class_predictor_draws(X[s:s + _ROWS_MULTICLASS])
+                out[s:s + _ROWS_MULTICLASS] = np.einsum("nsk,s->nk", softmax(eta, axis=2), w)
             return np.clip(out, 0.0, 1.0)
         p1 = np.empty(X.shape[0])
-        step = 4096
+        step = _ROWS
         for s in range(0, X.shape[0], step):
             eta, w = self._linear_predictor_draws(X[s:s + step])
             p1[s:s + step] = expit(eta) @ w
@@ -278,21 +284,21 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
         X = self._check_X(X)
         if self._multiclass:
             out = np.empty((X.shape[0], self.classes_.shape[0]))
-            for s in range(0, X.shape[0], 1024):
-                eta, w = self._class_predictor_draws(X[s:s + 1024])
+            for s in range(0, X.shape[0], _ROWS_MULTICLASS):
+                eta, w = self._class_predictor_draws(X[s:s + _ROWS_MULTICLASS])
                 if np.any(w < 0):
                     # sign-corrected weights (signed HMC-ECS): no log-sum-exp form
                     p = np.clip(np.einsum("nsk,s->nk", softmax(eta, axis=2), w), 0.0, 1.0)
                     with np.errstate(divide="ignore"):
-                        out[s:s + 1024] = np.log(p)
+                        out[s:s + _ROWS_MULTICLASS] = np.log(p)
                     continue
                 with np.errstate(divide="ignore"):
                     lw = np.log(w)
-                out[s:s + 1024] = logsumexp(log_softmax(eta, axis=2) + lw[None, :, None],
+                out[s:s + _ROWS_MULTICLASS] = logsumexp(log_softmax(eta, axis=2) + lw[None, :, None],
                                             axis=1)
             return out
         out = np.empty((X.shape[0], 2))
-        step = 4096
+        step = _ROWS
         for s in range(0, X.shape[0], step):
             eta, w = self._linear_predictor_draws(X[s:s + step])
             if np.any(w < 0):
@@ -385,7 +391,7 @@ class _BayesianRegressorBase(RegressorMixin, BayesianGLMBase):
         X = self._check_X(X)
         mean = np.empty(X.shape[0])
         std = np.empty(X.shape[0])
-        step = 4096
+        step = _ROWS
         for s in range(0, X.shape[0], step):
             mean[s:s + step], std[s:s + step] = self._predictive_moments(X[s:s + step])
         return (mean, std) if return_std else mean

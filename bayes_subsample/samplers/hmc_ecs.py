@@ -655,9 +655,9 @@ class HMCECS(BaseSampler):
                 lam = int(self.n_products)
             elif m <= n:
                 pilot = rng.integers(0, n, size=min(n, 2000))
-                s2 = residual_variances(cv, typical_thetas(cv, chol_cov, rng, centre=mode),
-                                        pilot)
-                n_evals += 50 * pilot.shape[0]
+                thetas = typical_thetas(cv, chol_cov, rng, centre=mode)
+                s2 = residual_variances(cv, thetas, pilot)
+                n_evals += len(thetas) * pilot.shape[0]
                 lam = choose_n_products(n * n * float(np.median(s2)) / m)
             else:
                 lam = 1
