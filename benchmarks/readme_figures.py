@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -185,7 +186,20 @@ def table():
                 f"{100 * r['fraction_examined']:.0f}% of the terms read, L1 error of 5-variable "
                 f"marginals {r['l1_error_final']:.2f} (exact {by_eps[0.0]['l1_error_final']:.2f}) "
                 f"| `python benchmarks/bench_mrf.py` |")
-    return "\n".join(rows)
+    return "\n".join(_as_list(rows[2:]))
+
+
+def _as_list(rows):
+    """The figure rows (``| what | figure | command |``) as a Markdown list,
+    wrapped at 100 characters: one item per figure, what it measures in bold,
+    the command last."""
+    items = []
+    for row in rows:
+        what, fig, cmd = (cell.strip() for cell in row.strip().strip("|").split(" | "))
+        text = f"- **{what}**: {fig}. Measured by {cmd}."
+        items += textwrap.wrap(text, width=100, subsequent_indent="  ",
+                               break_long_words=False, break_on_hyphens=False)
+    return items
 
 
 def replace_in_readme(text, new_table):
