@@ -16,7 +16,8 @@ same script on an earlier version (``results/easy_baseline.json``; its
 ``command`` and ``commit`` say which)::
 
     git worktree add /tmp/base cabfcc4 && (cd /tmp/base && python setup.py build_ext --inplace)
-    PYTHONPATH=/tmp/base python benchmarks/_hard_easy.py --baseline benchmarks/results/easy_baseline.json
+    PYTHONPATH=/tmp/base python benchmarks/_hard_easy.py \
+        --baseline benchmarks/results/easy_baseline.json
 
 Wall-clock ratios are only as good as the machine is quiet: the load average is
 recorded.
@@ -111,7 +112,8 @@ def run(seeds=(0, 1, 2), quick=False):
 
 def table(result):
     out = ["| problem | seed | min bulk ESS / draw (mixing.json) | min tail ESS / draw "
-           "| min ESS / draw of squares | least ESS / s | max R-hat | wall s | rows per evaluation |",
+           "| min ESS / draw of squares | least ESS / s | max R-hat | wall s "
+           "| rows per evaluation |",
            "|---|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
         b = r["mixing_json"]

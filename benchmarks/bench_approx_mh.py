@@ -107,8 +107,10 @@ def mnist_benchmark(mode):
     Ztr, ytr, Zte = mnist_7v9_pca()
     model = LogisticRegressionModel(np.ascontiguousarray(Ztr), ytr, prior_scale=1.0,
                                     intercept_prior_scale=10.0)
-    cfg = {"quick": {"check_iter": 300, "warmup": 300, "seconds": 3.0, "chains": 2, "ref": (300, 300)},
-           "default": {"check_iter": 1500, "warmup": 1000, "seconds": 15.0, "chains": 2, "ref": (1000, 1000)},
+    cfg = {"quick": {"check_iter": 300, "warmup": 300, "seconds": 3.0, "chains": 2,
+                     "ref": (300, 300)},
+           "default": {"check_iter": 1500, "warmup": 1000, "seconds": 15.0, "chains": 2,
+                       "ref": (1000, 1000)},
            "full": {"check_iter": 10000, "warmup": 2000, "seconds": 400.0, "chains": 8,
                         "ref": (5000, 2000)}}[mode]
     print(f"\n## MNIST 7 vs 9 (n = {model.n_data}, d = 50 + intercept), mode {mode}")
@@ -238,9 +240,10 @@ def lognormal_benchmark(mode):
     model = FunctionModel(loglik, grad, n, 2, prior_scale=1e3, range_bound=range_bound)
     it = {"quick": 500, "default": 1500, "full": 5000}[mode]
     res = {}
-    runs = {"mh": MH(n_steps=1), "confidence_delta0.05": ConfidenceMH(n_steps=1, delta=0.05, check_exact=True),
-            "austerity_eps0.05_first2": AusterityMH(n_steps=1, epsilon=0.05, first_batch_size=2, batch_size=50,
-                                                    check_exact=True),
+    runs = {"mh": MH(n_steps=1),
+            "confidence_delta0.05": ConfidenceMH(n_steps=1, delta=0.05, check_exact=True),
+            "austerity_eps0.05_first2": AusterityMH(n_steps=1, epsilon=0.05, first_batch_size=2,
+                                                    batch_size=50, check_exact=True),
             "austerity_eps0.05_first500": AusterityMH(n_steps=1, epsilon=0.05, first_batch_size=500,
                                                       batch_size=500, check_exact=True)}
     for name, s in runs.items():

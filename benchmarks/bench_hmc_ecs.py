@@ -23,7 +23,7 @@ Sections
 Usage::
 
     python benchmarks/bench_hmc_ecs.py                 # n = 1e5, 1e6 (+ covtype if available)
-    python benchmarks/bench_hmc_ecs.py --full          # adds n = 1e7 (float32), longer HMC reference
+    python benchmarks/bench_hmc_ecs.py --full    # adds n = 1e7 (float32), longer HMC reference
     python benchmarks/bench_hmc_ecs.py --quick         # small smoke run
 """
 from __future__ import annotations
@@ -118,7 +118,8 @@ def summarise(trace, ref_mean, ref_sd):
         "step_size": float(trace.tuning[0].get("step_size", np.nan)),
         "n_leapfrog": int(trace.tuning[0].get("n_leapfrog", 0)),
         "m": trace.tuning[0].get("m"),
-        "max_abs_mean_err_over_sd": float(np.max(np.abs(trace.posterior_mean() - ref_mean) / ref_sd)),
+        "max_abs_mean_err_over_sd": float(np.max(np.abs(trace.posterior_mean() - ref_mean)
+                                                 / ref_sd)),
         "_ct": ct,
     }
     return out
@@ -133,7 +134,8 @@ def run_problem(name, model, args, run_hmc=True):
     kw = dict(n_chains=args.chains, n_jobs=args.chains, random_state=args.seed,
               check_convergence=False)
     if run_hmc:
-        hkw = dict(kw, n_chains=args.hmc_chains or args.chains, n_jobs=args.hmc_chains or args.chains)
+        hkw = dict(kw, n_chains=args.hmc_chains or args.chains,
+                   n_jobs=args.hmc_chains or args.chains)
         tr = sample(model, HMC(), n_samples=args.hmc_samples, n_warmup=args.hmc_warmup, **hkw)
         flat = tr.draws.reshape(-1, model.n_params)
         ref_mean, ref_sd = flat.mean(0), flat.std(0)
@@ -169,7 +171,8 @@ def run_problem(name, model, args, run_hmc=True):
         au = f"{r['alpha_u']:.3f}" if r["alpha_u"] is not None else "-"
         print(f"| {label} | {r['wall_time_s']:.1f} | {r['sampling_time_per_iter_ms']:.3f} | "
               f"{r['ess_per_s_min']:.1f} | {r['ess_per_s_median']:.1f} | {r['if_mean']:.2f} | "
-              f"{r['alpha_theta']:.3f} | {au} | {r['m_over_n']:.2e} | {r['evals_per_ess_all_in']:.3g} | "
+              f"{r['alpha_theta']:.3f} | {au} | {r['m_over_n']:.2e} | "
+              f"{r['evals_per_ess_all_in']:.3g} | "
               f"{rcts[0]} | {rcts[1]} | {r['max_abs_mean_err_over_sd']:.3f} |", flush=True)
     return {"n": model.n_data, "d": model.n_params, "dtype": str(model.X.dtype),
             "reference": ref_label, "samplers": rows}

@@ -193,7 +193,8 @@ def main(argv=None):
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['method']} | {r['time_s']:.1f} | {r['accuracy']:.4f} | "
-              f"{r.get('min_ess_bulk', float('nan')):.0f} | {r.get('ess_per_s', float('nan')):.2f} | "
+              f"{r.get('min_ess_bulk', float('nan')):.0f} | "
+              f"{r.get('ess_per_s', float('nan')):.2f} | "
               f"{r.get('max_rhat', float('nan')):.3f} | "
               f"{r.get('data_fraction_per_iteration', float('nan')):.3g} |")
     print(f"accuracy HMC-ECS - scikit-learn: {result['accuracy_gap_ecs_minus_sklearn']:+.4f}")

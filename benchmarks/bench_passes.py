@@ -96,7 +96,8 @@ def main(argv=None):
         print(f"| {int(n):,} | {r['X_bytes'] / 1e9:.2f} | {r['fit_seconds']:.2f} | "
               f"{r['prepare_seconds']:.2f} | {p['prepare']} + {p['chains']} | "
               f"{r['peak_over_X']:.3f} | {r['added_over_X']:.3f} | {r['min_ess_bulk']:.0f} | "
-              f"{r['min_ess_per_second']:.0f} | {r['m']}{' (full data)' if r['full_data'] else ''} |",
+              f"{r['min_ess_per_second']:.0f} | "
+              f"{r['m']}{' (full data)' if r['full_data'] else ''} |",
               flush=True)
     result = {**run_info("bench_passes.py", argv), "runs": rows}
     if len(rows) > 1:

@@ -153,7 +153,8 @@ def test_confidence_test_wrapper_matches_reference_loop():
         psi = rng.normal(scale=0.2)
         kind = str(rng.choice(list(_seqtest.BOUNDS)))
         delta = float(rng.choice([0.001, 0.05, 0.3]))
-        gamma, p, b1 = float(rng.uniform(1.1, 3)), float(rng.uniform(1.1, 3)), int(rng.integers(1, 20))
+        gamma, p = float(rng.uniform(1.1, 3)), float(rng.uniform(1.1, 3))
+        b1 = int(rng.integers(1, 20))
         b1 = min(b1, n)
         accept, n_examined, n_checks, _ = _seqtest.conf_test(terms, psi, 1.0, delta, kind,
                                                              gamma, p, b1)

@@ -76,7 +76,8 @@ def test_full_pass_matches_in_memory_glm(family, dtype, intercept, hessian_atol)
         assert a[0] == pytest.approx(b[0], rel=1e-12)
         np.testing.assert_allclose(a[1], b[1], rtol=1e-11, atol=1e-9)
         if hessian:   # float32 rows: blocks of different rows (the chunks differ)
-            bound = 1e-11 * np.abs(b[2]) + 1e-9 + hessian_atol(b[2], m.compiled.rows.hessian_rtol, 2)
+            bound = (1e-11 * np.abs(b[2]) + 1e-9
+                     + hessian_atol(b[2], m.compiled.rows.hessian_rtol, 2))
             assert np.all(np.abs(a[2] - b[2]) <= bound)
     assert dm.n_full_passes == 2
     assert dm.n_data == m.n_data and dm.n_params == m.n_params

@@ -580,7 +580,8 @@ def test_mnist_npz_is_checked(tmp_path):
     with pytest.raises(ds.DataFileError, match="its arrays have sha256"):
         ds.load_mnist_7vs9(data_home=home)
     np.savez(npz, X_train=arrays["X_train"])
-    with pytest.raises(ds.DataFileError, match=r"it lacks arrays \['y_train', 'X_test', 'y_test'\]"):
+    with pytest.raises(ds.DataFileError,
+                       match=r"it lacks arrays \['y_train', 'X_test', 'y_test'\]"):
         ds.load_mnist_7vs9(data_home=home)
     np.savez(npz, **arrays)
     for damage in (_truncated, _corrupted):

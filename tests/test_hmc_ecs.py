@@ -44,7 +44,7 @@ def _quiet_sample(*args, **kw):
         return sample(*args, check_convergence=False, **kw)
 
 
-# ---- the compiled core against the NumPy reference ---------------------------------------
+# ---- the compiled core against the NumPy reference -----------------------------------------------
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("order", [0, 1, 2])
 def test_core_potential_matches_reference(dtype, order):
@@ -108,7 +108,7 @@ def test_signed_core_matches_block_poisson_formula():
                                atol=1e-8)
 
 
-# ---- the subsample update -------------------------------------------------------------------
+# ---- the subsample update ------------------------------------------------------------------------
 def test_u_update_leaves_uniform_subsample_invariant():
     """With an exact estimator (Gaussian, order 2: d_k = 0) L_hat does not
     depend on u, so the u-update must accept always and keep indices uniform."""
@@ -182,7 +182,7 @@ def test_compiled_core_matches_numpy_potential(dtype, order, as_user_model):
     assert 0 < runs[0][0][:, 0].mean() < 1 and 0 < runs[0][0][:, 1].mean() < 1
 
 
-# ---- exact posteriors -----------------------------------------------------------------------
+# ---- exact posteriors ----------------------------------------------------------------------------
 def _check_against_exact(trace, mean, sd, mean_tol_mcse=4.0, sd_rtol=0.1):
     mc = np.atleast_1d(diagnostics.mcse_mean(trace.draws))
     post_mean = trace.posterior_mean()
@@ -298,7 +298,7 @@ def test_user_model_generic_path():
     assert abs(tr.draws.std() / sd - 1) < 0.1
 
 
-# ---- logistic regression against full-data HMC ----------------------------------------------------
+# ---- logistic regression against full-data HMC ---------------------------------------------------
 @pytest.fixture(scope="module")
 def covtype_problem():
     """covtype.binary (class 2 vs rest), standardised first 10 attributes +
@@ -339,7 +339,7 @@ def test_covtype_matches_full_hmc(covtype_problem, covtype_reference, variant):
         assert (tr.signs > 0).mean() > 0.9
 
 
-# ---- reproducibility, estimator integration, errors --------------------------------------------------
+# ---- reproducibility, estimator integration, errors ----------------------------------------------
 def test_same_seed_same_draws_any_n_jobs():
     model = _logistic_problem(n=5000)
     a = _quiet_sample(model, "hmc_ecs", n_samples=100, n_warmup=100, n_chains=2, n_jobs=1,
@@ -583,7 +583,7 @@ def test_choose_n_products_rule():
             assert s2 / (lam - 1) > 1.0 or signed_tau(lam - 1, np.sqrt(s2)) < 0.99
 
 
-# ---- where subsampling does not pay: the inner kernel on the full data -----------------------
+# ---- where subsampling does not pay: the inner kernel on the full data ---------------------------
 def _no_warning_sample(model, sampler, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("error")                 # no warning of any kind

@@ -93,7 +93,8 @@ def test_core_with_exact_stratum_matches_definition(kind, dtype, order, hessian_
     est, _ = cv.estimate(theta, sampled, exact)
     # float32 rows: B summed in float32 blocks, off by at most E in each entry
     delta = np.abs(theta - theta_star)
-    atol = 0.5 * delta @ hessian_atol(cv.B, model.compiled.rows.hessian_rtol) @ delta if order == 2 else 0.0
+    atol = (0.5 * delta @ hessian_atol(cv.B, model.compiled.rows.hessian_rtol) @ delta
+            if order == 2 else 0.0)
     np.testing.assert_allclose(est, ll, rtol=1e-10, atol=atol)
 
 

@@ -158,7 +158,8 @@ def test_eta_kernel_and_linear_predictor(family, dtype, fit_intercept, rng):
     out = model.compiled.eta(theta, idx)
     scale = np.abs(design(X, fit_intercept)[idx]) @ np.abs(theta)
     assert_close(out, eta_ref[idx], scale)
-    assert_close(model.linear_predictor(theta), eta_ref, np.abs(design(X, fit_intercept)) @ np.abs(theta))
+    assert_close(model.linear_predictor(theta), eta_ref,
+                 np.abs(design(X, fit_intercept)) @ np.abs(theta))
 
 
 @all_cases
@@ -555,7 +556,8 @@ def test_user_model_control_variate_order1(user_data, rng):
     # residuals d_k = l_k - q_k with q_k the first-order expansion
     idx = rng.integers(0, len(x), 100)
     d, gd = cv.residuals(theta, idx)
-    q = model.loglik_terms(theta_star, idx) + model.grad_terms(theta_star, idx) @ (theta - theta_star)
+    q = (model.loglik_terms(theta_star, idx)
+         + model.grad_terms(theta_star, idx) @ (theta - theta_star))
     np.testing.assert_allclose(d, model.loglik_terms(theta, idx) - q, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(gd, model.grad_terms(theta, idx) - model.grad_terms(theta_star, idx),
                                rtol=1e-10, atol=1e-13)

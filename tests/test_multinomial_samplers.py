@@ -44,7 +44,7 @@ def _centred(draws, model):
     return (t - t.mean(axis=-2, keepdims=True)).reshape(draws.shape)
 
 
-# ---- the compiled HMC-ECS potential against its definition ------------------------------------
+# ---- the compiled HMC-ECS potential against its definition ---------------------------------------
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("order", [0, 1, 2])
 @pytest.mark.parametrize("intercept", [True, False])
@@ -132,7 +132,7 @@ def test_core_block_update_keeps_the_state_consistent():
     np.testing.assert_allclose(S, d.reshape(2, 30).sum(axis=1), rtol=1e-12)
 
 
-# ---- the confidence sampler's range bounds, by brute force ----------------------------------------
+# ---- the confidence sampler's range bounds, by brute force ---------------------------------------
 @pytest.mark.parametrize("seed", range(6))
 def test_range_bounds_hold_on_every_datum(seed):
     rng = np.random.default_rng(seed)
@@ -167,7 +167,7 @@ def test_plain_range_bound_is_attained():
     assert actual == pytest.approx(model.range_bound(th, tn), rel=1e-3)
 
 
-# ---- every sampler against full-data NUTS -----------------------------------------------------------
+# ---- every sampler against full-data NUTS --------------------------------------------------------
 @pytest.fixture(scope="module")
 def multinomial_problem():
     """n = 4000, d = 2, K = 3 (9 parameters), with a full-data NUTS reference."""
@@ -243,7 +243,7 @@ def test_residuals_ignore_a_shift_common_to_every_class(order):
         np.testing.assert_allclose(d, base[:100], rtol=1e-9, atol=1e-13 * (1 + size))
 
 
-# ---- real data: the covtype sample shipped with the package, 7 classes -------------------------------
+# ---- real data: the covtype sample shipped with the package, 7 classes ---------------------------
 def _covtype_sample(attributes):
     from bayes_subsample import datasets
     X, y = datasets.load_covtype_sample(binary=False, return_X_y=True)

@@ -26,7 +26,7 @@ from bayes_subsample import BayesianLinearRegression, sample
 from bayes_subsample import diagnostics as diag
 from bayes_subsample.control_variates import TaylorControlVariate
 from bayes_subsample.models import GaussianScaleRegressionModel
-from bayes_subsample.samplers import SAMPLERS, HMCECS
+from bayes_subsample.samplers import SAMPLERS
 from bayes_subsample.samplers._hmc_ecs_fast import ECSCore
 
 FAST = {"n_samples": 200, "n_warmup": 200, "n_chains": 2, "random_state": 0}

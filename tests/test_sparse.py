@@ -137,7 +137,8 @@ def test_csr_rows_methods_match_dense_and_numpy(data_dtype, index_dtype, interce
         ref = X1.T @ (w[:, None] * X1)
         lower = np.tril_indices(p)
         upper = np.triu_indices(p, 1)
-        close(H[lower], (H0 + ref)[lower], (np.abs(H0) + absX.T @ (np.abs(w)[:, None] * absX))[lower],
+        close(H[lower], (H0 + ref)[lower],
+              (np.abs(H0) + absX.T @ (np.abs(w)[:, None] * absX))[lower],
               rtol=1e-12 + rows.hessian_rtol)
         np.testing.assert_array_equal(H[upper], H0[upper])
         # gather / row write every entry (the buffers start as NaN)

@@ -113,8 +113,8 @@ def _add_data(p):
                    "field is not a number, or if the fields are the column numbers 0..d-1 "
                    "or 1..d)")
     p.add_argument("--model", choices=MODELS, default="logistic",
-                   help="logistic (two classes, or multinomial with more), linear (Gaussian noise) or poisson (counts) "
-                   "regression (default: %(default)s)")
+                   help="logistic (two classes, or multinomial with more), linear (Gaussian "
+                        "noise) or poisson (counts) regression (default: %(default)s)")
     p.add_argument("--standardize", action="store_true",
                    help="centre and scale the features (recommended; the priors and the "
                    "samplers' tuning assume comparable scales)")

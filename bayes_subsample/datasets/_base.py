@@ -628,10 +628,11 @@ def _load_or_build(name, source, options, build, cache, cache_dir):
     contents (a file replaced by one of the same size and modification time)
     is rebuilt. A cache folder that cannot take the entry (full, read-only,
     not writable) gives a :class:`RuntimeWarning` naming it, and the arrays
-    are built in memory instead; no temporary folder is left behind. Hashing the whole file, not a sample of it, was chosen
-    because damage anywhere (a disk error, a file cut short and padded,
-    bytes overwritten) must be seen, and it keeps what the memory map is
-    for: the hash streams the file in 8 MB chunks, so it allocates nothing
+    are built in memory instead; no temporary folder is left behind. Hashing
+    the whole file, not a sample of it, was chosen because damage anywhere (a
+    disk error, a file cut short and padded, bytes overwritten) must be seen,
+    and it keeps what the memory map is for: the hash streams the file in 8 MB
+    chunks, so it allocates nothing
     of the array's size, and the pages it reads stay in the operating
     system's page cache, which the memory maps of all processes share. What
     it costs is one sequential read per open, about a second per GB here

@@ -294,7 +294,8 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
                     continue
                 with np.errstate(divide="ignore"):
                     lw = np.log(w)
-                out[s:s + _ROWS_MULTICLASS] = logsumexp(log_softmax(eta, axis=2) + lw[None, :, None],
+                out[s:s + _ROWS_MULTICLASS] = logsumexp(
+                    log_softmax(eta, axis=2) + lw[None, :, None],
                                             axis=1)
             return out
         out = np.empty((X.shape[0], 2))

@@ -20,7 +20,8 @@ from ._glm import (GLM, GaussianRegressionModel, LogisticRegressionModel,
 from ._linear import GaussianScaleRegressionModel
 
 __all__ = ["Model", "FunctionModel", "GaussianPrior", "SubsetModel", "WeightedModel", "GLM",
-           "LogisticRegressionModel", "MultinomialLogisticModel", "PoissonRegressionModel", "GaussianRegressionModel",
+           "LogisticRegressionModel", "MultinomialLogisticModel", "PoissonRegressionModel",
+           "GaussianRegressionModel",
            "GaussianScaleRegressionModel", "CyGaussianScale",
            "CyModel", "CyGLM", "CyMultinomial", "CyCallbackModel",
            "RowGeometry", "RowStrata", "row_strata", "logistic_residual_range_bound",

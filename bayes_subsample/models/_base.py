@@ -8,7 +8,6 @@ the methods of :class:`Model`, so a user-defined model (see
 """
 from __future__ import annotations
 
-import hashlib
 import numbers
 import threading
 

@@ -163,9 +163,10 @@ class DecisionChecks:
     ``MAX_LOWERINGS`` times) for the rest of the run, and the run says so
     (:meth:`report`, whose ``decision_check_message`` the trace warns with).
     When even the lowest knob leaves far too many wrong decisions (level
-    ``CHECK_LEVEL ** 2``, or three gross ones) the run stops with a :class:`SamplingError` before any
-    draw is kept. A rule that tests with a range bound also has the bound checked
-    against the data at each checked move (:meth:`DecisionRule.check_range`)."""
+    ``CHECK_LEVEL ** 2``, or three gross ones) the run stops with a
+    :class:`SamplingError` before any draw is kept. A rule that tests with a
+    range bound also has the bound checked against the data at each checked
+    move (:meth:`DecisionRule.check_range`)."""
 
     def __init__(self, rule):
         self.rule = rule

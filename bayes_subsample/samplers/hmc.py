@@ -72,7 +72,8 @@ class HMCKernel(Kernel):
             raise self.model.overflow_error(
                 f"at a chain's initial point (max |theta| = {np.max(np.abs(theta0)):.3g}; "
                 "chains start at a draw from the Laplace approximation, which can reach where "
-                "the likelihood overflows, e.g. Poisson's exp(eta): pass init= near the mode)", theta0)
+                "the likelihood overflows, e.g. Poisson's exp(eta): pass init= near the mode)",
+                theta0)
         return HMCState(pot.position, U, pot)
 
     def step(self, rng, state):

@@ -30,8 +30,8 @@ from ..control_variates import TaylorControlVariate
 from ..exceptions import SamplingError
 from . import _sgmcmc_fast as _fast
 from .._linalg import scale_draws, solve_chol
-from ._base import (BaseSampler, Kernel, LaplacePrepared, cv_order, diagonal_metric, prepare_laplace,
-                    shared_constraints)
+from ._base import (BaseSampler, Kernel, LaplacePrepared, cv_order, diagonal_metric,
+                    prepare_laplace, shared_constraints)
 from ._hamiltonian import Metric
 from ._sg_check import SteinCheck
 from ._sg_tuning import (_DEFAULT_FRICTION, StepRule, curvature_and_noise, max_curvature,
