@@ -461,3 +461,14 @@ def test_cache_on_a_read_only_folder_falls_back(tmp_path):
         _load_through_unwritable_cache(src, cache)
     finally:
         cache.chmod(0o755)
+
+
+def test_hmc_ecs_perturbed_refuses_the_signed_variants_batch_size(logit_data):
+    """batch_size was silently ignored by the perturbed variant (any value,
+    even beyond the data, was accepted)."""
+    from bayes_subsample.samplers import HMCECS
+
+    X, y = logit_data
+    model = LogisticRegressionModel(X[:500], y[:500])
+    with pytest.raises(ValueError, match="batch_size=10000000 is the signed variant's"):
+        sample(model, HMCECS(batch_size=10_000_000), n_samples=10, n_warmup=10, n_chains=1)

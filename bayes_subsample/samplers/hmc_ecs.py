@@ -615,6 +615,11 @@ class HMCECS(BaseSampler):
                 raise ValueError("stratify=True needs a dense metric (metric='dense')")
             can_stratify = False
         batch_size = self.batch_size
+        if not signed and batch_size is not None:
+            # nothing a user sets is silently dropped
+            raise ValueError(f"batch_size={batch_size} is the signed variant's block-Poisson "
+                             "batch size; the perturbed variant's subsample size is "
+                             "subsample_size")
         if signed and self.subsample_size is not None:
             warnings.warn("HMCECS(variant='signed', subsample_size=...) is deprecated: the "
                           "size of each block-Poisson batch is now batch_size; "
