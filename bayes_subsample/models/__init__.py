@@ -12,6 +12,8 @@ from ._cymodel import CyGLM, CyModel
 from ._cylinear import CyGaussianScale
 from ._cymultinomial import CyMultinomial
 from ._multinomial import MultinomialLogisticModel
+from ._cymlp import CyMLP
+from ._mlp import MLPModel
 from ._dask import DaskGLM
 from ._strata import RowStrata, logistic_stratum_range_bounds, row_strata
 from ._glm import (GLM, GaussianRegressionModel, LogisticRegressionModel,
@@ -20,9 +22,9 @@ from ._glm import (GLM, GaussianRegressionModel, LogisticRegressionModel,
 from ._linear import GaussianScaleRegressionModel
 
 __all__ = ["Model", "FunctionModel", "GaussianPrior", "SubsetModel", "WeightedModel", "GLM",
-           "LogisticRegressionModel", "MultinomialLogisticModel", "PoissonRegressionModel",
+           "LogisticRegressionModel", "MultinomialLogisticModel", "MLPModel", "PoissonRegressionModel",
            "GaussianRegressionModel",
            "GaussianScaleRegressionModel", "CyGaussianScale",
-           "CyModel", "CyGLM", "CyMultinomial", "CyCallbackModel",
+           "CyModel", "CyGLM", "CyMultinomial", "CyMLP", "CyCallbackModel",
            "RowGeometry", "RowStrata", "row_strata", "logistic_residual_range_bound",
            "logistic_stratum_range_bounds", "DaskGLM"]
