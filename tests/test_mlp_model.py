@@ -31,8 +31,7 @@ import numpy as np
 import pytest
 from scipy.special import softmax
 
-from bayes_subsample.models import (GaussianRegressionModel, MLPModel,
-                                    MultinomialLogisticModel)
+from bayes_subsample.models import GaussianRegressionModel, MLPModel, MultinomialLogisticModel
 from bayes_subsample.models._cymlp import CyMLP
 from bayes_subsample.models._mlp import (mlp_forward_reference, mlp_grad_reference,
                                          mlp_loglik_reference)
@@ -307,6 +306,8 @@ def test_bad_input_errors():
         MLPModel(X, np.zeros(30), output="gaussian", noise_scale=0.0)
     with pytest.raises(ValueError, match=r"X must have shape \(n, 3\)"):
         model.predict_proba(theta, np.zeros((2, 4)))
+    with pytest.raises(ValueError, match="X contains NaN or infinity"):
+        model.predict(theta, Xn)
     # the compiled object's own checks
     with pytest.raises(ValueError, match="sizes\\[0\\] = 4 must equal the number of features 3"):
         CyMLP(DenseRows(X, False), y, (4, 3))
