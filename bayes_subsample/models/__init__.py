@@ -22,8 +22,8 @@ from ._glm import (GLM, GaussianRegressionModel, LogisticRegressionModel,
 from ._linear import GaussianScaleRegressionModel
 
 __all__ = ["Model", "FunctionModel", "GaussianPrior", "SubsetModel", "WeightedModel", "GLM",
-           "LogisticRegressionModel", "MultinomialLogisticModel", "MLPModel", "PoissonRegressionModel",
-           "GaussianRegressionModel",
+           "LogisticRegressionModel", "MultinomialLogisticModel", "PoissonRegressionModel",
+           "GaussianRegressionModel", "MLPModel",
            "GaussianScaleRegressionModel", "CyGaussianScale",
            "CyModel", "CyGLM", "CyMultinomial", "CyMLP", "CyCallbackModel",
            "RowGeometry", "RowStrata", "row_strata", "logistic_residual_range_bound",
