@@ -2,8 +2,10 @@
 load scikit-learn, scipy.stats or pandas, and every public name is still there."""
 import subprocess
 import sys
+import tempfile
 
 import pytest
+from _subprocess_env import package_env
 
 import bayes_subsample
 from bayes_subsample import samplers
@@ -14,8 +16,9 @@ HEAVY = ("sklearn", "scipy.stats", "pandas")
 def _loaded_after(code):
     """The modules of ``HEAVY`` that a fresh interpreter has loaded after ``code``."""
     probe = f"{code}\nimport sys\nprint(*[m for m in {HEAVY!r} if m in sys.modules])"
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         check=True).stdout
+    with tempfile.TemporaryDirectory() as away:
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                             check=True, cwd=away, env=package_env()).stdout
     return out.splitlines()[-1].split() if out.strip() else []
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from _subprocess_env import package_env
+
 from bayes_subsample import _atomic
 from bayes_subsample.cli import main
 
@@ -44,11 +46,8 @@ def _fit_argv(data, out, seed=1, n_samples=N_SAMPLES, extra=()):
 
 
 def _env(**extra):
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
-               PYTHONDONTWRITEBYTECODE="1", **extra)
-    root = str(Path(__file__).parents[1])
-    env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")])
-    return env
+    return package_env(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
+                       PYTHONDONTWRITEBYTECODE="1", **extra)
 
 
 def _run_jobs(jobs, tmp_path, prefix=(), env=None, timeout=300):
@@ -222,7 +221,7 @@ def test_sigterm_during_an_estimator_fit(tmp_path):
     process as it would without bayes_subsample."""
     procs = {where: subprocess.Popen([sys.executable, "-c", _FIT_SCRIPT, where],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     env=_env())
+                                     env=_env(), cwd=tmp_path)
              for where in ("main", "thread")}
     for proc in procs.values():
         assert proc.stdout.readline().strip() == "fitting"
@@ -275,7 +274,7 @@ def test_read_only_folder_is_refused_before_sampling(data, tmp_path, capsys):
         prefix = _private_tmpfs(folder, "ro,size=1m")
         proc = subprocess.run([*prefix, sys.executable, "-m", "bayes_subsample",
                                *_fit_argv(data, folder / "d.npz")], capture_output=True,
-                              text=True, env=_env(), timeout=120)
+                              text=True, env=_env(), timeout=120, cwd=tmp_path)
         assert proc.returncode == 2
         out, err = proc.stdout, proc.stderr
     assert "sampling" not in out
@@ -337,7 +336,7 @@ def test_file_size_limit_leaves_nothing_partial_and_says_so(data, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "bayes_subsample",
                            *_fit_argv(data, folder / "d.npz", n_samples=2000), "--quiet"],
                           capture_output=True, text=True, env=_env(TMPDIR=str(spare)),
-                          preexec_fn=limit, timeout=120)
+                          preexec_fn=limit, timeout=120, cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.strip() == (
         f"bayes-subsample fit: error: cannot write {folder}/d.npz: File too large (no partial "
