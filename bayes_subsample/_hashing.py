@@ -67,9 +67,11 @@ def array_digest(*arrays, as_dtype=None):
     return h.hexdigest()
 
 
-def file_digest(path):
-    """``(size, hex BLAKE2b)`` of the file ``path``, read once in chunks."""
-    h = _blake()
+def file_digest(path, new=_blake):
+    """``(size, hex digest)`` of the file ``path``, read once in chunks of
+    :data:`CHUNK_BYTES`; ``new`` makes the hash object (BLAKE2b by default,
+    e.g. ``hashlib.sha256`` for a format that records sha256)."""
+    h = new()
     size = 0
     with open(path, "rb") as fh:
         while chunk := fh.read(CHUNK_BYTES):

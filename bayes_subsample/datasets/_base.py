@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._hashing import file_digest
 from ._sink import _Sink
 
 DATA_HOME_ENV = "BAYES_SUBSAMPLE_DATA"
@@ -435,7 +436,6 @@ def get_cache_dir(cache_dir=None):
 _CACHE_ENTRY = re.compile(r"^[a-z0-9_]+-[0-9a-f]{16}$")
 _CACHE_TMP = re.compile(r"^\.[a-z0-9_]+-[0-9a-f]{16}\.tmp-[0-9a-f]{32}$")
 _CACHE_ARRAY = re.compile(r"^[a-z_]+$")  # array names, so <name>.npy stays inside the entry
-_HASH_CHUNK = 8 * 1024 * 1024
 
 
 def clear_cache(cache_dir=None):
@@ -505,14 +505,9 @@ class _BrokenEntry(Exception):
 
 
 def _file_digest(path):
-    """``(size, sha256)`` of the file ``path``, read once in chunks."""
-    h = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_HASH_CHUNK):
-            h.update(chunk)
-            size += len(chunk)
-    return size, h.hexdigest()
+    """``(size, sha256)`` of the file ``path``, read once in chunks (the cache
+    format records sha256 for its own array files)."""
+    return file_digest(path, hashlib.sha256)
 
 
 def _open_entry(entry):
@@ -696,8 +691,6 @@ def _load_or_build(name, source, options, build, cache, cache_dir):
 
 def _source_digest(source):
     """The BLAKE2b of the source file's bytes (read once, in chunks)."""
-    from .._hashing import file_digest
-
     return file_digest(source)[1]
 
 
