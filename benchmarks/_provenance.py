@@ -57,12 +57,30 @@ def header(cmd=None):
             "load_average_before": list(os.getloadavg())}
 
 
+#: the header as the run started (scripts import this module first thing): the
+#: commit measured and the load before, not as they are when the results are written
+_STARTED = None
+
+
+def started():
+    """The header taken when this module was first imported."""
+    global _STARTED
+    if _STARTED is None:
+        _STARTED = header()
+    return _STARTED
+
+
 def stamp(result, cmd=None):
-    """``result`` with the provenance keys it lacks (the header's, and
-    ``load_average_after`` now); the keys come first in the JSON file."""
-    head = {k: v for k, v in header(cmd).items()
+    """``result`` with the provenance keys it lacks (the header taken at the
+    start of the run, and ``load_average_after`` now); the keys come first in
+    the JSON file."""
+    start = dict(started(), **({"command": cmd} if cmd else {}))
+    head = {k: v for k, v in start.items()
             if k not in result and not (k == "load_average_before" and (
                 "load_average" in result or "load_average_start" in result))}
     out = {**head, **result}
     out.setdefault("load_average_after", list(os.getloadavg()))
     return out
+
+
+started()
