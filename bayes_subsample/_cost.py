@@ -211,16 +211,6 @@ def likely_causes(X=None, *, labels=None, n_classes=None, feature_names=None,
     causes = []
     if X is not None:
         rep = design_report(X, labels, n_classes)
-        if rep.separated_pairs:
-            cols = _names(rep.separated_columns, feature_names)
-            causes.append(
-                f"in {rep.separated_pairs} (class, column) pair(s) no row of the class has "
-                f"the column's rarer value (columns {cols}): the data separate those classes "
-                "along those columns, so their coefficients are bounded on one side by the "
-                "prior alone, and the sampler needs small steps between that wide, flat "
-                "side and the likelihood's steep one. The fit is right, only slow; a "
-                "smaller prior_scale, merging rare levels of a categorical variable, or "
-                "dropping columns no row of some class has makes it faster")
         if len(rep.indicator_columns):
             cols = _names(rep.indicator_columns, feature_names)
             causes.append(
@@ -236,6 +226,16 @@ def likely_causes(X=None, *, labels=None, n_classes=None, feature_names=None,
                 f"some rows dominate: the largest row norm is {rep.row_norm_ratio:.3g} times "
                 f"the median one (rows {_names(rep.dominant_rows, None)}); check those rows "
                 "for extreme values, and scale columns so that no single value is extreme")
+        if rep.separated_pairs:
+            cols = _names(rep.separated_columns, feature_names)
+            causes.append(
+                f"in {rep.separated_pairs} (class, column) pair(s) no row of the class has "
+                f"the column's rarer value (columns {cols}): the data separate those classes "
+                "along those columns, so their coefficients are bounded on one side by the "
+                "prior alone, and the sampler needs small steps between that wide, flat "
+                "side and the likelihood's steep one. The fit is right, only slow; a "
+                "smaller prior_scale, merging rare levels of a categorical variable, or "
+                "dropping columns no row of some class has makes it faster")
     if (evals_per_iteration is not None and n_data and n_data >= FULL_DATA_MIN_ROWS
             and evals_per_iteration >= FULL_DATA_READS * n_data):
         passes = f"about {evals_per_iteration / n_data:.3g} full passes per iteration"
