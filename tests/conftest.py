@@ -84,3 +84,18 @@ def sigint_handler():
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture(scope="module")
+def csv_file(tmp_path_factory):
+    """A small logistic-regression CSV for the command line (header
+    alpha,beta,gamma,label; 300 rows): its path, X and y."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = (X @ [1.0, -1.0, 0.5] + rng.logistic(size=300) > 0).astype(int)
+    path = tmp_path_factory.mktemp("data") / "small.csv"
+    with open(path, "w") as fh:
+        fh.write("alpha,beta,gamma,label\n")
+        fh.writelines(",".join(f"{v:.5f}" for v in row) + f",{t}\n" for row, t in zip(X, y))
+    return path, X, y
+

@@ -16,18 +16,6 @@ from bayes_subsample.cli import main
 FAST = ["--n-samples", "40", "--n-warmup", "40", "--chains", "2"]
 
 
-@pytest.fixture(scope="module")
-def csv_file(tmp_path_factory):
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(300, 3))
-    y = (X @ [1.0, -1.0, 0.5] + rng.logistic(size=300) > 0).astype(int)
-    path = tmp_path_factory.mktemp("data") / "small.csv"
-    with open(path, "w") as fh:
-        fh.write("alpha,beta,gamma,label\n")
-        fh.writelines(",".join(f"{v:.5f}" for v in row) + f",{t}\n" for row, t in zip(X, y))
-    return path, X, y
-
-
 def _one_line_error(capsys):
     err = capsys.readouterr().err
     assert "Traceback" not in err

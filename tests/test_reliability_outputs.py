@@ -28,15 +28,8 @@ N_SAMPLES = 3000
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(300, 3))
-    y = (X @ [1.0, -1.0, 0.5] + rng.logistic(size=300) > 0).astype(int)
-    path = tmp_path_factory.mktemp("data") / "small.csv"
-    with open(path, "w") as fh:
-        fh.write("alpha,beta,gamma,label\n")
-        fh.writelines(",".join(f"{v:.5f}" for v in row) + f",{t}\n" for row, t in zip(X, y))
-    return path
+def data(csv_file):
+    return csv_file[0]
 
 
 def _fit_argv(data, out, seed=1, n_samples=N_SAMPLES, extra=()):
