@@ -4,7 +4,7 @@ Public names: the estimators :class:`BayesianLogisticRegression`,
 :class:`BayesianLinearRegression`, :class:`BayesianPoissonRegression`, the
 low-level driver :func:`sample` (any :class:`~bayes_subsample.models.Model`),
 and the submodules ``models``, ``samplers``, ``control_variates``,
-``diagnostics``, ``datasets``, ``exceptions``, ``mrf``.
+``diagnostics``, ``datasets``, ``exceptions``, ``mrf``, ``model_selection``.
 
 Names and submodules are imported on first use (scikit-learn, which the
 estimators and samplers build on, costs about a second to import), so
@@ -24,6 +24,6 @@ __getattr__, __dir__ = attach(
            "BayesianPoissonRegression": ".linear_model",
            "sample": "._driver", "Trace": "._driver"},
     submodules=["datasets", "models", "samplers", "diagnostics", "exceptions", "control_variates",
-                "linear_model", "mrf", "plotting", "cli"],
+                "linear_model", "model_selection", "mrf", "plotting", "cli"],
 )
 del attach

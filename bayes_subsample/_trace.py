@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 import numpy as np
@@ -118,6 +118,18 @@ class Trace:
         state = self.__dict__.copy()
         state["run_state"] = None     # kernels reference the data: not pickled
         return state
+
+    def shifted(self, offsets):
+        """A copy whose draws (retained and warmup) have ``offsets[j]`` added to
+        column ``j``: the posterior of ``theta + offsets`` when the sampled
+        parameter was a shifted one (the estimators sample a linear
+        regression's intercept minus its prior mean). The copy cannot be
+        resumed (its chain states are in the sampled coordinates)."""
+        shift = np.zeros(self.draws.shape[-1])
+        for j, v in offsets.items():
+            shift[j] = v
+        return replace(self, draws=self.draws + shift, warmup_draws=self.warmup_draws + shift,
+                       run_state=None)
 
     @property
     def resumable(self):

@@ -12,12 +12,14 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._driver import sample, seed_sequence
+from .._hashing import array_digest
 from .._interrupt import stop_description
 from .._params import store_params
 from ..models import GaussianRegressionModel, LogisticRegressionModel, PoissonRegressionModel
 from ..models._dask import DaskGLM, is_dask_array
 from ..samplers import SAMPLERS, BaseSampler
 from ._layout import param_layout
+from ._priors import data_priors
 
 #: the family of each estimator model class a Dask array can be fitted with
 _DASK_FAMILIES = {LogisticRegressionModel: "logistic", PoissonRegressionModel: "poisson",
@@ -25,6 +27,32 @@ _DASK_FAMILIES = {LogisticRegressionModel: "logistic", PoissonRegressionModel: "
 
 #: draws used by predict_proba / predict (evenly spaced over the pooled draws)
 MAX_PREDICT_DRAWS = 1000
+
+
+#: rows of X a fit keeps a hash of (evenly spaced), to tell later whether other
+#: rows are its training data (model_selection.SamplerScorer)
+_SIGNATURE_ROWS = 64
+
+
+def rows_signature(X):
+    """A hash of ``X``'s shape and of up to 64 evenly spaced rows (dense,
+    sparse or Dask): cheap, and different for other rows of the same data
+    set with near certainty."""
+    n = X.shape[0]
+    rows = np.unique(np.linspace(0, max(0, n - 1), min(n, _SIGNATURE_ROWS)).astype(np.intp))
+    block = X[rows]
+    if is_dask_array(block):
+        block = block.compute()
+    if sparse.issparse(block):
+        block = block.toarray()
+    return f"{tuple(X.shape)}:{array_digest(np.asarray(block, dtype=np.float64))}"
+
+
+def _hashable(value):
+    """A prior parameter as a comparable value ("auto", a float, or a tuple)."""
+    if isinstance(value, str):
+        return value
+    return tuple(np.ravel(np.asarray(value, dtype=np.float64)).tolist())
 
 
 def times_coef(X, coef_t):
@@ -63,8 +91,10 @@ class BayesianGLMBase(BaseEstimator):
         "n_warmup": [Interval(Integral, 0, None, closed="left")],
         "n_chains": [Interval(Integral, 1, None, closed="left")],
         "n_jobs": [Integral, None],
-        "prior_scale": [Interval(Real, 0, None, closed="neither")],
-        "intercept_prior_scale": [Interval(Real, 0, None, closed="neither")],
+        "prior_scale": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}),
+                        "array-like"],
+        "intercept_prior_scale": [Interval(Real, 0, None, closed="neither"),
+                                  StrOptions({"auto"})],
         "fit_intercept": ["boolean"],
         "random_state": ["random_state", np.random.Generator, np.random.SeedSequence],
         "warm_start": ["boolean"],
@@ -72,7 +102,7 @@ class BayesianGLMBase(BaseEstimator):
     }
 
     def __init__(self, sampler="hmc_ecs", n_samples=1000, n_warmup=1000, n_chains=4, n_jobs=None,
-                 prior_scale=10.0, intercept_prior_scale=10.0, fit_intercept=True,
+                 prior_scale="auto", intercept_prior_scale="auto", fit_intercept=True,
                  random_state=None, warm_start=False, progress=None):
         store_params(self, locals())
 
@@ -103,27 +133,60 @@ class BayesianGLMBase(BaseEstimator):
         self.__dict__.pop("feature_names_in_", None)
         return X, y
 
-    def _fit_model(self, model_class, X, y, **params):
+    def _resolve_priors(self, X, y_scale=1.0, y_mean=0.0):
+        """The fit's priors (``"auto"`` resolved on ``X``, see
+        :mod:`~bayes_subsample.linear_model._priors`), kept as the fitted
+        attributes ``prior_scale_``, ``intercept_prior_mean_`` and
+        ``intercept_prior_scale_``. A ``warm_start`` continuation asked for the
+        same priors keeps those of the run it continues (the chains continue
+        on the same posterior; data edited since are refused by the run's data
+        hash, with that message, not as a changed prior)."""
+        request = (_hashable(self.prior_scale), _hashable(self.intercept_prior_scale),
+                   self.fit_intercept)
+        kept = self.__dict__.get("_priors")
+        if (self.warm_start and kept is not None and kept[0] == request
+                and getattr(self, "trace_", None) is not None):
+            priors = kept[1]
+        else:
+            priors = data_priors(X, prior_scale=self.prior_scale,
+                                 intercept_prior_scale=self.intercept_prior_scale,
+                                 fit_intercept=self.fit_intercept, y_scale=y_scale,
+                                 y_mean=y_mean)
+        self._priors = (request, priors)
+        self._rows_signature = rows_signature(X)
+        self.prior_scale_ = np.array(priors.coef_scale, dtype=np.float64)
+        self.intercept_prior_mean_ = priors.intercept_loc
+        self.intercept_prior_scale_ = priors.intercept_scale if self.fit_intercept else None
+        return priors
+
+    def _fit_model(self, model_class, X, y, y_scale=1.0, y_mean=0.0, **params):
         """Sample the posterior of ``model_class(X, y, **params)`` with the
-        estimator's intercept and priors; returns ``self``. A Dask array ``X``
-        gets the model of the same family whose passes run where the chunks
-        live (:class:`~bayes_subsample.models.DaskGLM`)."""
-        kw = dict(fit_intercept=self.fit_intercept, prior_scale=self.prior_scale,
-                  intercept_prior_scale=self.intercept_prior_scale, **params)
+        estimator's intercept and priors (``y_scale`` and ``y_mean`` are the
+        data's scale and level that ``"auto"`` priors use); returns ``self``.
+        An intercept prior centred on ``m != 0`` is sampled as the intercept
+        minus ``m`` given ``y - m`` (the same posterior shifted, for linear
+        regression), so every sampler keeps its zero-mean prior. A Dask array
+        ``X`` gets the model of the same family whose passes run where the
+        chunks live (:class:`~bayes_subsample.models.DaskGLM`)."""
+        priors = self._resolve_priors(X, y_scale, y_mean)
+        kw = dict(fit_intercept=self.fit_intercept, prior_scale=priors.coef_scale,
+                  intercept_prior_scale=priors.intercept_scale, **params)
+        if priors.intercept_loc:
+            y = y - priors.intercept_loc
         if is_dask_array(X):
             family = _DASK_FAMILIES.get(model_class)
             if family is None:
                 raise ValueError(
                     f"{model_class.__name__} does not take a Dask array X (multiclass "
                     "fits need X in memory or memory-mapped)")
-            self._run(DaskGLM(X, y, family, **kw))
+            self._run(DaskGLM(X, y, family, **kw), priors.intercept_loc)
         else:
-            self._run(model_class(X, y, **kw))
+            self._run(model_class(X, y, **kw), priors.intercept_loc)
         return self
 
     def _previous_run(self):
         """The trace a ``warm_start`` fit continues, or None for a fresh run."""
-        old = getattr(self, "trace_", None)
+        old = getattr(self, "_sampled_trace", None) or getattr(self, "trace_", None)
         if not self.warm_start or old is None:
             return None
         if not old.resumable:
@@ -141,10 +204,15 @@ class BayesianGLMBase(BaseEstimator):
                              f"iterations; n_warmup cannot change (got {self.n_warmup})")
         return old
 
-    def _run(self, model):
+    def _run(self, model, intercept_loc=0.0):
+        """Sample ``model``'s posterior and set the fitted attributes. With
+        ``intercept_loc`` (the model was given ``y - intercept_loc``) the
+        intercept's draws in ``trace_`` are shifted back; the trace as sampled
+        is kept for ``warm_start``."""
         K = getattr(model, "n_classes", None)
         layout = param_layout(model, feature_names=getattr(self, "feature_names_in_", None),
-                              classes=getattr(self, "classes_", None))
+                              classes=getattr(self, "classes_", None),
+                              intercept_loc=intercept_loc)
         previous = self._previous_run()
         if previous is not None:
             # an interrupted fit is completed first; a complete one gains n_samples draws
@@ -167,6 +235,11 @@ class BayesianGLMBase(BaseEstimator):
         if not (self.warm_start or trace.interrupted):
             trace.run_state = None    # it references the data; keep it only to continue
         trace.param_names, trace.layout = layout.names, layout
+        self.__dict__.pop("_sampled_trace", None)
+        if intercept_loc:
+            if trace.resumable:
+                self._sampled_trace = trace
+            trace = trace.shifted({model.n_features: intercept_loc})
         self.trace_ = trace
         self.posterior_draws_ = trace.draws
         mean = trace.posterior_mean()
@@ -338,7 +411,7 @@ class BayesianGLMBase(BaseEstimator):
         ...                                  random_state=0).fit(X, y)
         >>> s = clf.summary()
         >>> s.names, s.priors[0]
-        (['coef[0]', 'coef[1]', 'intercept'], 'normal(0, 10)')
+        (['coef[0]', 'coef[1]', 'intercept'], 'normal(0, 2.553)')
         """
         check_is_fitted(self)
         return self.trace_.summary()
@@ -350,6 +423,13 @@ class BayesianGLMBase(BaseEstimator):
         the per-iteration sample statistics."""
         check_is_fitted(self)
         return self.trace_.to_inference_data()
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        # the trace as sampled (shifted intercept) serves only warm_start, which
+        # a pickled estimator cannot do (the chain states are not pickled)
+        state.pop("_sampled_trace", None)
+        return state
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -18,7 +18,7 @@ from ..models import (GaussianRegressionModel, GaussianScaleRegressionModel,
                       LogisticRegressionModel, MultinomialLogisticModel,
                       PoissonRegressionModel)
 from ..models._glm import normal_equations
-from ..models._linear import NOISE_PRIOR_SCALE
+from ..models._linear import NOISE_PRIOR_SCALE, data_scale
 from ..models._cymodel import count_binary
 from ..models._dask import is_dask_array
 from ._base import MAX_PREDICT_DRAWS, BayesianGLMBase, all_or_nothing, times_coef
@@ -31,7 +31,7 @@ _ROWS_MULTICLASS = 1024
 
 __all__ = ["BayesianLogisticRegression", "BayesianLinearRegression", "BayesianPoissonRegression"]
 
-_COMMON_DOC = """
+_COMMON_DOC_TEMPLATE = """
     sampler : str or sampler object, default="hmc_ecs"
         MCMC algorithm: a registered name ("hmc_ecs", "hmc_ecs_nuts",
         "hmc_ecs_signed", "mh", "hmc", "nuts", "austerity", "confidence", "sgld",
@@ -52,11 +52,22 @@ _COMMON_DOC = """
         (``joblib.parallel_config(backend="dask")``), ``n_jobs`` other than
         None and 1 runs the chains on the cluster's workers (``-1``: one per
         worker thread), with the same draws.
-    prior_scale : float, default=10.0
+    prior_scale : float, array-like of shape (n_features,) or "auto", default="auto"
         Standard deviation of the Gaussian prior ``N(0, prior_scale^2)`` on
-        each coefficient.
-    intercept_prior_scale : float, default=10.0
-        Standard deviation of the Gaussian prior on the intercept.
+        each coefficient (an array: one per column). ``"auto"``: on the data's
+        scale, ``2.5 s / spread_j`` for column ``j``, where ``spread_j`` is
+        the column's standard deviation (``|b - a|`` for a column of two values
+        ``a`` and ``b``, such as a 0/1 indicator, standardised or not),
+        and ``s`` is %(s)s.
+        The values used are ``prior_scale_``. ``prior_scale=10.0,
+        intercept_prior_scale=10.0`` is the fixed prior of version 0.2.
+    intercept_prior_scale : float or "auto", default="auto"
+        Standard deviation of the Gaussian prior ``N(0, scale^2)`` on the
+        intercept. ``"auto"``: the prior rstanarm puts on the intercept of the
+        centred columns, ``N(%(m)s, (2.5 s)^2)``, carried to the intercept of
+        X as it is (mean %(m)s, standard deviation ``sqrt((2.5 s)^2 +
+        sum_j (mean_j prior_scale_j)^2)``; the same on centred X). The values
+        used are ``intercept_prior_mean_`` and ``intercept_prior_scale_``.
     fit_intercept : bool, default=True
         Add an intercept (the last posterior column).
     random_state : int, Generator, SeedSequence, RandomState or None, default=None
@@ -78,6 +89,13 @@ _COMMON_DOC = """
         is estimated to take more than a few minutes.
 """
 
+#: the parameter docs of the logistic and Poisson estimators, and of linear regression
+_COMMON_DOC = _COMMON_DOC_TEMPLATE % dict(
+    s="1 (the coefficients are on the log-odds or log-rate scale)",
+    m="0")
+_LINEAR_COMMON_DOC = _COMMON_DOC_TEMPLATE % dict(
+    s="the standard deviation of ``y``", m="mean(y)")
+
 _ATTR_DOC = """
     coef_ : ndarray of shape (n_features,)
         Posterior mean of the coefficients (sign-corrected for signed samplers).
@@ -98,6 +116,11 @@ _ATTR_DOC = """
         (a table, with the choice under it).
     trace_ : Trace
         The full sampling result (warmup draws, per-iteration statistics).
+    prior_scale_ : ndarray of shape (n_features,)
+        The prior standard deviation of each coefficient (``"auto"`` resolved).
+    intercept_prior_mean_, intercept_prior_scale_ : float
+        The intercept's prior mean and standard deviation (the scale is None
+        with ``fit_intercept=False``).
     n_features_in_ : int
 """
 
@@ -449,7 +472,7 @@ class BayesianLinearRegression(_BayesianRegressorBase):
     noise_prior_scale : float, default={NOISE_PRIOR_SCALE}
         ``noise_scale="sample"``: the prior standard deviation of ``log(sigma /
         s)`` (at 2.0, ``sigma`` lies within a factor 50 of ``s`` with prior
-        probability 0.95).{_COMMON_DOC}
+        probability 0.95).{_LINEAR_COMMON_DOC}
     Attributes
     ----------
     noise_scale_ : float
@@ -487,7 +510,7 @@ class BayesianLinearRegression(_BayesianRegressorBase):
 
     def __init__(self, noise_scale="sample", noise_prior_scale=NOISE_PRIOR_SCALE,
                  sampler="hmc_ecs", n_samples=1000, n_warmup=1000, n_chains=4, n_jobs=None,
-                 prior_scale=10.0, intercept_prior_scale=10.0, fit_intercept=True,
+                 prior_scale="auto", intercept_prior_scale="auto", fit_intercept=True,
                  random_state=None, warm_start=False, progress=None):
         store_params(self, locals())
 
@@ -528,14 +551,16 @@ class BayesianLinearRegression(_BayesianRegressorBase):
                     "a scipy.sparse matrix): with a Dask array X, pass noise_scale='plugin' "
                     "(the noise scale estimated by one Dask pass and held fixed) or a float, "
                     "or bring X into memory (X.compute())")
+            scale = data_scale(y)
+            priors = self._resolve_priors(X, scale, float(np.mean(y)))
             model = GaussianScaleRegressionModel(
-                X, y, fit_intercept=self.fit_intercept, prior_scale=self.prior_scale,
-                intercept_prior_scale=self.intercept_prior_scale,
-                noise_prior_scale=self.noise_prior_scale)
+                X, y - priors.intercept_loc, fit_intercept=self.fit_intercept,
+                prior_scale=priors.coef_scale, intercept_prior_scale=priors.intercept_scale,
+                noise_prior_scale=self.noise_prior_scale, noise_reference=scale)
             fixed = _exact_fit_noise(model, y)
             if fixed is None:
                 self.noise_reference_ = model.noise_reference
-                self._run(model)
+                self._run(model, priors.intercept_loc)
                 sigma = model.noise_scale(self._flat_draws())
                 w = self.trace_.weights()
                 self.noise_scale_ = float(w @ sigma)
@@ -549,7 +574,8 @@ class BayesianLinearRegression(_BayesianRegressorBase):
         self.noise_scale_ = fixed
         self.noise_scale_std_ = 0.0
         self.noise_reference_ = None
-        return self._fit_model(GaussianRegressionModel, X, y, noise_scale=fixed)
+        return self._fit_model(GaussianRegressionModel, X, y, y_scale=data_scale(y),
+                               y_mean=float(np.mean(y)), noise_scale=fixed)
 
     def _estimate_noise(self, X, y):
         n = X.shape[0]

@@ -19,7 +19,9 @@ class ParamLayout:
     coords : dict of str to list
         The labels of each dimension (feature names, class labels).
     prior_scales : array-like of float
-        The standard deviation of each column's prior ``N(0, scale^2)``.
+        The standard deviation of each column's Gaussian prior.
+    prior_means : array-like of float, optional
+        The mean of each column's prior (default 0).
 
     Attributes
     ----------
@@ -30,12 +32,15 @@ class ParamLayout:
         ``coef[age]``, ``coef[setosa, petal_width]``, ``intercept``.
     """
 
-    def __init__(self, variables, coords, prior_scales):
+    def __init__(self, variables, coords, prior_scales, prior_means=None):
         self.variables = [(name, tuple(dims), np.asarray(cols, dtype=np.intp))
                           for name, dims, cols in variables]
         self.coords = {d: list(v) for d, v in coords.items()}
         self.prior_scales = np.array(prior_scales, dtype=np.float64)
-        self.priors = [f"normal(0, {s:.4g})" for s in self.prior_scales]
+        self.prior_means = (np.zeros_like(self.prior_scales) if prior_means is None
+                            else np.array(prior_means, dtype=np.float64))
+        self.priors = [f"normal({m:.4g}, {s:.4g})"
+                       for m, s in zip(self.prior_means, self.prior_scales)]
         names = [None] * len(self.priors)
         for name, dims, cols in self.variables:
             for idx in np.ndindex(cols.shape):
@@ -56,7 +61,7 @@ class ParamLayout:
         return {name: draws[..., cols] for name, _, cols in self.variables}
 
 
-def param_layout(model, feature_names=None, classes=None):
+def param_layout(model, feature_names=None, classes=None, intercept_loc=0.0):
     """The layout of a GLM's parameters, as the models lay them out.
 
     Parameters
@@ -70,6 +75,9 @@ def param_layout(model, feature_names=None, classes=None):
     classes : array-like, optional
         Multinomial models: the class labels (``classes_``) of the ``K``
         blocks; default ``0 .. K - 1``.
+    intercept_loc : float, default=0.0
+        The mean of the intercept's prior (the model's prior is on the
+        intercept minus it; see ``BayesianGLMBase._fit_model``).
 
     Returns
     -------
@@ -89,7 +97,10 @@ def param_layout(model, feature_names=None, classes=None):
             variables.append(("intercept", (), np.array(p)))
         if model.n_params > p + icpt:
             variables.append(("log_noise_ratio", (), np.array(model.n_params - 1)))
-        return ParamLayout(variables, {"feature": features}, model.prior.scale)
+        means = np.zeros(model.n_params)
+        if icpt:
+            means[p] = intercept_loc
+        return ParamLayout(variables, {"feature": features}, model.prior.scale, means)
     block = p + icpt
     starts = block * np.arange(K)
     variables = [("coef", ("class", "feature"), starts[:, None] + np.arange(p)[None, :])]

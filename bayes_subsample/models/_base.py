@@ -71,6 +71,23 @@ class GaussianPrior:
         return np.diag(self.precision)
 
 
+def coefficient_scales(prior_scale, n_features, name="prior_scale"):
+    """The prior standard deviations of ``n_features`` coefficients: a float
+    (the same for every coefficient) or an array of shape (n_features,), one
+    per column (e.g. scaled to the columns, as the estimators'
+    ``prior_scale="auto"``); each finite and > 0."""
+    scales = np.asarray(prior_scale, dtype=np.float64)
+    if scales.ndim == 0:
+        scales = np.full(int(n_features), float(scales))
+    if scales.shape != (int(n_features),):
+        raise ValueError(f"{name} must be a float or an array of shape ({n_features},) "
+                         f"(one per column of X), got shape {scales.shape}")
+    if not (np.all(np.isfinite(scales)) and np.all(scales > 0)):
+        raise ValueError(f"{name} must be finite and > 0, got values "
+                         f"{float(np.min(scales)):.3g}..{float(np.max(scales)):.3g}")
+    return scales
+
+
 def _digest(*arrays):
     """A short content hash of arrays (their dtypes, shapes and every byte)."""
     return array_digest(*arrays)

@@ -17,7 +17,7 @@ from scipy.linalg import solve_triangular
 
 from .._hashing import array_digest
 from .._threads import available_cores, threads_for_pass
-from ._base import CompiledModel, GaussianPrior, _digest
+from ._base import CompiledModel, GaussianPrior, _digest, coefficient_scales
 from ._cymodel import CyGaussian, CyLogistic, CyPoisson, count_binary
 from ._rows import all_finite, make_rows
 
@@ -335,7 +335,8 @@ def set_glm_fields(model, shape, y, family, fit_intercept, prior_scale,
     else:
         model.noise_scale = None
         model.phi = 1.0
-    scales = np.full(model.n_params, float(prior_scale))
+    scales = np.empty(model.n_params)
+    scales[:model.n_features] = coefficient_scales(prior_scale, model.n_features)
     if model.fit_intercept:
         scales[-1] = float(intercept_prior_scale)
     model.prior = GaussianPrior(scales, model.n_params)
@@ -355,8 +356,8 @@ class GLM(CompiledModel):
     family : {"logistic", "poisson", "gaussian"}
     fit_intercept : bool, default=True
         Add an intercept, the last entry of ``theta``.
-    prior_scale : float, default=10.0
-        Prior standard deviation of every coefficient.
+    prior_scale : float or array-like of shape (n_features,), default=10.0
+        Prior standard deviation of every coefficient, or of each.
     intercept_prior_scale : float, default=10.0
         Prior standard deviation of the intercept.
     noise_scale : float, default=1.0

@@ -26,7 +26,7 @@ import numpy as np
 from scipy import linalg, optimize, sparse, special
 
 from .._threads import available_cores, threads_for_pass
-from ._base import CompiledModel, GaussianPrior, _digest
+from ._base import CompiledModel, GaussianPrior, _digest, coefficient_scales
 from ._cylinear import CyGaussianScale
 from ._glm import (check_design, check_targets, design_fingerprint, design_size,
                    normal_equations)
@@ -71,8 +71,8 @@ class GaussianScaleRegressionModel(CompiledModel):
         Targets.
     fit_intercept : bool, default=True
         Add an intercept, the entry of ``theta`` after the coefficients.
-    prior_scale : float, default=10.0
-        Prior standard deviation of every coefficient.
+    prior_scale : float or array-like of shape (n_features,), default=10.0
+        Prior standard deviation of every coefficient, or of each.
     intercept_prior_scale : float, default=10.0
         Prior standard deviation of the intercept.
     noise_prior_scale : float, default=2.0
@@ -129,12 +129,12 @@ class GaussianScaleRegressionModel(CompiledModel):
         if not (np.isfinite(s) and s > 0 and np.isfinite(math.log(s))):
             raise ValueError(f"noise_reference must be a finite float > 0, got {noise_reference!r}")
         self.noise_reference = s
-        for name, v in (("prior_scale", prior_scale),
-                        ("intercept_prior_scale", intercept_prior_scale),
+        for name, v in (("intercept_prior_scale", intercept_prior_scale),
                         ("noise_prior_scale", noise_prior_scale)):
             if not (np.isfinite(v) and v > 0):
                 raise ValueError(f"{name} must be a finite float > 0, got {v!r}")
-        scales = np.full(self.n_params, float(prior_scale))
+        scales = np.empty(self.n_params)
+        scales[:self.n_features] = coefficient_scales(prior_scale, self.n_features)
         if self.fit_intercept:
             scales[self.n_features] = float(intercept_prior_scale)
         scales[-1] = float(noise_prior_scale)

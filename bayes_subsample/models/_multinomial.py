@@ -28,7 +28,7 @@ from scipy import sparse
 from scipy.special import logsumexp, softmax
 
 from .._threads import available_cores, threads_for_pass
-from ._base import CompiledModel, GaussianPrior, _digest
+from ._base import CompiledModel, GaussianPrior, _digest, coefficient_scales
 from ._cymultinomial import CyMultinomial
 from ._glm import check_design, design_fingerprint, design_size, psd_factor, row_form_norms
 from ._rows import make_rows
@@ -113,8 +113,11 @@ class MultinomialLogisticModel(CompiledModel):
         ``K`` (default: ``max(y) + 1``); at least 2.
     fit_intercept : bool, default=True
         One intercept per class (the last entry of each class's block).
-    prior_scale, intercept_prior_scale : float, default=10.0
-        Prior standard deviations of the coefficients and of the intercepts.
+    prior_scale : float or array-like of shape (n_features,), default=10.0
+        Prior standard deviation of the coefficients (one per column, the
+        same in every class, for an array).
+    intercept_prior_scale : float, default=10.0
+        Prior standard deviation of the intercepts.
     n_threads : int, optional
         Threads for full-data passes (default: all available cores). Results
         do not depend on it.
@@ -146,7 +149,8 @@ class MultinomialLogisticModel(CompiledModel):
         self.n_data, self.n_features = self.X.shape
         self.n_cols = self.n_features + int(self.fit_intercept)
         self.n_params = K * self.n_cols
-        scales = np.full((K, self.n_cols), float(prior_scale))
+        scales = np.empty((K, self.n_cols))
+        scales[:, :self.n_features] = coefficient_scales(prior_scale, self.n_features)
         if self.fit_intercept:
             scales[:, -1] = float(intercept_prior_scale)
         self.prior = GaussianPrior(scales.ravel(), self.n_params)

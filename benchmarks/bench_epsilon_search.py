@@ -1,0 +1,153 @@
+"""GridSearchCV over austerity MH's epsilon with ``SamplerScorer``: the setting
+it picks, its bias against the exact posterior and its cost against epsilon = 0.
+
+Per data set and seed: ``GridSearchCV(BayesianLogisticRegression(sampler=
+AusterityMH(), random_state=seed), {"sampler__epsilon": EPSILONS},
+scoring=SamplerScorer(tolerance=0.1), cv=WholeData())`` (4 chains x (1000
+warmup + 1000 draws) per candidate; the scorer's reference, full-data NUTS of
+the same length, is fitted once per data set and shared by the seeds). Printed
+per candidate: the bias the scorer measured (net of Monte Carlo error), the
+largest distance of a posterior mean from NUTS's and from exact MH's
+(epsilon = 0, the same sampler reading every row) in their posterior sds, full
+data passes per effective draw, fit time; then the chosen epsilon and its
+cost against epsilon = 0.
+
+Data sets: ``higgs``, the 10,984 random UCI HIGGS rows in
+``$BAYES_SUBSAMPLE_DATA/higgs/sas_viya_higgs.csv.gz`` (28 features,
+standardised); ``synthetic``, ``make_logistic_data(1_000_000, 28,
+random_state=0)`` (HIGGS-shaped). Results: ``results/epsilon_search.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _provenance import stamp  # noqa: E402
+from _hard_problems import RESULTS  # noqa: E402
+
+from bayes_subsample import BayesianLogisticRegression  # noqa: E402
+from bayes_subsample.model_selection import SamplerScorer, WholeData  # noqa: E402
+from bayes_subsample.samplers import AusterityMH  # noqa: E402
+
+EPSILONS = [0.0, 0.01, 0.05, 0.1, 0.2]
+TOLERANCE = 0.1
+
+
+def load(name, quick):
+    if name == "higgs":
+        from bayes_subsample.datasets import load_higgs
+        home = os.environ.get("BAYES_SUBSAMPLE_DATA", "/work/shared/data")
+        X, y = load_higgs(os.path.join(home, "higgs", "sas_viya_higgs.csv.gz"),
+                          standardize=True, return_X_y=True)
+        return (X[:3000], y[:3000]) if quick else (X, y)
+    from bayes_subsample.datasets import make_logistic_data
+    return make_logistic_data(50_000 if quick else 1_000_000, 28, random_state=0)
+
+
+def search(X, y, seed, scorer, n):
+    """One GridSearchCV; returns a row per candidate."""
+    seen = {}
+
+    def record(est, X_, y_):
+        r = scorer.evaluate(est, X_, y_)
+        s = est.trace_.summary()
+        seen[est.sampler.epsilon] = dict(
+            r, mean=np.asarray(s["mean"]), sd=np.asarray(s["sd"]),
+            mcse=np.asarray(s["mcse_mean"]),
+            data_fraction=float(np.mean(est.diagnostics_["data_fraction_per_iteration"])))
+        return r["score"]
+
+    from sklearn.model_selection import GridSearchCV
+    est = BayesianLogisticRegression(sampler=AusterityMH(), n_samples=n, n_warmup=n,
+                                     random_state=seed, progress=False)
+    grid = GridSearchCV(est, {"sampler__epsilon": EPSILONS}, scoring=scorer, cv=WholeData(),
+                        refit=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = time.perf_counter()
+        grid.fit(X, y)
+        elapsed = time.perf_counter() - t
+        # the figures behind each score (the scorer's own evaluate(), on fits with the
+        # same seed: the draws GridSearchCV scored)
+        for i, eps in enumerate(EPSILONS):
+            fit = BayesianLogisticRegression(sampler=AusterityMH(epsilon=eps), n_samples=n,
+                                             n_warmup=n, random_state=seed,
+                                             progress=False).fit(X, y)
+            assert record(fit, X, y) == grid.cv_results_["mean_test_score"][i]
+    exact = seen[0.0]
+    ref = next(iter(scorer.reference_fits_.values())) if scorer.reference_fit is None \
+        else scorer.reference_fit
+    rs = ref.trace_.summary()
+    rows = []
+    for i, eps in enumerate(EPSILONS):
+        r = seen[eps]
+        vs_mh = np.abs(r["mean"] - exact["mean"]) / exact["sd"]
+        z_mh = np.abs(r["mean"] - exact["mean"]) / np.hypot(r["mcse"], exact["mcse"])
+        rows.append({
+            "epsilon": eps, "score": float(grid.cv_results_["mean_test_score"][i]),
+            "bias": r["bias"], "max_mean_error_sd_vs_nuts": r["max_mean_error_sd"],
+            "max_mean_error_sd_vs_exact_mh": float(vs_mh.max()),
+            "max_z_vs_exact_mh": float(np.nanmax(z_mh)) if eps else 0.0,
+            "max_sd_ratio_vs_nuts": float(np.max(np.abs(r["sd"] / np.asarray(rs["sd"]) - 1))),
+            "passes_per_ess": r["cost"], "data_fraction": r["data_fraction"],
+            "fit_time_s": float(grid.cv_results_["mean_fit_time"][i]), "within": r["within"]})
+    best = grid.best_params_["sampler__epsilon"]
+    return {"seed": seed, "chosen_epsilon": best, "search_s": elapsed, "candidates": rows,
+            "reference_passes_per_ess": seen[best]["reference_cost"]}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sets", nargs="+", default=["higgs", "synthetic"],
+                    choices=["higgs", "synthetic"])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--quick", action="store_true", help="small data, short chains")
+    ap.add_argument("--out", default=os.path.join(RESULTS, "epsilon_search.json"))
+    args = ap.parse_args(argv)
+    n = 200 if args.quick else 1000
+    result = {}
+    if os.path.exists(args.out) and not args.quick:
+        with open(args.out) as f:
+            result = json.load(f)
+    for name in args.sets:
+        X, y = load(name, args.quick)
+        scorer = SamplerScorer(tolerance=TOLERANCE, reference_samples=n)
+        t = time.perf_counter()
+        runs = []
+        for seed in args.seeds:
+            run = search(X, y, seed, scorer, n)
+            runs.append(run)
+            print(f"\n{name} ({X.shape[0]:,} x {X.shape[1]}), seed {seed}: chosen epsilon "
+                  f"{run['chosen_epsilon']} (search {run['search_s']:.0f} s)")
+            print("  epsilon  bias(sd)  vs NUTS(sd)  vs exact MH(sd)  max z vs MH  "
+                  "sd ratio-1  passes/ESS  data/iter  fit s")
+            for r in run["candidates"]:
+                print(f"  {r['epsilon']:7}  {r['bias']:8.3f}"
+                      f"  {r['max_mean_error_sd_vs_nuts']:11.3f}"
+                      f"  {r['max_mean_error_sd_vs_exact_mh']:15.3f}"
+                      f"  {r['max_z_vs_exact_mh']:11.2f}  {r['max_sd_ratio_vs_nuts']:10.3f}"
+                      f"  {r['passes_per_ess']:10.3g}  {r['data_fraction']:9.3f}"
+                      f"  {r['fit_time_s']:5.1f}")
+            c = {r["epsilon"]: r for r in run["candidates"]}
+            best = c[run["chosen_epsilon"]]
+            print(f"  chosen: {c[0.0]['passes_per_ess'] / best['passes_per_ess']:.1f}x fewer "
+                  f"passes per effective draw than epsilon = 0, "
+                  f"{c[0.0]['fit_time_s'] / best['fit_time_s']:.1f}x less fit time", flush=True)
+        result[name] = {"n": int(X.shape[0]), "d": int(X.shape[1]), "epsilons": EPSILONS,
+                        "tolerance": TOLERANCE, "total_s": time.perf_counter() - t,
+                        "runs": runs}
+    if not args.quick:
+        with open(args.out, "w") as f:
+            json.dump(stamp(result), f, indent=1)
+        print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
