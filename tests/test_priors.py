@@ -248,3 +248,14 @@ def test_no_intercept_with_auto_priors():
     assert est.intercept_ == 0.0 and est.intercept_prior_scale_ is None
     assert est.posterior_draws_.shape[-1] == 3    # two coefficients, log(sigma / s)
     np.testing.assert_allclose(est.coef_, [1.0, 2.0], atol=0.3)
+
+
+def test_command_line_prior_scale():
+    from bayes_subsample.cli._args import build_parser
+    p = build_parser()
+    base = ["fit", "higgs-sample"]
+    assert p.parse_args(base).prior_scale == "auto"
+    assert p.parse_args(base + ["--prior-scale", "AUTO"]).prior_scale == "auto"
+    assert p.parse_args(base + ["--prior-scale", "2.5"]).prior_scale == 2.5
+    with pytest.raises(SystemExit):
+        p.parse_args(base + ["--prior-scale", "-1"])

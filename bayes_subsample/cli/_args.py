@@ -49,6 +49,11 @@ def _number(kind, accept, expected, refused=None):
 _positive_int = _number(int, lambda v: v >= 1, "a positive integer")
 _nonneg_int = _number(int, lambda v: v >= 0, "an integer >= 0")
 _positive_float = _number(float, lambda v: v > 0 and np.isfinite(v), "a positive number")
+
+
+def _prior_scale(text):
+    """``auto`` (the priors on the data's scale) or a positive number."""
+    return "auto" if text.strip().lower() == "auto" else _positive_float(text)
 _fraction = _number(float, lambda v: 0 <= v < 1, "a number in [0, 1)")
 _jobs = _number(int, lambda v: v != 0, "an integer",
                 refused="0 jobs has no meaning; use 1, 2, ... or -1 (all cores)")
@@ -128,8 +133,10 @@ def _add_data(p):
     p.add_argument("--data-home", metavar="DIR",
                    help="folder of the named datasets' files (default: $BAYES_SUBSAMPLE_DATA, "
                    "else ~/bayes_subsample_data)")
-    p.add_argument("--prior-scale", type=_positive_float, default=10.0, metavar="S",
-                   help="sd of the Gaussian prior on each coefficient (default: %(default)s)")
+    p.add_argument("--prior-scale", type=_prior_scale, default="auto", metavar="S",
+                   help="sd of the Gaussian prior on each coefficient, or 'auto': 2.5 / the "
+                   "column's spread (the sd, or a 0/1 column's 1), times the sd of y for "
+                   "linear regression (default: %(default)s)")
     p.add_argument("--no-intercept", action="store_true", help="fit no intercept")
     p.add_argument("--param", action="append", metavar="KEY=VALUE",
                    help="a sampler hyperparameter, e.g. --param step_size=0.01 (compare: "

@@ -195,7 +195,7 @@ def cmd_demo(args):
     for k, v in defaults.items():
         if getattr(args, k) is None:
             setattr(args, k, v)
-    args.prior_scale, args.no_intercept = 10.0, False
+    args.prior_scale, args.no_intercept = "auto", False
     plt = None if args.no_plot else _plt_or_none()
     if plt is not None:
         out, = plan_outputs([("--out", _image_path(args.out, "--out"))], force=args.force)

@@ -401,7 +401,7 @@ class _BayesianRegressorBase(RegressorMixin, BayesianGLMBase):
                                    accept_sparse="csr", y_numeric=True)
         return X, np.asarray(y, dtype=np.float64)
 
-    def _predictive_moments(self, X):
+    def _predictive_moments(self, X, offset=None):
         """Mean and sd of the posterior predictive of y."""
         raise NotImplementedError
 
@@ -412,12 +412,17 @@ class _BayesianRegressorBase(RegressorMixin, BayesianGLMBase):
         if is_dask_array(X):
             mean = self._blockwise(self.predict, X)
             return (mean, self._blockwise(self._predict_std, X)) if return_std else mean
-        X = self._check_X(X)
+        return self._predict(self._check_X(X), return_std)
+
+    def _predict(self, X, return_std, offset=None):
+        """``predict`` on validated in-memory rows, with per-row ``offset`` (added to
+        every draw's linear predictor) if given."""
         mean = np.empty(X.shape[0])
         std = np.empty(X.shape[0])
         step = _ROWS
         for s in range(0, X.shape[0], step):
-            mean[s:s + step], std[s:s + step] = self._predictive_moments(X[s:s + step])
+            off = None if offset is None else offset[s:s + step]
+            mean[s:s + step], std[s:s + step] = self._predictive_moments(X[s:s + step], off)
         return (mean, std) if return_std else mean
 
     def _predict_std(self, X):
@@ -425,7 +430,9 @@ class _BayesianRegressorBase(RegressorMixin, BayesianGLMBase):
 
     def sample_y(self, X, n_samples=1, random_state=None):
         """Draws from the posterior predictive of y, shape (n, n_samples)."""
-        X = self._check_X(X)
+        return self._sample_y(self._check_X(X), n_samples, random_state)
+
+    def _sample_y(self, X, n_samples, random_state, offset=None):
         if not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
             raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
         rng = np.random.default_rng(seed_sequence(random_state))
@@ -433,6 +440,8 @@ class _BayesianRegressorBase(RegressorMixin, BayesianGLMBase):
         p = self.n_features_in_
         icpt = draws[:, p] if self.fit_intercept else 0.0
         eta = times_coef(X, draws[:, :p].T) + icpt
+        if offset is not None:
+            eta = eta + offset[:, None]
         return self._sample_observation(rng, eta, draws)
 
 
@@ -632,7 +641,7 @@ class BayesianLinearRegression(_BayesianRegressorBase):
         of ``draws`` is ``log(sigma / noise_reference_)``."""
         return self.noise_reference_ * np.exp(draws[..., -1])
 
-    def _predictive_moments(self, X):
+    def _predictive_moments(self, X, offset=None):
         eta, w = self._linear_predictor_draws(X)
         mean, sd = _weighted_mean_sd(eta, w)
         if not self._sampled_noise:
@@ -674,6 +683,36 @@ class BayesianLinearRegression(_BayesianRegressorBase):
             t = idata.posterior["log_noise_ratio"]
             idata.posterior["sigma"] = t.copy(data=self._noise_draws(t.values[..., None]))
         return idata
+
+
+def _total_offset(exposure, offset, n, where):
+    """``log(exposure) + offset`` as a float64 array of shape (n,), or None when
+    both are None; clear errors for other shapes, non-finite values and
+    exposures <= 0."""
+    if exposure is None and offset is None:
+        return None
+    total = np.zeros(n)
+    for name, v in (("exposure", exposure), ("offset", offset)):
+        if v is None:
+            continue
+        v = np.asarray(v)
+        if v.dtype.kind not in "iuf":
+            raise ValueError(f"{where}: {name} must be numeric, got dtype {v.dtype}")
+        v = v.astype(np.float64).reshape(-1) if v.ndim == 2 and 1 in v.shape else \
+            v.astype(np.float64)
+        if v.shape != (n,):
+            raise ValueError(f"{where}: {name} must have shape ({n},), one value per row of "
+                             f"X, got {v.shape}")
+        if not np.isfinite(v).all():
+            raise ValueError(f"{where}: {name} contains NaN or infinity")
+        if name == "exposure":
+            if np.any(v <= 0):
+                raise ValueError(f"{where}: exposure must be > 0 (got {float(v.min()):.3g}); "
+                                 "rows with no exposure carry no information: drop them")
+            total += np.log(v)
+        else:
+            total += v
+    return total
 
 
 def _weighted_mean_sd(v, w):
@@ -721,8 +760,21 @@ class BayesianPoissonRegression(_BayesianRegressorBase):
     """
 
     @all_or_nothing
-    def fit(self, X, y):
+    def fit(self, X, y, *, exposure=None, offset=None):
         """Sample the posterior given ``X`` and non-negative integer counts ``y``.
+
+        Parameters
+        ----------
+        X : array-like, sparse matrix or Dask array of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Counts.
+        exposure : array-like of shape (n_samples,), optional
+            The exposure of each row (time at risk, population, area: each
+            ``y_k ~ Poisson(exposure_k exp(x_k . coef + intercept))``), > 0.
+        offset : array-like of shape (n_samples,), optional
+            A known term added to each row's linear predictor (with
+            ``exposure``, ``log(exposure)`` is added to it). Dask arrays ``X``
+            take neither.
 
         Returns
         -------
@@ -731,15 +783,50 @@ class BayesianPoissonRegression(_BayesianRegressorBase):
         X, y = self._validate_fit_data(X, y)
         if np.any(y < 0) or np.any(y != np.round(y)):
             raise ValueError("BayesianPoissonRegression needs non-negative integer counts y")
-        return self._fit_model(PoissonRegressionModel, X, y)
+        if y.shape[0] and not np.any(y):
+            warnings.warn(
+                "BayesianPoissonRegression: every count in y is 0. The data then bound the "
+                "rates only from above (the intercept can go to -infinity), and the posterior "
+                "below is the prior's: its lower tail is set by intercept_prior_scale, not by "
+                "the data. Check the counts (and the exposure); a model of any event at all "
+                "needs some.", UserWarning, stacklevel=3)
+        total = _total_offset(exposure, offset, X.shape[0], "fit")
+        if total is not None and is_dask_array(X):
+            raise ValueError("exposure and offset need X in memory (a NumPy array, a memory "
+                             "map or a scipy.sparse matrix), not a Dask array")
+        if total is None:
+            return self._fit_model(PoissonRegressionModel, X, y)
+        return self._fit_model(PoissonRegressionModel, X, y, offset=total)
+
+    def predict(self, X, return_std=False, *, exposure=None, offset=None):
+        """Posterior predictive mean of the counts (and standard deviation with
+        ``return_std``), for rows with the given ``exposure`` and ``offset``
+        (default: exposure 1, offset 0, i.e. the rate per unit exposure). A
+        Dask array ``X`` gives Dask arrays (without exposure or offset)."""
+        if exposure is None and offset is None:
+            return super().predict(X, return_std)
+        if is_dask_array(X):
+            raise ValueError("predict with exposure or offset needs X in memory")
+        X = self._check_X(X)
+        return self._predict(X, return_std,
+                             _total_offset(exposure, offset, X.shape[0], "predict"))
+
+    def sample_y(self, X, n_samples=1, random_state=None, *, exposure=None, offset=None):
+        """Draws from the posterior predictive of the counts, shape (n, n_samples),
+        for rows with the given ``exposure`` and ``offset`` (see :meth:`predict`)."""
+        X = self._check_X(X)
+        return self._sample_y(X, n_samples, random_state,
+                              _total_offset(exposure, offset, X.shape[0], "sample_y"))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.positive_only = True  # counts y >= 0
         return tags
 
-    def _predictive_moments(self, X):
+    def _predictive_moments(self, X, offset=None):
         eta, w = self._linear_predictor_draws(X)
+        if offset is not None:
+            eta = eta + offset[:, None]
         mu = np.exp(np.clip(eta, None, 700))
         mean, sd = _weighted_mean_sd(mu, w)
         # Poisson mixture: Var y = E[mu] + Var[mu]

@@ -135,6 +135,23 @@ cdef class CyGLM(CyTermModel):
     cdef readonly Py_ssize_t n_features
     cdef readonly bint intercept
     cdef GLMFamily family               # set by the family subclass
+    cdef const double[::1] offset       # per-datum offsets added to eta (has_offset)
+    cdef readonly bint has_offset
+
+    # eta[i] += offset[idx[i]] (eta[i] += offset[s + i] for the range form)
+    cdef inline void add_offset(self, const int64_t* idx, Py_ssize_t c,
+                                double* eta) noexcept nogil:
+        cdef Py_ssize_t i
+        if self.has_offset:
+            for i in range(c):
+                eta[i] += self.offset[idx[i]]
+
+    cdef inline void add_offset_range(self, Py_ssize_t s, Py_ssize_t c,
+                                      double* eta) noexcept nogil:
+        cdef Py_ssize_t i
+        if self.has_offset:
+            for i in range(c):
+                eta[i] += self.offset[s + i]
 
     # y_k as a double, whichever way the targets are stored
     cdef inline double target(self, Py_ssize_t k) noexcept nogil:

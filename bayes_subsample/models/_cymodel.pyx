@@ -360,9 +360,12 @@ cdef class CyGLM(CyTermModel):
         byte a row; the logistic family's compact labels).
     phi : float, default=1.0
         Dispersion (the Gaussian family's noise variance).
+    offset : array-like of shape (n,), optional
+        Per-datum offsets: the linear predictor is ``x_k . theta + offset_k``
+        (a Poisson model's log exposure), in every term, pass and residual.
     """
 
-    def __init__(self, Rows rows, y, double phi=1.0):
+    def __init__(self, Rows rows, y, double phi=1.0, offset=None):
         if type(self) is CyGLM:
             raise TypeError("CyGLM is abstract: use its family subclasses "
                             "(CyLogistic, CyPoisson, CyGaussian)")
@@ -383,6 +386,14 @@ cdef class CyGLM(CyTermModel):
         else:
             self.y = y
         self.phi = phi
+        if offset is not None:
+            offset = np.ascontiguousarray(offset, dtype=np.float64)
+            if offset.shape != (rows.n_rows,):
+                raise ValueError(f"offset must have shape ({rows.n_rows},), got {offset.shape}")
+            if not np.isfinite(offset).all():
+                raise ValueError("offset contains NaN or infinity")
+            self.offset = offset
+        self.has_offset = offset is not None
         self.n_data = rows.n_rows
         self.n_params = rows.n_cols
         self.n_features = rows.n_features
@@ -433,6 +444,7 @@ cdef class CyGLM(CyTermModel):
                 b.eta_star[i] = eta_star[idx[i]]
         else:
             self.rows.dot(idx, c, theta_star, b.eta_star)
+            self.add_offset(idx, c, b.eta_star)
         self.cv_consts(c, b.eta_star, b.c0, b.c1, b.c2)
 
     cdef void _terms(self, Chunk* b, int order, Py_ssize_t c, const double* eta, bint want_t,
@@ -453,6 +465,7 @@ cdef class CyGLM(CyTermModel):
         while s < m:
             c = _imin(MODEL_CHUNK, m - s)
             self.rows.dot(idx + s, c, theta, b.eta)
+            self.add_offset(idx + s, c, b.eta)
             self._setup(&b, order, theta_star, eta_star, idx + s, c)
             self._terms(&b, order, c, b.eta, True, t + s, &b.dt[0] if dt == NULL else dt + s)
             s += c
@@ -472,6 +485,8 @@ cdef class CyGLM(CyTermModel):
         while s < m:
             c = _imin(MODEL_CHUNK, m - s)
             self.rows.dot2(idx + s, c, theta, theta_new, b.eta, b.eta_new)
+            self.add_offset(idx + s, c, b.eta)
+            self.add_offset(idx + s, c, b.eta_new)
             self._setup(&b, order, theta_star, eta_star, idx + s, c)
             self._terms(&b, order, c, b.eta, True, b.t, b.dt)
             self._terms(&b, order, c, b.eta_new, True, out + s, b.dt)
@@ -491,6 +506,7 @@ cdef class CyGLM(CyTermModel):
         while s < m:
             c = _imin(MODEL_CHUNK, m - s)
             self.rows.dot(idx + s, c, theta, b.eta)
+            self.add_offset(idx + s, c, b.eta)
             self._setup(&b, order, theta_star, eta_star, idx + s, c)
             self._terms(&b, order, c, b.eta, total != NULL, b.t, b.dt)
             if total != NULL:
@@ -518,6 +534,7 @@ cdef class CyGLM(CyTermModel):
         while s < stop:
             c = _imin(MODEL_CHUNK, stop - s)
             self.rows.dot_range(s, s + c, theta, b.eta)
+            self.add_offset_range(s, c, b.eta)
             if self.labels8:    # 0/1 bytes to the chunk's doubles
                 for i in range(c):
                     b.y[i] = self.y8[s + i]
@@ -577,14 +594,23 @@ cdef class CyGLM(CyTermModel):
         return ll, np.asarray(grad), np.asarray(hd)
 
     def eta(self, theta, idx=None):
-        """Linear predictors ``x_k . theta`` (intercept included) for ``k`` in ``idx``."""
+        """Linear predictors ``x_k . theta`` (intercept included, plus the offset
+        when there is one) for ``k`` in ``idx``."""
         cdef double[::1] th = check_theta(self, theta)
         cdef int64_t[::1] ix = check_indices(self, idx)
         cdef double[::1] out = np.empty(ix.shape[0])
         if ix.shape[0]:
             with nogil:
                 self.rows.dot(&ix[0], ix.shape[0], &th[0], &out[0])
+                self.add_offset(&ix[0], ix.shape[0], &out[0])
         return np.asarray(out)
+
+    def offsets(self, idx=None):
+        """``offset_k`` for ``k`` in ``idx`` (zeros without an offset)."""
+        ix = check_indices(self, idx)
+        if not self.has_offset:
+            return np.zeros(ix.shape[0])
+        return np.asarray(self.offset)[ix]
 
     def cv_cache(self, theta_star):
         """The linear predictors at ``theta_star`` for every datum (8 bytes per

@@ -298,6 +298,27 @@ def check_targets(y, n, family):
     return y
 
 
+def check_offset(offset, n, family):
+    """``offset`` as a float64 array of shape (n,), or None; finite values,
+    and a logistic or Poisson family (for the Gaussian family, subtract it
+    from y)."""
+    if offset is None:
+        return None
+    if family not in ("logistic", "poisson"):
+        raise ValueError(f"offset is for the logistic and Poisson families, not {family!r} "
+                         "(with Gaussian noise, subtract the offset from y)")
+    offset = np.asarray(offset)
+    if offset.dtype.kind not in "iuf":
+        raise ValueError(f"offset must be numeric, got dtype {offset.dtype}")
+    offset = np.ascontiguousarray(offset, dtype=np.float64)
+    if offset.shape != (n,):
+        raise ValueError(f"offset must have shape ({n},) (one value per row of X), got "
+                         f"{offset.shape}")
+    if not np.isfinite(offset).all():
+        raise ValueError("offset contains NaN or infinity")
+    return offset
+
+
 def check_noise(noise_scale, y):
     """The Gaussian family's ``(noise_scale, phi = noise_scale**2)``, checked
     against overflow of the squared residuals of ``y``."""
@@ -365,22 +386,28 @@ class GLM(CompiledModel):
     n_threads : int, optional
         Threads for full-data passes (default: all available cores). Results
         do not depend on it.
+    offset : array-like of shape (n_samples,), optional
+        Logistic and Poisson families: a known term added to every linear
+        predictor, ``eta_k = x_k . theta + offset_k`` (a Poisson model's log
+        exposure). Every term, pass, control variate and sampler sees it.
     """
 
     def __init__(self, X, y, family, *, fit_intercept=True, prior_scale=10.0,
-                 intercept_prior_scale=10.0, noise_scale=1.0, n_threads=None):
+                 intercept_prior_scale=10.0, noise_scale=1.0, n_threads=None, offset=None):
         if family not in _FAMILIES:
             raise ValueError(f"family must be one of {sorted(_FAMILIES)}, got {family!r}")
         self.X = check_design(X, accept_sparse=True)
         set_glm_fields(self, self.X.shape, y, family, fit_intercept, prior_scale,
                        intercept_prior_scale, noise_scale)
+        self.offset = check_offset(offset, self.n_data, family)
         self.n_threads = available_cores() if n_threads is None else max(1, int(n_threads))
         self._cy = self._make_compiled()
         self._row_norm_max = None
         self._y_absmax = None
 
     def _make_compiled(self):
-        return _FAMILIES[self.family](make_rows(self.X, self.fit_intercept), self.y, self.phi)
+        return _FAMILIES[self.family](make_rows(self.X, self.fit_intercept), self.y, self.phi,
+                                      offset=getattr(self, "offset", None))
 
     #: per-datum Hessians exist (scalar curvature of eta): second-order control variates
     max_cv_order = 2
@@ -397,6 +424,8 @@ class GLM(CompiledModel):
         fp = super().fingerprint()
         fp.update(family=self.family, phi=repr(self.phi), fit_intercept=str(self.fit_intercept),
                   y=_digest(self.y), **design_fingerprint(self.X))
+        if getattr(self, "offset", None) is not None:
+            fp["offset"] = _digest(self.offset)
         return fp
 
     # ---- per-datum terms ------------------------------------------------------
@@ -450,8 +479,8 @@ class GLM(CompiledModel):
 
         theta = self.check_theta(theta)
         rows, n = self._cy.rows, self.n_data
-        _, _, w = self._cy.link_terms_array(self.y, rows.py_dot_range(0, n, theta),
-                                            want_ll=False)
+        _, _, w = self._cy.link_terms_array(
+            self.y, rows.py_dot_range(0, n, theta) + self._cy.offsets(), want_ll=False)
         self._cy.note_passes(1)
         prec = np.asarray(self.prior.precision, dtype=np.float64)
 
@@ -485,8 +514,10 @@ class GLM(CompiledModel):
         """A GLM of the rows ``idx`` (copied; CSR stays CSR), with the same prior and
         one thread."""
         idx = np.sort(self.check_indices(idx))
+        offset = getattr(self, "offset", None)
         sub = GLM(self.X[idx], self.y[idx], self.family, fit_intercept=self.fit_intercept,
-                  noise_scale=self.noise_scale or 1.0, n_threads=1)
+                  noise_scale=self.noise_scale or 1.0, n_threads=1,
+                  offset=None if offset is None else offset[idx])
         sub.prior = self.prior
         return sub
 
@@ -536,6 +567,8 @@ class GLM(CompiledModel):
             s = float(np.linalg.norm(np.asarray(theta_new) + np.asarray(theta)))
             return dtheta * (2 * self._max_abs_y_times_norm() + R * R * s) / (2 * self.phi)
         big = R * max(np.linalg.norm(theta), np.linalg.norm(theta_new))
+        if getattr(self, "offset", None) is not None and self.offset.size:
+            big += float(np.max(self.offset))
         return dtheta * (self._max_abs_y_times_norm() + R * np.exp(min(big, 700.0)))
 
     def cv_range_bound(self, theta, theta_new, theta_star, order, *, geometry=None):
@@ -632,12 +665,15 @@ class LogisticRegressionModel(GLM):
 
 
 class PoissonRegressionModel(GLM):
-    """Bayesian Poisson regression posterior (log link). See :class:`GLM`."""
+    """Bayesian Poisson regression posterior (log link). See :class:`GLM`;
+    ``offset`` is the log exposure (``y_k ~ Poisson(exposure_k exp(x_k .
+    theta))``: ``offset = log(exposure)``)."""
 
     def __init__(self, X, y, *, fit_intercept=True, prior_scale=10.0,
-                 intercept_prior_scale=10.0, n_threads=None):
+                 intercept_prior_scale=10.0, n_threads=None, offset=None):
         super().__init__(X, y, "poisson", fit_intercept=fit_intercept, prior_scale=prior_scale,
-                         intercept_prior_scale=intercept_prior_scale, n_threads=n_threads)
+                         intercept_prior_scale=intercept_prior_scale, n_threads=n_threads,
+                         offset=offset)
 
 
 class GaussianRegressionModel(GLM):

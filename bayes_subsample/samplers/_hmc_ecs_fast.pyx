@@ -429,6 +429,7 @@ cdef class ECSCore(Potential):
             for i in range(count):
                 es[i] = row_dot(&Xs[i, 0], &self.theta_star[0], p1, False)
         if not self.scale:
+            self.glm.add_offset(idx, count, &es[0])
             self.glm.cv_consts(count, &es[0], &c0[0], &c1[0], &c2[0])
 
     # ---- rows with one linear predictor (the GLMs, the noise-scale model) ----------------
@@ -444,11 +445,14 @@ cdef class ECSCore(Potential):
         cdef Py_ssize_t i
         if self.direct:
             self.rows.dot(idx, count, th, eta)
-            return
-        dgemv(&trans, &dd, &cc, &alpha, &Xs[0, 0], &pp, <double*> th, &one, &beta, eta, &one)
-        if self.intercept:
-            for i in range(count):
-                eta[i] += th[dd]
+        else:
+            dgemv(&trans, &dd, &cc, &alpha, &Xs[0, 0], &pp, <double*> th, &one, &beta, eta,
+                  &one)
+            if self.intercept:
+                for i in range(count):
+                    eta[i] += th[dd]
+        if not self.scale:
+            self.glm.add_offset(idx, count, eta)
 
     cdef double _row_terms(self, const double* th, Py_ssize_t count, const double* y,
                            const double* eta, const double* es, const double* c0,
@@ -513,6 +517,8 @@ cdef class ECSCore(Potential):
             else:
                 for i in range(start, stop):
                     eta[i - start] = row_dot(&Xs[i, 0], th, p1, False)
+            if not self.scale:
+                self.glm.add_offset(idx + start, stop - start, eta)
             return self._row_terms(th, stop - start, &ys[start], eta, &es[start], &c0[start],
                                    &c1[start], &c2[start], Dout, DPout)
         for i in range(start, stop):
