@@ -85,6 +85,74 @@ def _default_fit_row(sec, key, what, score):
             f"`python benchmarks/bench_hard_data.py --sections {key}{seeds}` |")
 
 
+def _priors_rows(res):
+    """The default priors on the data's scale against the fixed N(0, 10^2)."""
+    rows = []
+    if res is None:
+        return rows
+    dia = res.get("diabetes")
+    if dia is not None:
+        auto = [r for r in dia["rows"] if r["prior"].startswith("auto")]
+        fixed = [r for r in dia["rows"] if not r["prior"].startswith("auto")]
+        rows.append(
+            "| `make_pipeline(StandardScaler(), BayesianLinearRegression())` on load_diabetes, "
+            f"default priors against the fixed N(0, 10^2) | intercept within "
+            f"{max(abs(r['intercept_z']) for r in auto):.3f} posterior sd of mean(y) (fixed: "
+            f"{min(abs(r['intercept_z']) for r in fixed):.2f}-"
+            f"{max(abs(r['intercept_z']) for r in fixed):.2f} sd off); worst 5-fold CV R² "
+            f"(`cv=5`) minus `BayesianRidge`'s {_to([min(r['cv=5']) for r in auto])} "
+            f"(fixed {_to([min(r['cv=5']) for r in fixed])}), seeds "
+            f"{', '.join(str(r['seed']) for r in auto)} | "
+            "`python benchmarks/bench_priors.py --sections diabetes` |")
+    cov = res.get("covtype")
+    if cov is not None:
+        auto = [r for r in cov["rows"] if r["prior"].startswith("auto")]
+        fixed = [r for r in cov["rows"] if not r["prior"].startswith("auto")]
+        rows.append(
+            f"| default priors against the fixed N(0, 10^2), covtype binary, all 54 attributes, "
+            f"n = {cov['n_train']:,}, default fit, all-in | "
+            f"{_span([r['time_s'] for r in auto], '.1f')} s for min bulk ESS "
+            f"{_span([r['min_ess_bulk'] for r in auto], ',.0f')} against "
+            f"{_span([r['time_s'] for r in fixed], '.1f')} s and "
+            f"{_span([r['min_ess_bulk'] for r in fixed], ',.0f')}, AUC "
+            f"{min(r['auc'] for r in auto):.4f} both (seeds "
+            f"{', '.join(str(r['seed']) for r in auto)}) | "
+            "`python benchmarks/bench_priors.py --sections covtype` |")
+    return rows
+
+
+def _to(values):
+    """``lo to hi`` of signed values at 4 decimals."""
+    return f"{min(values):+.4f} to {max(values):+.4f}"
+
+
+def _epsilon_rows(res):
+    """GridSearchCV over austerity's epsilon with SamplerScorer."""
+    rows = []
+    for key, what in (("higgs", "real HIGGS rows"), ("synthetic", "HIGGS-shaped rows")):
+        sec = (res or {}).get(key)
+        if sec is None:
+            continue
+        chosen, ratio, err = [], [], []
+        for run in sec["runs"]:
+            c = {r["epsilon"]: r for r in run["candidates"]}
+            b = c[run["chosen_epsilon"]]
+            chosen.append(f"{run['chosen_epsilon']:g}")
+            ratio.append(c[0.0]["passes_per_ess"] / b["passes_per_ess"])
+            err.append(b["max_mean_error_sd_vs_nuts"])
+        seeds = ", ".join(str(r["seed"]) for r in sec["runs"])
+        opts = (f" --draws {sec['draws']} --n-steps {sec['n_steps']}"
+                if sec.get("n_steps") else "")
+        rows.append(
+            f"| `GridSearchCV` over austerity's epsilon with `SamplerScorer(tolerance=0.1)`, "
+            f"{sec['n']:,} {what} | chose epsilon {', '.join(chosen)} (seeds {seeds}), "
+            f"{_span(ratio, '.1f')}x fewer data passes per effective draw than epsilon = 0, "
+            f"means within {max(err):.3f} sd of full-data NUTS | "
+            f"`python benchmarks/bench_epsilon_search.py --sets {key}"
+            f"{'' if len(sec['runs']) > 1 else ' --seeds ' + seeds}{opts}` |")
+    return rows
+
+
 def _span(values, fmt):
     """``lo-hi`` of the values (one value when they agree at that precision)."""
     lo, hi = format(min(values), fmt), format(max(values), fmt)
@@ -174,6 +242,8 @@ def table():
             f"{', '.join(str(r['seed']) for r in c)}); on all {conf['full_data']['n_rows']:,} "
             f"rows {100 * conf['full_data']['data_fraction']:.1f}% | "
             "`python benchmarks/bench_hard_data.py --sections confidence` |")
+    rows += _priors_rows(_load("priors.json"))
+    rows += _epsilon_rows(_load("epsilon_search.json"))
     mrf = _load("mrf.json")
     if mrf is not None:
         by_eps = {r["epsilon"]: r for r in mrf["results"]}
