@@ -441,9 +441,11 @@ def choice(n, pass_cost, n_blocks, layout, signed, n_heavy=0, overhead=0, inner=
     pct = f"{100.0 * rows / n:.2g}%"
     if layout.get("stratify"):
         out.update(engine="stratified warmup", reason=(
-            f"stratified warmup: the control variates at the mode would need {m:,} rows per "
-            f"evaluation (more than half of the {n:,} rows); the warmup chooses the rows to "
-            "sum exactly from the chain's own draws"))
+            f"stratified warmup: the control variates at the mode would need {rows:,} rows per "
+            f"evaluation ({pct} of the {n:,} rows)" if rows <= n else
+            f"stratified warmup: the control variates at the mode would need {rows:,} rows per "
+            f"evaluation (more than all {n:,} rows)") + (
+            "; the warmup chooses the rows to sum exactly from the chain's own draws"))
     elif layout.get("full_data"):
         if pass_cost < n:
             why = (f"a full-data gradient costs {pass_cost:,} evaluations (sufficient "
