@@ -133,21 +133,25 @@ def _epsilon_rows(res):
         sec = (res or {}).get(key)
         if sec is None:
             continue
-        chosen, ratio, err = [], [], []
+        chosen, ratio, err, bias = [], [], [], []
         for run in sec["runs"]:
             c = {r["epsilon"]: r for r in run["candidates"]}
             b = c[run["chosen_epsilon"]]
             chosen.append(f"{run['chosen_epsilon']:g}")
             ratio.append(c[0.0]["passes_per_ess"] / b["passes_per_ess"])
             err.append(b["max_mean_error_sd_vs_nuts"])
+            bias.append(b["bias"])
         seeds = ", ".join(str(r["seed"]) for r in sec["runs"])
+        fmt = ",.0f" if min(ratio) >= 100 else ".1f"
         opts = (f" --draws {sec['draws']} --n-steps {sec['n_steps']}"
                 if sec.get("n_steps") else "")
         rows.append(
             f"| `GridSearchCV` over austerity's epsilon with `SamplerScorer(tolerance=0.1)`, "
-            f"{sec['n']:,} {what} | chose epsilon {', '.join(chosen)} (seeds {seeds}), "
-            f"{_span(ratio, '.1f')}x fewer data passes per effective draw than epsilon = 0, "
-            f"means within {max(err):.3f} sd of full-data NUTS | "
+            f"{sec['n']:,} {what}, {sec['draws']} + {sec['draws']} iterations | chose epsilon "
+            f"{', '.join(chosen)} (seed{'s' if len(chosen) > 1 else ''} {seeds}), "
+            f"{_span(ratio, fmt)}x fewer data passes per effective draw than epsilon = 0; its "
+            f"means within {max(err):.3f} sd of full-data NUTS, a bias of "
+            f"{max(bias):.3f} sd net of both runs' Monte Carlo error | "
             f"`python benchmarks/bench_epsilon_search.py --sets {key}"
             f"{'' if len(sec['runs']) > 1 else ' --seeds ' + seeds}{opts}` |")
     return rows
