@@ -204,3 +204,17 @@ def test_all_zero_counts_warn():
             warnings.simplefilter("ignore", category=RuntimeWarning)
             BayesianPoissonRegression(n_samples=50, n_warmup=50, n_chains=2,
                                       random_state=0).fit(X, np.zeros(200))
+
+
+def test_poisson_estimator_pickles_of_the_old_module_path_load():
+    """Pickles made before the class moved to _poisson.py name it in _estimators:
+    unpickling looks it up there (``find_class``) and finds the class."""
+    import io
+    import pickle
+
+    unpickler = pickle.Unpickler(io.BytesIO(b""))
+    cls = unpickler.find_class("bayes_subsample.linear_model._estimators",
+                               "BayesianPoissonRegression")
+    assert cls is BayesianPoissonRegression
+    est = pickle.loads(pickle.dumps(BayesianPoissonRegression(n_samples=5)))
+    assert type(est) is BayesianPoissonRegression and est.n_samples == 5

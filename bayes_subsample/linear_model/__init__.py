@@ -1,5 +1,5 @@
 """scikit-learn estimators: Bayesian GLMs sampled by (subsampling) MCMC."""
-from ._estimators import (BayesianLinearRegression, BayesianLogisticRegression,
-                          BayesianPoissonRegression)
+from ._estimators import BayesianLinearRegression, BayesianLogisticRegression
+from ._poisson import BayesianPoissonRegression
 
 __all__ = ["BayesianLogisticRegression", "BayesianLinearRegression", "BayesianPoissonRegression"]
