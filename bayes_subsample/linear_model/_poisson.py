@@ -8,6 +8,7 @@ import numpy as np
 
 from ..models import PoissonRegressionModel
 from ..models._dask import is_dask_array
+from ..models._glm import check_row_values
 from ._base import all_or_nothing
 from ._estimators import _ATTR_DOC, _COMMON_DOC, _BayesianRegressorBase, _weighted_mean_sd
 
@@ -28,15 +29,12 @@ def _total_offset(exposure, offset, n, where):
         if v is None:
             continue
         v = np.asarray(v)
-        if v.dtype.kind not in "iuf":
-            raise ValueError(f"{where}: {name} must be numeric, got dtype {v.dtype}")
-        v = v.astype(np.float64).reshape(-1) if v.ndim == 2 and 1 in v.shape else \
-            v.astype(np.float64)
-        if v.shape != (n,):
-            raise ValueError(f"{where}: {name} must have shape ({n},), one value per row of "
-                             f"X, got {v.shape}")
-        if not np.isfinite(v).all():
-            raise ValueError(f"{where}: {name} contains NaN or infinity")
+        if v.ndim == 2 and 1 in v.shape:       # a column or row vector
+            v = v.reshape(-1)
+        try:
+            v = check_row_values(v, n, name)
+        except ValueError as e:
+            raise ValueError(f"{where}: {e}") from None
         if name == "exposure":
             if np.any(v <= 0):
                 raise ValueError(f"{where}: exposure must be > 0 (got {float(v.min()):.3g}); "

@@ -298,6 +298,22 @@ def check_targets(y, n, family):
     return y
 
 
+def check_row_values(values, n, name="offset"):
+    """``values`` (one number per row of X) as a float64 array of shape (n,):
+    a clear ValueError for a non-numeric dtype, another shape, NaN or infinity
+    (``name`` says which input)."""
+    values = np.asarray(values)
+    if values.dtype.kind not in "iuf":
+        raise ValueError(f"{name} must be numeric, got dtype {values.dtype}")
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    if values.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},) (one value per row of X), got "
+                         f"{values.shape}")
+    if not np.isfinite(values).all():
+        raise ValueError(f"{name} contains NaN or infinity")
+    return values
+
+
 def check_offset(offset, n, family):
     """``offset`` as a float64 array of shape (n,), or None; finite values,
     and a logistic or Poisson family (for the Gaussian family, subtract it
@@ -307,16 +323,7 @@ def check_offset(offset, n, family):
     if family not in ("logistic", "poisson"):
         raise ValueError(f"offset is for the logistic and Poisson families, not {family!r} "
                          "(with Gaussian noise, subtract the offset from y)")
-    offset = np.asarray(offset)
-    if offset.dtype.kind not in "iuf":
-        raise ValueError(f"offset must be numeric, got dtype {offset.dtype}")
-    offset = np.ascontiguousarray(offset, dtype=np.float64)
-    if offset.shape != (n,):
-        raise ValueError(f"offset must have shape ({n},) (one value per row of X), got "
-                         f"{offset.shape}")
-    if not np.isfinite(offset).all():
-        raise ValueError("offset contains NaN or infinity")
-    return offset
+    return check_row_values(offset, n)
 
 
 def check_noise(noise_scale, y):

@@ -440,12 +440,11 @@ def choice(n, pass_cost, n_blocks, layout, signed, n_heavy=0, overhead=0, inner=
            "evaluation_overhead": int(overhead)}
     pct = f"{100.0 * rows / n:.2g}%"
     if layout.get("stratify"):
+        share = f"{pct} of the {n:,} rows" if rows <= n else f"more than all {n:,} rows"
         out.update(engine="stratified warmup", reason=(
             f"stratified warmup: the control variates at the mode would need {rows:,} rows per "
-            f"evaluation ({pct} of the {n:,} rows)" if rows <= n else
-            f"stratified warmup: the control variates at the mode would need {rows:,} rows per "
-            f"evaluation (more than all {n:,} rows)") + (
-            "; the warmup chooses the rows to sum exactly from the chain's own draws"))
+            f"evaluation ({share}); the warmup chooses the rows to sum exactly from the "
+            "chain's own draws"))
     elif layout.get("full_data"):
         if pass_cost < n:
             why = (f"a full-data gradient costs {pass_cost:,} evaluations (sufficient "
