@@ -68,6 +68,29 @@ cdef class CyModel:
     # full-data passes made (``full_sums`` calls of the compiled models; atomic:
     # chains in threads share the object); read as ``n_full_passes``
     cdef int64_t _n_passes
+    # per-datum weights w_k >= 0 (sample_weight; only when has_weight): every
+    # term l_k, its derivatives and curvature are w_k times the unweighted ones
+    cdef const double[::1] weight
+    cdef readonly bint has_weight
+
+    # a[i] *= w_{idx[i]} (a[s + i] *= ... for the range form; nothing unweighted)
+    cdef inline void weigh(self, const int64_t* idx, Py_ssize_t c, double* a) noexcept nogil:
+        cdef Py_ssize_t i
+        if self.has_weight:
+            for i in range(c):
+                a[i] *= self.weight[idx[i]]
+
+    cdef inline void weigh_range(self, Py_ssize_t s, Py_ssize_t c, double* a) noexcept nogil:
+        cdef Py_ssize_t i
+        if self.has_weight:
+            for i in range(c):
+                a[i] *= self.weight[s + i]
+
+    # w_k (1 unweighted)
+    cdef inline double row_weight(self, Py_ssize_t k) noexcept nogil:
+        return self.weight[k] if self.has_weight else 1.0
+
+    cdef _set_weight(self, weight)
 
     # out[i] = l_{idx[i]}(theta)
     cdef int loglik(self, const double* theta, const int64_t* idx, Py_ssize_t m,

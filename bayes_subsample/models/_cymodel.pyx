@@ -189,6 +189,29 @@ cdef class CyModel:
             return self.grad_sum(theta, idx, m, grad, total)
         return self.cv_grad_sum(order, theta_star, eta_star, theta, idx, m, grad, total)
 
+    cdef _set_weight(self, weight):
+        """Store per-datum weights (``None``: unweighted): a float64 array of
+        shape (n_data,), finite and >= 0."""
+        if weight is None:
+            self.has_weight = False
+            return
+        weight = np.ascontiguousarray(weight, dtype=np.float64)
+        if weight.shape != (self.n_data,):
+            raise ValueError(f"weight must have shape ({self.n_data},), got {weight.shape}")
+        if not np.isfinite(weight).all() or (weight < 0).any():
+            raise ValueError("weights must be finite and >= 0")
+        self.weight = weight
+        self.has_weight = True
+
+    @property
+    def weights(self):
+        """The per-datum weights (a read-only view), or None if unweighted."""
+        if not self.has_weight:
+            return None
+        w = np.asarray(self.weight)
+        w.flags.writeable = False
+        return w
+
     cdef int _fail(self) noexcept:
         """Keep the exception being handled for this thread; returns -1."""
         import sys
@@ -363,9 +386,13 @@ cdef class CyGLM(CyTermModel):
     offset : array-like of shape (n,), optional
         Per-datum offsets: the linear predictor is ``x_k . theta + offset_k``
         (a Poisson model's log exposure), in every term, pass and residual.
+    weight : array-like of shape (n,), optional
+        Per-datum weights ``w_k >= 0``: every term ``l_k`` (and so every
+        residual, gradient and curvature) is ``w_k`` times the unweighted one
+        (``sample_weight``; integer weights are duplicated rows).
     """
 
-    def __init__(self, Rows rows, y, double phi=1.0, offset=None):
+    def __init__(self, Rows rows, y, double phi=1.0, offset=None, weight=None):
         if type(self) is CyGLM:
             raise TypeError("CyGLM is abstract: use its family subclasses "
                             "(CyLogistic, CyPoisson, CyGaussian)")
@@ -399,6 +426,7 @@ cdef class CyGLM(CyTermModel):
         self.n_features = rows.n_features
         self.intercept = rows.intercept
         self.cv_cost = 1
+        self._set_weight(weight)
 
     # ---- the family's terms over a chunk (the family is chosen once per chunk) ----------
     cdef void link_terms(self, Py_ssize_t m, const double* y, const double* eta,
@@ -468,6 +496,9 @@ cdef class CyGLM(CyTermModel):
             self.add_offset(idx + s, c, b.eta)
             self._setup(&b, order, theta_star, eta_star, idx + s, c)
             self._terms(&b, order, c, b.eta, True, t + s, &b.dt[0] if dt == NULL else dt + s)
+            self.weigh(idx + s, c, t + s)
+            if dt != NULL:
+                self.weigh(idx + s, c, dt + s)
             s += c
         return 0
 
@@ -492,6 +523,7 @@ cdef class CyGLM(CyTermModel):
             self._terms(&b, order, c, b.eta_new, True, out + s, b.dt)
             for i in range(c):
                 out[s + i] = out[s + i] - b.t[i]
+            self.weigh(idx + s, c, out + s)
             s += c
         return 0
 
@@ -509,7 +541,9 @@ cdef class CyGLM(CyTermModel):
             self.add_offset(idx + s, c, b.eta)
             self._setup(&b, order, theta_star, eta_star, idx + s, c)
             self._terms(&b, order, c, b.eta, total != NULL, b.t, b.dt)
+            self.weigh(idx + s, c, b.dt)
             if total != NULL:
+                self.weigh(idx + s, c, b.t)
                 tsum += bs_sum(c, b.t)
             self.rows.add_xt(idx + s, c, b.dt, grad)
             s += c
@@ -541,6 +575,11 @@ cdef class CyGLM(CyTermModel):
                 self.link_terms(c, &b.y[0], b.eta, want_ll, b.t, b.dt, b.w)
             else:
                 self.link_terms(c, &self.y[s], b.eta, want_ll, b.t, b.dt, b.w)
+            if self.has_weight:
+                if want_ll:
+                    self.weigh_range(s, c, b.t)
+                self.weigh_range(s, c, b.dt)
+                self.weigh_range(s, c, b.w)
             if want_ll:
                 llsum += bs_sum(c, b.t)
             if grad != NULL:
@@ -676,6 +715,8 @@ cdef class CyGLM(CyTermModel):
         """Per-datum gradients ``grad l_k(theta)``, shape (len(idx), p)."""
         ix = check_indices(self, idx)
         _, r, _ = self.link_terms_array(self.targets(ix), self.eta(theta, ix), False)
+        if self.has_weight:
+            r = r * np.asarray(self.weight)[ix]
         return r[:, None] * self.gather(ix)
 
     cdef int full_sums(self, const double* theta, double* ll, double* grad, double* hess,

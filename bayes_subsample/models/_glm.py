@@ -326,6 +326,30 @@ def check_offset(offset, n, family):
     return check_row_values(offset, n)
 
 
+def check_weights(weights, n):
+    """Per-row weights (``sample_weight``) as a float64 array of shape (n,), or
+    None (unweighted): finite, >= 0 and not all zero."""
+    if weights is None:
+        return None
+    weights = check_row_values(weights, n, "sample_weight")
+    if (weights < 0).any():
+        raise ValueError("sample_weight must be >= 0 (a weight counts its row's "
+                         f"log-likelihood that many times), got {weights.min():.6g}")
+    if n and not weights.any():
+        raise ValueError("sample_weight is zero for every row: nothing to fit")
+    return weights
+
+
+def max_weight(model, idx=None):
+    """The largest weight of ``model``'s rows (those ``idx`` if given; 1.0
+    unweighted): range bounds of unweighted terms scale by it."""
+    w = getattr(model, "weights", None)
+    if w is None:
+        return 1.0
+    w = w if idx is None else w[idx]
+    return float(w.max()) if w.size else 1.0
+
+
 def check_noise(noise_scale, y):
     """The Gaussian family's ``(noise_scale, phi = noise_scale**2)``, checked
     against overflow of the squared residuals of ``y``."""
@@ -397,16 +421,21 @@ class GLM(CompiledModel):
         Logistic and Poisson families: a known term added to every linear
         predictor, ``eta_k = x_k . theta + offset_k`` (a Poisson model's log
         exposure). Every term, pass, control variate and sampler sees it.
+    weights : array-like of shape (n_samples,), optional
+        Per-row weights ``w_k >= 0`` (``sample_weight``): the log-likelihood is
+        ``sum_k w_k l_k``, so an integer weight counts its row that many times.
     """
 
     def __init__(self, X, y, family, *, fit_intercept=True, prior_scale=10.0,
-                 intercept_prior_scale=10.0, noise_scale=1.0, n_threads=None, offset=None):
+                 intercept_prior_scale=10.0, noise_scale=1.0, n_threads=None, offset=None,
+                 weights=None):
         if family not in _FAMILIES:
             raise ValueError(f"family must be one of {sorted(_FAMILIES)}, got {family!r}")
         self.X = check_design(X, accept_sparse=True)
         set_glm_fields(self, self.X.shape, y, family, fit_intercept, prior_scale,
                        intercept_prior_scale, noise_scale)
         self.offset = check_offset(offset, self.n_data, family)
+        self.weights = check_weights(weights, self.n_data)
         self.n_threads = available_cores() if n_threads is None else max(1, int(n_threads))
         self._cy = self._make_compiled()
         self._row_norm_max = None
@@ -414,7 +443,8 @@ class GLM(CompiledModel):
 
     def _make_compiled(self):
         return _FAMILIES[self.family](make_rows(self.X, self.fit_intercept), self.y, self.phi,
-                                      offset=getattr(self, "offset", None))
+                                      offset=getattr(self, "offset", None),
+                                      weight=getattr(self, "weights", None))
 
     #: per-datum Hessians exist (scalar curvature of eta): second-order control variates
     max_cv_order = 2
@@ -433,6 +463,8 @@ class GLM(CompiledModel):
                   y=_digest(self.y), **design_fingerprint(self.X))
         if getattr(self, "offset", None) is not None:
             fp["offset"] = _digest(self.offset)
+        if getattr(self, "weights", None) is not None:
+            fp["weights"] = _digest(self.weights)
         return fp
 
     # ---- per-datum terms ------------------------------------------------------
@@ -488,6 +520,8 @@ class GLM(CompiledModel):
         rows, n = self._cy.rows, self.n_data
         _, _, w = self._cy.link_terms_array(
             self.y, rows.py_dot_range(0, n, theta) + self._cy.offsets(), want_ll=False)
+        if getattr(self, "weights", None) is not None:
+            w = w * self.weights
         self._cy.note_passes(1)
         prec = np.asarray(self.prior.precision, dtype=np.float64)
 
@@ -521,10 +555,11 @@ class GLM(CompiledModel):
         """A GLM of the rows ``idx`` (copied; CSR stays CSR), with the same prior and
         one thread."""
         idx = np.sort(self.check_indices(idx))
-        offset = getattr(self, "offset", None)
+        offset, weights = getattr(self, "offset", None), getattr(self, "weights", None)
         sub = GLM(self.X[idx], self.y[idx], self.family, fit_intercept=self.fit_intercept,
                   noise_scale=self.noise_scale or 1.0, n_threads=1,
-                  offset=None if offset is None else offset[idx])
+                  offset=None if offset is None else offset[idx],
+                  weights=None if weights is None else weights[idx])
         sub.prior = self.prior
         return sub
 
@@ -562,6 +597,9 @@ class GLM(CompiledModel):
         """``C >= max_k |l_k(theta_new) - l_k(theta)|`` over the data (or, with a
         :class:`RowGeometry`, over the data it describes; used by the logistic
         family, whose ``|l_k'| <= 1`` gives ``C = max_k |x_k . (theta' - theta)|``)."""
+        return max_weight(self) * self._unweighted_range_bound(theta, theta_new, geometry)
+
+    def _unweighted_range_bound(self, theta, theta_new, geometry):
         u = np.asarray(theta_new, dtype=np.float64) - np.asarray(theta, dtype=np.float64)
         dtheta = float(np.linalg.norm(u))
         R = self.row_norm_max
@@ -586,8 +624,8 @@ class GLM(CompiledModel):
         if order == 2 and self.family == "gaussian":
             return 0.0
         if order == 2 and self.family == "logistic":
-            return logistic_residual_range_bound(theta, theta_new, theta_star,
-                                                 self.row_norm_max, geometry)
+            return max_weight(self) * logistic_residual_range_bound(
+                theta, theta_new, theta_star, self.row_norm_max, geometry)
         raise NotImplementedError(
             f"a range bound for order-{order} residual differences is derived for the "
             "logistic and Gaussian families at order 2 only")
@@ -600,7 +638,14 @@ class GLM(CompiledModel):
         if self.family != "logistic":
             raise NotImplementedError("per-stratum range bounds are derived for the logistic "
                                       "family only")
-        return strata.logistic_bounds(theta, theta_new, theta_star, order)
+        bounds = strata.logistic_bounds(theta, theta_new, theta_star, order)
+        if getattr(self, "weights", None) is None:
+            return bounds
+        cached = getattr(self, "_stratum_wmax", None)
+        if cached is None or cached[0] is not strata:
+            wmax = np.maximum.reduceat(self.weights[strata.members], strata.offsets[:-1])
+            self._stratum_wmax = cached = (strata, wmax)
+        return bounds * cached[1]
 
     def range_bound_degree(self, order=None):
         """How the range bound given a :class:`RowGeometry` grows with its radius,

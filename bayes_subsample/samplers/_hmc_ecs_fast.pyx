@@ -111,6 +111,9 @@ cdef class ECSCore(Potential):
     cdef int64_t[::1] idx
     cdef double[:, ::1] Xu
     cdef double[::1] yu, es, c0, c1, c2       # GLMs: eta* and Taylor constants per row
+    # the model's row weights (sample_weight), copied with each buffered row
+    cdef readonly bint weighted
+    cdef double[::1] wu, ewu, pwu
     cdef double[:, ::1] MC                    # multinomial: the cache per row (m, W)
     # residuals d_i and their derivatives d'_i in the row's K linear predictors, at
     # the position's and the trajectory's theta (two banks)
@@ -172,6 +175,7 @@ cdef class ECSCore(Potential):
             raise TypeError("ECSCore serves the compiled GLMs, multinomial regression and the "
                             f"noise-scale linear regression, got {type(model).__name__}")
         self.rows = model.rows
+        self.weighted = model.has_weight
         if direct and self.multi:
             raise ValueError("direct row access serves the models with one linear predictor "
                              "per row (GLMs, the noise-scale linear regression)")
@@ -267,6 +271,7 @@ cdef class ECSCore(Potential):
         self.n_data = sampled.shape[0]
         self.eXu = np.empty((1 if self.direct else ec, self.p1))
         self.eyu = np.empty(ec)
+        self.ewu = np.empty(ec)
         g = 1 if self.multi else ec
         self.ees = np.empty(g)
         self.ec0 = np.empty(g)
@@ -282,7 +287,7 @@ cdef class ECSCore(Potential):
         self.egrad = np.zeros((2, self.dim))
         if e:
             with nogil:
-                self._copy_rows(&self.eidx[0], self.eXu, self.eyu, e)
+                self._copy_rows(&self.eidx[0], self.eXu, self.eyu, self.ewu, e)
                 if self.has_reference:
                     self._cache_rows(&self.eidx[0], self.eXu, self.ees, self.ec0, self.ec1,
                                      self.ec2, self.eMC, e)
@@ -327,6 +332,8 @@ cdef class ECSCore(Potential):
                 raise TypeError("set_source needs a model of the same kind and width")
             self.glm = model
             self.rows = model.rows
+        if model.has_weight != self.weighted:
+            raise TypeError("set_source needs a model weighted as the first one was")
         self.set_index_stream(idx)
 
     @property
@@ -356,6 +363,7 @@ cdef class ECSCore(Potential):
         cdef Py_ssize_t bs = block_size, bg = 1 if self.multi else bs
         self.Xu = np.empty((1 if self.direct else mc, p))
         self.yu = np.empty(mc)
+        self.wu = np.empty(mc)
         self.es = np.empty(g)
         self.c0 = np.empty(g)
         self.c1 = np.empty(g)
@@ -369,6 +377,7 @@ cdef class ECSCore(Potential):
         self.pidx = np.empty(bs, dtype=np.int64)
         self.pXu = np.empty((1 if self.direct else bs, p))
         self.pyu = np.empty(bs)
+        self.pwu = np.empty(bs)
         self.pes = np.empty(bg)
         self.pc0 = np.empty(bg)
         self.pc1 = np.empty(bg)
@@ -379,7 +388,7 @@ cdef class ECSCore(Potential):
         self.peta = np.empty(bs * K)
         if m:
             with nogil:
-                self._copy_rows(&self.idx[0], self.Xu, self.yu, m)
+                self._copy_rows(&self.idx[0], self.Xu, self.yu, self.wu, m)
                 if self.has_reference:
                     self._cache_rows(&self.idx[0], self.Xu, self.es, self.c0, self.c1, self.c2,
                                      self.MC, m)
@@ -396,9 +405,13 @@ cdef class ECSCore(Potential):
 
     # ---- nogil internals ----------------------------------------------------------------
     cdef void _copy_rows(self, const int64_t* idx, double[:, ::1] Xdst, double[::1] ydst,
-                         Py_ssize_t count) noexcept nogil:
-        """The rows' targets to ``ydst`` and (unless ``direct``) the rows to ``Xdst``."""
+                         double[::1] wdst, Py_ssize_t count) noexcept nogil:
+        """The rows' targets to ``ydst``, their weights to ``wdst`` (weighted
+        models) and (unless ``direct``) the rows to ``Xdst``."""
         cdef Py_ssize_t i
+        if self.weighted:
+            for i in range(count):
+                wdst[i] = self._source_weight(idx[i])
         if self.direct:
             for i in range(count):
                 ydst[i] = self.lin.y[idx[i]] if self.scale else self.glm.target(idx[i])
@@ -454,23 +467,41 @@ cdef class ECSCore(Potential):
         if not self.scale:
             self.glm.add_offset(idx, count, eta)
 
-    cdef double _row_terms(self, const double* th, Py_ssize_t count, const double* y,
-                           const double* eta, const double* es, const double* c0,
-                           const double* c1, const double* c2, double* D,
-                           double* DP) noexcept nogil:
-        """The residuals ``D`` of ``count`` rows at th and their derivatives ``DP``
-        (K per row: in eta, and for the noise-scale model in its log scale);
-        returns their sum."""
-        cdef ScaleConsts kc
-        cdef Py_ssize_t i
-        cdef double s = 0.0
+    cdef inline double _source_weight(self, int64_t k) noexcept nogil:
         if self.scale:
-            self.lin.consts(self.order, th, &self.theta_star[0], &kc)
-            return scale_terms_block(&kc, count, y, eta, es, D, DP)
-        self.glm.cv_terms(self.order, count, y, eta, es, c0, c1, c2, D, DP)
+            return self.lin.row_weight(k)
+        return self.mult.row_weight(k) if self.multi else self.glm.row_weight(k)
+
+    cdef double _weigh_rows(self, Py_ssize_t count, const double* w, double* D,
+                            double* DP) noexcept nogil:
+        """Scale each row's residual and its K derivatives by the row's weight
+        (weighted models; nothing otherwise); returns the sum of the residuals."""
+        cdef Py_ssize_t i, k, K = self.K
+        cdef double s = 0.0
+        if self.weighted:
+            for i in range(count):
+                D[i] *= w[i]
+                for k in range(K):
+                    DP[i * K + k] *= w[i]
         for i in range(count):
             s += D[i]
         return s
+
+    cdef double _row_terms(self, const double* th, Py_ssize_t count, const double* y,
+                           const double* w, const double* eta, const double* es,
+                           const double* c0, const double* c1, const double* c2, double* D,
+                           double* DP) noexcept nogil:
+        """The residuals ``D`` of ``count`` rows at th and their derivatives ``DP``
+        (K per row: in eta, and for the noise-scale model in its log scale),
+        times the rows' weights ``w`` (weighted models); returns their sum."""
+        cdef ScaleConsts kc
+        cdef double s
+        if self.scale:
+            self.lin.consts(self.order, th, &self.theta_star[0], &kc)
+            s = scale_terms_block(&kc, count, y, eta, es, D, DP)
+            return self._weigh_rows(count, w, D, DP) if self.weighted else s
+        self.glm.cv_terms(self.order, count, y, eta, es, c0, c1, c2, D, DP)
+        return self._weigh_rows(count, w, D, DP)
 
     cdef void _row_grad(self, const int64_t* idx, double[:, ::1] Xs, Py_ssize_t count,
                         double* c, double* out) noexcept nogil:
@@ -501,7 +532,7 @@ cdef class ECSCore(Potential):
             out[dd] = csum
 
     cdef double _block_residuals(self, const int64_t* idx, double[:, ::1] Xs, double[::1] ys,
-                                 double[::1] es,
+                                 double[::1] ws, double[::1] es,
                                  double[::1] c0, double[::1] c1, double[::1] c2,
                                  double[:, ::1] MC, Py_ssize_t start, Py_ssize_t stop,
                                  const double* th, double* eta, double* Dout,
@@ -519,16 +550,15 @@ cdef class ECSCore(Potential):
                     eta[i - start] = row_dot(&Xs[i, 0], th, p1, False)
             if not self.scale:
                 self.glm.add_offset(idx + start, stop - start, eta)
-            return self._row_terms(th, stop - start, &ys[start], eta, &es[start], &c0[start],
-                                   &c1[start], &c2[start], Dout, DPout)
+            return self._row_terms(th, stop - start, &ys[start], &ws[start], eta, &es[start],
+                                   &c0[start], &c1[start], &c2[start], Dout, DPout)
         for i in range(start, stop):
             for k in range(K):
                 eta[(i - start) * K + k] = row_dot(&Xs[i, 0], th + k * p1, p1, False)
             Dout[i - start] = softmax_residual(self.order, K, <int> ys[i],
                                                &eta[(i - start) * K], &MC[i, 0],
                                                &DPout[(i - start) * K])
-            s += Dout[i - start]
-        return s
+        return self._weigh_rows(stop - start, &ws[start], Dout, DPout)
 
     cdef double _evaluate(self, const double* th, int bank, double* gradU) noexcept nogil:
         """Evaluate every buffered row at th into ``bank``; returns U, writes grad U."""
@@ -550,9 +580,12 @@ cdef class ECSCore(Potential):
                 self.D[bank, i] = softmax_residual(self.order, K, <int> self.yu[i],
                                                    &self.eta_buf[i * K], &self.MC[i, 0],
                                                    &self.DP[bank, i * K])
+            if self.weighted:
+                self._weigh_rows(self.m, &self.wu[0], &self.D[bank, 0], &self.DP[bank, 0])
             return self._combine(th, bank, gradU)
         self._row_eta(&self.idx[0], self.Xu, self.m, th, &self.eta_buf[0])
-        self._row_terms(th, self.m, &self.yu[0], &self.eta_buf[0], &self.es[0], &self.c0[0],
+        self._row_terms(th, self.m, &self.yu[0], &self.wu[0], &self.eta_buf[0], &self.es[0],
+                        &self.c0[0],
                         &self.c1[0], &self.c2[0], &self.D[bank, 0], &self.DP[bank, 0])
         return self._combine(th, bank, gradU)
 
@@ -566,7 +599,8 @@ cdef class ECSCore(Potential):
         cdef Py_ssize_t i, e = self.n_exact
         if not self.multi:
             self._row_eta(&self.eidx[0], self.eXu, e, th, &self.eeta[0])
-            self.esum[bank] = self._row_terms(th, e, &self.eyu[0], &self.eeta[0], &self.ees[0],
+            self.esum[bank] = self._row_terms(th, e, &self.eyu[0], &self.ewu[0], &self.eeta[0],
+                                              &self.ees[0],
                                               &self.ec0[0], &self.ec1[0], &self.ec2[0],
                                               &self.eD[0], &self.eDP[0])
             self._row_grad(&self.eidx[0], self.eXu, e, &self.eDP[0], &self.egrad[bank, 0])
@@ -577,7 +611,7 @@ cdef class ECSCore(Potential):
             self.eD[i] = softmax_residual(self.order, self.K, <int> self.eyu[i],
                                           &self.eeta[i * self.K], &self.eMC[i, 0],
                                           &self.eDP[i * self.K])
-            s += self.eD[i]
+        s = self._weigh_rows(e, &self.ewu[0], &self.eD[0], &self.eDP[0])
         # gradient: the K x p1 matrix eDP^T eXu
         dgemm(&notrans, &trans, &pp, &kk, &ee, &alpha, &self.eXu[0, 0], &pp,
               &self.eDP[0], &kk, &beta, &self.egrad[bank, 0], &pp)
@@ -713,11 +747,11 @@ cdef class ECSCore(Potential):
                 for i in range(bs):
                     self.pidx[i] = rng_index(bg, <int64_t> n)
             log_u = log(rng_uniform_open(bg))
-            self._copy_rows(&self.pidx[0], self.pXu, self.pyu, bs)
+            self._copy_rows(&self.pidx[0], self.pXu, self.pyu, self.pwu, bs)
             self._cache_rows(&self.pidx[0], self.pXu, self.pes, self.pc0, self.pc1, self.pc2,
                              self.pMC, bs)
-            s_new = self._block_residuals(&self.pidx[0], self.pXu, self.pyu, self.pes, self.pc0, self.pc1,
-                                          self.pc2, self.pMC, 0, bs, &self.theta[0],
+            s_new = self._block_residuals(&self.pidx[0], self.pXu, self.pyu, self.pwu,
+                                          self.pes, self.pc0, self.pc1, self.pc2, self.pMC, 0, bs, &self.theta[0],
                                           &self.peta[0], &self.pD[0], &self.pDP[0])
             start = g * bs
             for i in range(m):
@@ -744,6 +778,8 @@ cdef class ECSCore(Potential):
                         for j in range(p):
                             self.Xu[start + i, j] = self.pXu[i, j]
                     self.yu[start + i] = self.pyu[i]
+                    if self.weighted:
+                        self.wu[start + i] = self.pwu[i]
                     if self.multi:
                         for j in range(self.W):
                             self.MC[start + i, j] = self.pMC[i, j]
@@ -769,17 +805,19 @@ cdef class ECSCore(Potential):
         cdef int64_t[::1] iv = idx if count else np.zeros(1, dtype=np.int64)
         cdef Py_ssize_t k = max(count, 1), K = self.K
         cdef double[:, ::1] Xs = np.empty((1 if self.direct else k, self.p1))
-        cdef double[::1] ys = np.empty(k), es = np.empty(k), eta = np.empty(k * K)
+        cdef double[::1] ys = np.empty(k), ws = np.empty(k), es = np.empty(k)
+        cdef double[::1] eta = np.empty(k * K)
         cdef double[::1] c0 = np.empty(k), c1 = np.empty(k), c2 = np.empty(k)
         cdef double[:, ::1] MC = np.empty((k if self.multi else 1, self.W))
         cdef double[::1] Dtmp = np.empty(k), DPtmp = np.empty(k * K)
         cdef double[::1] S = np.empty(nb)
         with nogil:
             if count:
-                self._copy_rows(&iv[0], Xs, ys, count)
+                self._copy_rows(&iv[0], Xs, ys, ws, count)
                 self._cache_rows(&iv[0], Xs, es, c0, c1, c2, MC, count)
             for b in range(nb):
-                S[b] = self._block_residuals(&iv[0], Xs, ys, es, c0, c1, c2, MC, b * batch_size,
+                S[b] = self._block_residuals(&iv[0], Xs, ys, ws, es, c0, c1, c2, MC,
+                                             b * batch_size,
                                              (b + 1) * batch_size, &self.theta[0],
                                              &eta[b * batch_size * K], &Dtmp[b * batch_size],
                                              &DPtmp[b * batch_size * K])
