@@ -191,6 +191,11 @@ class SamplerScorer:
         largest distance), ``within`` (bias <= tolerance), ``cost``,
         ``reference_cost`` (the reference's, for scale) and ``score``."""
         check_is_fitted(estimator)
+        if getattr(estimator, "_weighted_fit", False) and self.reference_fit is None:
+            raise ValueError(
+                "SamplerScorer compares a fit with an exact fit of the same data, which it "
+                "makes without sample_weight: score unweighted fits (or pass reference_fit, an "
+                "exact fit with the same weights)")
         n = _num_samples(X)
         kept = getattr(estimator, "_rows_signature", None)
         if estimator.trace_.n_data != n or (kept is not None and kept != rows_signature(X)):

@@ -23,6 +23,12 @@ the rest, blobs), whose posterior they refuse at their default step, before
 any draw (tested in ``test_sgmcmc.py``).
 
 Known failures (``KNOWN_FAILURES``) run as strict xfails, each with its reason.
+scikit-learn's sample-weight equivalence checks (``NOT_EXACT_FOR_MCMC``) ask
+for predictions equal to 1e-7 between a weighted fit and a fit on repeated
+rows; a Markov chain gives that only where rounding does not matter, so they
+run as non-strict xfails, and ``test_weights.py`` tests the equivalence with
+the tolerances a sampler owes (exact samplers draw for draw to 1e-6,
+subsampling ones within Monte Carlo error).
 """
 import warnings
 
@@ -63,6 +69,18 @@ COUNTS_ERROR = {
 #: (so a fix is noticed). None today.
 KNOWN_FAILURES = {}
 
+#: checks whose exact equality a Markov chain does not owe, run as non-strict
+#: xfails for every sampler (they pass where rounding happens not to matter)
+NOT_EXACT_FOR_MCMC = {
+    "check_sample_weight_equivalence_on_dense_data":
+        "weights vs repeated rows: the log posterior agrees to rounding only (sums in "
+        "another order), which Hamiltonian trajectories amplify, and subsampling samplers "
+        "draw from the n weighted rows, not the sum(w) repeated ones; tests/test_weights.py "
+        "checks the exact samplers' draws to 1e-6 and the others within Monte Carlo error",
+}
+NOT_EXACT_FOR_MCMC["check_sample_weight_equivalence_on_sparse_data"] = \
+    NOT_EXACT_FOR_MCMC["check_sample_weight_equivalence_on_dense_data"]
+
 
 def _check_name(check):
     return getattr(check, "func", check).__name__
@@ -74,6 +92,9 @@ def test_sklearn_compatible_estimator(estimator, check, request):
     key = (type(estimator).__name__, estimator.sampler, _check_name(check))
     if key in KNOWN_FAILURES:
         request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[key]))
+    if _check_name(check) in NOT_EXACT_FOR_MCMC:
+        request.applymarker(pytest.mark.xfail(strict=False,
+                                              reason=NOT_EXACT_FOR_MCMC[_check_name(check)]))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         if _check_name(check) in COUNTS_ERROR.get(type(estimator).__name__, ()):

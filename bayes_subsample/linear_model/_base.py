@@ -9,7 +9,7 @@ import numpy as np
 from scipy import sparse
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from .._driver import sample, seed_sequence
 from .._hashing import array_digest
@@ -133,7 +133,31 @@ class BayesianGLMBase(BaseEstimator):
         self.__dict__.pop("feature_names_in_", None)
         return X, y
 
-    def _resolve_priors(self, X, y_scale=1.0, y_mean=0.0):
+    def _sample_weight(self, sample_weight, X, *row_values):
+        """``sample_weight`` checked (finite, >= 0, one per row of ``X``, not all
+        zero) and applied: returns ``(weights, X, row_values)``. Rows of weight
+        0 are dropped from ``X`` and from each array of ``row_values`` (a fit
+        on them is a fit without them; a copy of the rows kept); ``weights`` is
+        None when every weight is 1 (the unweighted fit, draw for draw) or when
+        none is given. The weights are copied: the fit never reads the
+        caller's array again."""
+        self._weighted_fit = False
+        if sample_weight is None:
+            return None, X, row_values
+        if is_dask_array(X):
+            raise ValueError("sample_weight needs X in memory (a NumPy array, a memory map "
+                             "or a scipy.sparse matrix), not a Dask array")
+        w = np.array(_check_sample_weight(sample_weight, X, dtype=np.float64,
+                                          ensure_non_negative=True), dtype=np.float64)
+        keep = w > 0
+        if not keep.all():
+            X = X[keep]
+            row_values = tuple(None if v is None else np.asarray(v)[keep] for v in row_values)
+            w = w[keep]
+        self._weighted_fit = not np.all(w == 1.0)
+        return (w if self._weighted_fit else None), X, row_values
+
+    def _resolve_priors(self, X, y_scale=1.0, y_mean=0.0, weights=None):
         """The fit's priors (``"auto"`` resolved on ``X``, see
         :mod:`~bayes_subsample.linear_model._priors`), kept as the fitted
         attributes ``prior_scale_``, ``intercept_prior_mean_`` and
@@ -151,7 +175,7 @@ class BayesianGLMBase(BaseEstimator):
             priors = data_priors(X, prior_scale=self.prior_scale,
                                  intercept_prior_scale=self.intercept_prior_scale,
                                  fit_intercept=self.fit_intercept, y_scale=y_scale,
-                                 y_mean=y_mean)
+                                 y_mean=y_mean, weights=weights)
         self._priors = (request, priors)
         self._rows_signature = rows_signature(X)
         self.prior_scale_ = np.array(priors.coef_scale, dtype=np.float64)
@@ -159,18 +183,21 @@ class BayesianGLMBase(BaseEstimator):
         self.intercept_prior_scale_ = priors.intercept_scale if self.fit_intercept else None
         return priors
 
-    def _fit_model(self, model_class, X, y, y_scale=1.0, y_mean=0.0, **params):
+    def _fit_model(self, model_class, X, y, y_scale=1.0, y_mean=0.0, weights=None, **params):
         """Sample the posterior of ``model_class(X, y, **params)`` with the
         estimator's intercept and priors (``y_scale`` and ``y_mean`` are the
-        data's scale and level that ``"auto"`` priors use); returns ``self``.
+        data's scale and level that ``"auto"`` priors use) and the row
+        ``weights`` (or none); returns ``self``.
         An intercept prior centred on ``m != 0`` is sampled as the intercept
         minus ``m`` given ``y - m`` (the same posterior shifted, for linear
         regression), so every sampler keeps its zero-mean prior. A Dask array
         ``X`` gets the model of the same family whose passes run where the
         chunks live (:class:`~bayes_subsample.models.DaskGLM`)."""
-        priors = self._resolve_priors(X, y_scale, y_mean)
+        priors = self._resolve_priors(X, y_scale, y_mean, weights)
         kw = dict(fit_intercept=self.fit_intercept, prior_scale=priors.coef_scale,
                   intercept_prior_scale=priors.intercept_scale, **params)
+        if weights is not None:
+            kw["weights"] = weights
         if priors.intercept_loc:
             y = y - priors.intercept_loc
         if is_dask_array(X):

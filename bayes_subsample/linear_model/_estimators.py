@@ -19,10 +19,11 @@ from .._params import store_params
 from ..models import (GaussianRegressionModel, GaussianScaleRegressionModel,
                       LogisticRegressionModel, MultinomialLogisticModel)
 from ..models._glm import normal_equations
-from ..models._linear import NOISE_PRIOR_SCALE, data_scale
+from ..models._linear import NOISE_PRIOR_SCALE
 from ..models._cymodel import count_binary
 from ..models._dask import is_dask_array
 from ._base import MAX_PREDICT_DRAWS, BayesianGLMBase, all_or_nothing, times_coef
+from ._priors import target_stats
 
 #: rows per block of the predictions: each block holds (rows x draws) linear
 #: predictors, (rows x draws x classes) for multiclass models (about 33 MB
@@ -215,7 +216,7 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
     """
 
     @all_or_nothing
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Sample the posterior of the coefficients given ``X`` and binary ``y``.
 
         Parameters
@@ -225,6 +226,12 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
             Class labels. Two classes: float64 0/1 labels and 0/1 labels stored
             as uint8 or bool are used in place; other labels are encoded once,
             at one byte a row. More than two: multinomial regression.
+        sample_weight : array-like of shape (n_samples,), optional
+            Row weights ``w_k >= 0``: the log-likelihood is ``sum_k w_k l_k``,
+            so an integer weight counts its row that many times (the "auto"
+            priors use the weighted column statistics). Rows of weight 0 are
+            left out (on a copy of the other rows); weights all 1 are the
+            unweighted fit. Needs X in memory.
 
         Returns
         -------
@@ -236,6 +243,7 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
         # be a second read of X (0.05 s per GB)
         X, y = self._check_fit_data(X, y, dtype=[np.float64, np.float32], order="C",
                                    accept_sparse="csr", ensure_all_finite=False)
+        weights, X, (y,) = self._sample_weight(sample_weight, X, y)
         previous = getattr(self, "classes_", None) if self.warm_start else None
         self.classes_, y01 = _encode_labels(y)
         if self.classes_.shape[0] < 2:
@@ -249,8 +257,9 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
         if y01 is None:
             K = self.classes_.shape[0]
             return self._fit_model(MultinomialLogisticModel, X,
-                                   _class_indices(y, self.classes_), n_classes=K)
-        return self._fit_model(LogisticRegressionModel, X, y01)
+                                   _class_indices(y, self.classes_), weights=weights,
+                                   n_classes=K)
+        return self._fit_model(LogisticRegressionModel, X, y01, weights=weights)
 
     @property
     def _multiclass(self):
@@ -364,7 +373,7 @@ def _floored_noise(sigma, y):
     return sigma
 
 
-def _exact_fit_noise(model, y):
+def _exact_fit_noise(model, y, weights=None):
     """None, or (with a warning) the noise scale to hold fixed when the
     least-squares fit of ``model`` (a :class:`GaussianScaleRegressionModel`)
     leaves almost no residual: ``n <= p``, or a residual sd below 1e-3 x the
@@ -372,11 +381,13 @@ def _exact_fit_noise(model, y):
     scale only from above; sampled, it would follow its prior towards 0 and
     the coefficients' spread with it (a funnel no sampler crosses). Models
     without sufficient statistics (more than 2,000 coefficients) are not
-    checked."""
+    checked. With row ``weights``, ``n`` counts each row by its weight."""
     if not model.compiled.has_statistics:
         return None
     n, p = model.n_data, model.n_cols
     sd = float(np.std(y))
+    if weights is not None:
+        n, sd = float(weights.sum()), target_stats(y, weights)[1]
     if n <= p:
         value, why = (sd if sd > 0 else 1.0), f"n = {n} rows for p = {p} coefficients"
     else:
@@ -543,15 +554,28 @@ class BayesianLinearRegression(_BayesianRegressorBase):
         return getattr(self, "noise_reference_", None) is not None
 
     @all_or_nothing
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Sample the posterior of the coefficients (and of the noise scale, with
         ``noise_scale="sample"``) given ``X`` and ``y``.
+
+        Parameters
+        ----------
+        X : array-like, sparse matrix or Dask array of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), optional
+            Row weights ``w_k >= 0``: the log-likelihood is ``sum_k w_k l_k``,
+            so an integer weight counts its row that many times (frequency
+            weights: the "auto" priors, the plug-in noise estimate and its
+            degrees of freedom use the weighted statistics). Rows of weight 0
+            are left out; needs X in memory.
 
         Returns
         -------
         self
         """
         X, y = self._validate_fit_data(X, y)
+        weights, X, (y,) = self._sample_weight(sample_weight, X, y)
+        y_mean, y_scale = target_stats(y, weights)
         mode = self._noise_mode()
         fixed = None
         if mode == "sample":
@@ -561,13 +585,13 @@ class BayesianLinearRegression(_BayesianRegressorBase):
                     "a scipy.sparse matrix): with a Dask array X, pass noise_scale='plugin' "
                     "(the noise scale estimated by one Dask pass and held fixed) or a float, "
                     "or bring X into memory (X.compute())")
-            scale = data_scale(y)
-            priors = self._resolve_priors(X, scale, float(np.mean(y)))
+            priors = self._resolve_priors(X, y_scale, y_mean, weights)
             model = GaussianScaleRegressionModel(
                 X, y - priors.intercept_loc, fit_intercept=self.fit_intercept,
                 prior_scale=priors.coef_scale, intercept_prior_scale=priors.intercept_scale,
-                noise_prior_scale=self.noise_prior_scale, noise_reference=scale)
-            fixed = _exact_fit_noise(model, y)
+                noise_prior_scale=self.noise_prior_scale, noise_reference=y_scale,
+                **({} if weights is None else {"weights": weights}))
+            fixed = _exact_fit_noise(model, y, weights)
             if fixed is None:
                 self.noise_reference_ = model.noise_reference
                 self._run(model, priors.intercept_loc)
@@ -580,33 +604,35 @@ class BayesianLinearRegression(_BayesianRegressorBase):
         elif mode == "fixed":
             fixed = float(self.noise_scale)
         else:
-            fixed = self._estimate_noise(X, y)
+            fixed = self._estimate_noise(X, y, weights)
         self.noise_scale_ = fixed
         self.noise_scale_std_ = 0.0
         self.noise_reference_ = None
-        return self._fit_model(GaussianRegressionModel, X, y, y_scale=data_scale(y),
-                               y_mean=float(np.mean(y)), noise_scale=fixed)
+        return self._fit_model(GaussianRegressionModel, X, y, y_scale=y_scale, y_mean=y_mean,
+                               weights=weights, noise_scale=fixed)
 
-    def _estimate_noise(self, X, y):
-        n = X.shape[0]
+    def _estimate_noise(self, X, y, weights=None):
+        # rows counted by their weights (frequency weights)
+        n = X.shape[0] if weights is None else float(weights.sum())
         p = X.shape[1] + int(self.fit_intercept)
         if n <= p:
-            s = float(np.std(y))
+            s = target_stats(y, weights)[1] if weights is not None else float(np.std(y))
             return s if s > 0 else 1.0
         if is_dask_array(X):
             return self._estimate_noise_dask(X, y, p)
         # normal equations in chunks (X is not copied; sparse X by sparse products)
-        A, b = normal_equations(X, y, self.fit_intercept)
+        A, b = normal_equations(X, y, self.fit_intercept, weights)
         if not (np.isfinite(A).all() and np.isfinite(b).all()):
             raise self._overflow(X, y)
         # minimum-norm least squares (collinear columns allowed)
         beta = np.linalg.lstsq(A, b, rcond=None)[0]
         rss = 0.0
         step = max(1, 2**20 // max(1, X.shape[1]))
-        for s in range(0, n, step):
+        for s in range(0, X.shape[0], step):
             pred = (times_coef(X[s:s + step], beta[:X.shape[1]])
                     + (beta[-1] if self.fit_intercept else 0.0))
-            rss += float(np.sum((y[s:s + step] - pred) ** 2))
+            r2 = (y[s:s + step] - pred) ** 2
+            rss += float(np.sum(r2) if weights is None else weights[s:s + step] @ r2)
         sigma = float(np.sqrt(rss / (n - p)))
         if not np.isfinite(sigma):
             raise self._overflow(X, y)

@@ -65,7 +65,7 @@ class BayesianPoissonRegression(_BayesianRegressorBase):
     """
 
     @all_or_nothing
-    def fit(self, X, y, *, exposure=None, offset=None):
+    def fit(self, X, y, sample_weight=None, *, exposure=None, offset=None):
         """Sample the posterior given ``X`` and non-negative integer counts ``y``.
 
         Parameters
@@ -73,6 +73,11 @@ class BayesianPoissonRegression(_BayesianRegressorBase):
         X : array-like, sparse matrix or Dask array of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
             Counts.
+        sample_weight : array-like of shape (n_samples,), optional
+            Row weights ``w_k >= 0``: the log-likelihood is ``sum_k w_k l_k``,
+            so an integer weight counts its row that many times (unlike
+            ``exposure``, which scales a row's rate). Rows of weight 0 are
+            left out; needs X in memory.
         exposure : array-like of shape (n_samples,), optional
             The exposure of each row (time at risk, population, area: each
             ``y_k ~ Poisson(exposure_k exp(x_k . coef + intercept))``), > 0.
@@ -88,6 +93,11 @@ class BayesianPoissonRegression(_BayesianRegressorBase):
         X, y = self._validate_fit_data(X, y)
         if np.any(y < 0) or np.any(y != np.round(y)):
             raise ValueError("BayesianPoissonRegression needs non-negative integer counts y")
+        total = _total_offset(exposure, offset, X.shape[0], "fit")
+        if total is not None and is_dask_array(X):
+            raise ValueError("exposure and offset need X in memory (a NumPy array, a memory "
+                             "map or a scipy.sparse matrix), not a Dask array")
+        weights, X, (y, total) = self._sample_weight(sample_weight, X, y, total)
         if y.shape[0] and not np.any(y):
             warnings.warn(
                 "BayesianPoissonRegression: every count in y is 0. The data then bound the "
@@ -95,13 +105,9 @@ class BayesianPoissonRegression(_BayesianRegressorBase):
                 "below is the prior's: its lower tail is set by intercept_prior_scale, not by "
                 "the data. Check the counts (and the exposure); a model of any event at all "
                 "needs some.", UserWarning, stacklevel=3)
-        total = _total_offset(exposure, offset, X.shape[0], "fit")
-        if total is not None and is_dask_array(X):
-            raise ValueError("exposure and offset need X in memory (a NumPy array, a memory "
-                             "map or a scipy.sparse matrix), not a Dask array")
         if total is None:
-            return self._fit_model(PoissonRegressionModel, X, y)
-        return self._fit_model(PoissonRegressionModel, X, y, offset=total)
+            return self._fit_model(PoissonRegressionModel, X, y, weights=weights)
+        return self._fit_model(PoissonRegressionModel, X, y, weights=weights, offset=total)
 
     def predict(self, X, return_std=False, *, exposure=None, offset=None):
         """Posterior predictive mean of the counts (and standard deviation with

@@ -31,7 +31,7 @@ from scipy import sparse
 from ..models._base import coefficient_scales
 from ..models._dask import is_dask_array
 
-__all__ = ["AUTO_SCALE", "DataPriors", "column_spreads", "data_priors"]
+__all__ = ["AUTO_SCALE", "DataPriors", "column_spreads", "data_priors", "target_stats"]
 
 #: prior standard deviation, in units of ``s``, of the change of the linear
 #: predictor for a change of one spread of a column
@@ -55,21 +55,28 @@ class DataPriors:
     intercept_scale: float
 
 
-def _dense_stats(X):
+def _dense_stats(X, weights=None):
     """Per column: mean, standard deviation, min, max, and whether the column
-    takes at most two values, from two chunked reads of a dense ``X``."""
+    takes at most two values, from two chunked reads of a dense ``X`` (mean
+    and sd under frequency weights ``weights``, if given, all > 0)."""
     n, p = X.shape
     step = max(1, _CHUNK_ELEMENTS // max(1, p))
     lo = np.full(p, np.inf)
     hi = np.full(p, -np.inf)
     mean = np.zeros(p)
     m2 = np.zeros(p)
-    seen = 0
+    seen = 0.0
     for s in range(0, n, step):
         c = np.asarray(X[s:s + step], dtype=np.float64)
-        k = c.shape[0]
-        cm = c.mean(axis=0)
-        cm2 = ((c - cm) ** 2).sum(axis=0)
+        if weights is None:
+            k = c.shape[0]
+            cm = c.mean(axis=0)
+            cm2 = ((c - cm) ** 2).sum(axis=0)
+        else:
+            wc = weights[s:s + step]
+            k = float(wc.sum())
+            cm = (wc @ c) / k
+            cm2 = wc @ ((c - cm) ** 2)
         delta = cm - mean
         total = seen + k
         mean += delta * (k / total)
@@ -81,18 +88,23 @@ def _dense_stats(X):
     for s in range(0, n, step):
         c = np.asarray(X[s:s + step], dtype=np.float64)
         two &= np.all((c == lo) | (c == hi), axis=0)
-    return mean, np.sqrt(m2 / max(1, n)), lo, hi, two
+    return mean, np.sqrt(m2 / max(1.0, seen)), lo, hi, two
 
 
-def _sparse_stats(X):
+def _sparse_stats(X, weights=None):
     """The same for a CSR ``X`` (implicit zeros included), from its stored values."""
     n, p = X.shape
     X = X.tocsr()
     cols = X.indices
     vals = np.asarray(X.data, dtype=np.float64)
     nnz = np.bincount(cols, minlength=p)
-    mean = np.bincount(cols, weights=vals, minlength=p) / n
-    sq = np.bincount(cols, weights=vals * vals, minlength=p) / n
+    if weights is None:
+        wv, total = vals, n
+    else:
+        wv = vals * np.repeat(weights, np.diff(X.indptr))
+        total = float(weights.sum())
+    mean = np.bincount(cols, weights=wv, minlength=p) / total
+    sq = np.bincount(cols, weights=wv * vals, minlength=p) / total
     sd = np.sqrt(np.maximum(sq - mean * mean, 0.0))
     lo = np.full(p, np.inf)
     hi = np.full(p, -np.inf)
@@ -118,17 +130,21 @@ def _dask_stats(X):
             np.asarray(two, dtype=bool))
 
 
-def column_stats(X):
+def column_stats(X, weights=None):
     """``(mean, spread)`` of each column of ``X`` (dense, memory-mapped, CSR or
     Dask): ``spread`` is the standard deviation, ``|b - a|`` for a column of two
     values ``a`` and ``b``, and 1 for a constant column (which the intercept
-    already spans; its coefficient is left to a prior of scale ``2.5 s``)."""
+    already spans; its coefficient is left to a prior of scale ``2.5 s``).
+    With ``weights`` (> 0, one per row; in-memory X) the mean and standard
+    deviation are those of the rows repeated by their weights."""
     if is_dask_array(X):
+        if weights is not None:
+            raise ValueError("weighted column statistics need X in memory")
         mean, sd, lo, hi, two = _dask_stats(X)
     elif sparse.issparse(X):
-        mean, sd, lo, hi, two = _sparse_stats(X)
+        mean, sd, lo, hi, two = _sparse_stats(X, weights)
     else:
-        mean, sd, lo, hi, two = _dense_stats(X)
+        mean, sd, lo, hi, two = _dense_stats(X, weights)
     spread = np.where(two, hi - lo, sd)
     spread[~(spread > 0) | ~np.isfinite(spread)] = 1.0
     return mean, spread
@@ -140,7 +156,7 @@ def column_spreads(X):
 
 
 def data_priors(X, *, prior_scale, intercept_prior_scale, fit_intercept, y_scale=1.0,
-                y_mean=0.0):
+                y_mean=0.0, weights=None):
     """The priors of a fit (:class:`DataPriors`), resolving ``"auto"``.
 
     Parameters
@@ -155,6 +171,9 @@ def data_priors(X, *, prior_scale, intercept_prior_scale, fit_intercept, y_scale
     y_mean : float
         The prior mean of the intercept under ``intercept_prior_scale="auto"``
         (the mean of ``y`` for linear regression, 0 otherwise).
+    weights : array-like of shape (n,), optional
+        Row weights (``sample_weight``, all > 0): the column statistics are
+        those of the rows repeated by their weights.
     """
     auto_coef = isinstance(prior_scale, str)
     if not auto_coef:
@@ -164,7 +183,7 @@ def data_priors(X, *, prior_scale, intercept_prior_scale, fit_intercept, y_scale
     icpt = 1.0 if not fit_intercept or auto_icpt else float(intercept_prior_scale)
     if not (auto_coef or auto_icpt):
         return DataPriors(prior_scale, 0.0, icpt)
-    mean, spread = column_stats(X)
+    mean, spread = column_stats(X, weights)
     with np.errstate(over="ignore"):
         coef = _representable(AUTO_SCALE * y_scale / spread) if auto_coef else prior_scale
     if not auto_icpt:
@@ -188,3 +207,23 @@ def _norm(v):
     if not (big > 0 and np.isfinite(big)):
         return big if big > 0 else 1.0
     return big * float(np.sqrt(np.sum((v / big) ** 2)))
+
+
+def target_stats(y, weights=None):
+    """``(mean, scale)`` of the targets ``y`` (under frequency weights
+    ``weights``, if given): the level and scale ``s`` of linear regression's
+    "auto" priors. The scale is the standard deviation, for constant ``y`` its
+    largest absolute value, or 1 for ``y = 0``."""
+    y = np.asarray(y, dtype=np.float64)
+    if not y.size:
+        return 0.0, 1.0
+    if weights is None:
+        mean, sd = float(np.mean(y)), float(np.std(y))
+    else:
+        w = np.asarray(weights, dtype=np.float64)
+        mean = float(w @ y / w.sum())
+        sd = float(np.sqrt(max(w @ (y - mean) ** 2 / w.sum(), 0.0)))
+    if sd > 0 and np.isfinite(sd):
+        return mean, sd
+    big = float(np.max(np.abs(y)))
+    return mean, (big if big > 0 and np.isfinite(big) else 1.0)

@@ -117,8 +117,9 @@ def design_size(X):
 _NORMAL_CHUNK = 1 << 20
 
 
-def normal_equations(X, y, fit_intercept):
-    """``([X 1]^T [X 1], [X 1]^T y)`` in float64, in row chunks (dense: BLAS
+def normal_equations(X, y, fit_intercept, weights=None):
+    """``([X 1]^T W [X 1], [X 1]^T W y)`` in float64 (``W`` the diagonal of the
+    row ``weights``, the identity without them), in row chunks (dense: BLAS
     products of float64 copies of each chunk, on one BLAS thread; sparse: sparse
     products, no densified X).
 
@@ -128,7 +129,39 @@ def normal_equations(X, y, fit_intercept):
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(1, user_api="blas"):
-        return _normal_equations(X, y, fit_intercept)
+        if weights is None:
+            return _normal_equations(X, y, fit_intercept)
+        return _weighted_normal_equations(X, y, fit_intercept, weights)
+
+
+def _weighted_normal_equations(X, y, fit_intercept, weights):
+    d = X.shape[1]
+    p1 = d + int(fit_intercept)
+    G = np.zeros((p1, p1))
+    b = np.zeros(p1)
+    w = np.asarray(weights, dtype=np.float64)
+    if sparse.issparse(X):
+        Xf = X.astype(np.float64, copy=False)
+        WX = sparse.diags(w) @ Xf
+        G[:d, :d] = (Xf.T @ WX).toarray()
+        b[:d] = WX.T @ y
+        if fit_intercept:
+            G[d, :d] = G[:d, d] = np.asarray(WX.sum(axis=0)).reshape(-1)
+    else:
+        step = max(1, _NORMAL_CHUNK // max(1, d))
+        for s in range(0, X.shape[0], step):
+            xs = np.asarray(X[s:s + step], dtype=np.float64)
+            wxs = xs * w[s:s + step, None]
+            G[:d, :d] += xs.T @ wxs
+            b[:d] += wxs.T @ y[s:s + step]
+            if fit_intercept:
+                G[d, :d] += wxs.sum(axis=0)
+        if fit_intercept:
+            G[:d, d] = G[d, :d]
+    if fit_intercept:
+        G[d, d] = float(w.sum())
+        b[d] = float(w @ y)
+    return G, b
 
 
 def _normal_equations(X, y, fit_intercept):
@@ -711,9 +744,10 @@ class LogisticRegressionModel(GLM):
     """Bayesian logistic regression posterior (y in {0, 1}). See :class:`GLM`."""
 
     def __init__(self, X, y, *, fit_intercept=True, prior_scale=10.0,
-                 intercept_prior_scale=10.0, n_threads=None):
+                 intercept_prior_scale=10.0, n_threads=None, weights=None):
         super().__init__(X, y, "logistic", fit_intercept=fit_intercept, prior_scale=prior_scale,
-                         intercept_prior_scale=intercept_prior_scale, n_threads=n_threads)
+                         intercept_prior_scale=intercept_prior_scale, n_threads=n_threads,
+                         weights=weights)
 
 
 class PoissonRegressionModel(GLM):
@@ -722,24 +756,25 @@ class PoissonRegressionModel(GLM):
     theta))``: ``offset = log(exposure)``)."""
 
     def __init__(self, X, y, *, fit_intercept=True, prior_scale=10.0,
-                 intercept_prior_scale=10.0, n_threads=None, offset=None):
+                 intercept_prior_scale=10.0, n_threads=None, offset=None, weights=None):
         super().__init__(X, y, "poisson", fit_intercept=fit_intercept, prior_scale=prior_scale,
                          intercept_prior_scale=intercept_prior_scale, n_threads=n_threads,
-                         offset=offset)
+                         offset=offset, weights=weights)
 
 
 class GaussianRegressionModel(GLM):
     """Bayesian linear regression posterior with known noise sd. See :class:`GLM`."""
 
     def __init__(self, X, y, *, noise_scale=1.0, fit_intercept=True, prior_scale=10.0,
-                 intercept_prior_scale=10.0, n_threads=None):
+                 intercept_prior_scale=10.0, n_threads=None, weights=None):
         super().__init__(X, y, "gaussian", fit_intercept=fit_intercept, prior_scale=prior_scale,
                          intercept_prior_scale=intercept_prior_scale, noise_scale=noise_scale,
-                         n_threads=n_threads)
+                         n_threads=n_threads, weights=weights)
 
     def exact_posterior(self):
         """Closed-form posterior ``(mean, covariance)`` (conjugate Gaussian)."""
-        XtX, Xty = normal_equations(self.X, self.y, self.fit_intercept)
+        XtX, Xty = normal_equations(self.X, self.y, self.fit_intercept,
+                                    getattr(self, "weights", None))
         prec = XtX / self.phi + np.diag(self.prior.precision)
         cov = np.linalg.inv(prec)
         mean = cov @ (Xty / self.phi)
