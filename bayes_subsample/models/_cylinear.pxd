@@ -15,6 +15,12 @@
 # and without reading the data:
 #   S_rx(beta) = S_rx0 - S_xx delta,  S_rr(beta) = S_rr0 - delta . (2 S_rx0 - S_xx delta),
 # delta = beta - beta0. Without them, a pass over the rows computes the raw sums.
+#
+# Weights (``weight=``, the base class's ``has_weight``): every term, its
+# derivatives and curvature are w_k times the unweighted ones, so the raw sums
+# are the weighted S_rr = sum w r^2, S_rx = sum w r x, S_xx = sum w x x^T (the
+# statistics too) and the count n in the full-data sums is ``weight_sum`` =
+# sum w_k (n unweighted).
 from libc.stdint cimport int64_t
 from bayes_subsample.models._cymodel cimport CyTermModel
 from bayes_subsample.models._rows cimport Rows, DenseRows
@@ -29,6 +35,7 @@ cdef class CyGaussianScale(CyTermModel):
     cdef readonly Py_ssize_t n_cols       # p1 = d + intercept (n_params = p1 + 1)
     cdef readonly bint intercept
     cdef readonly double log_scale        # log s: tau = log_scale + theta[p1]
+    cdef readonly double weight_sum       # sum_k w_k (n_data unweighted)
     # the sufficient statistics (``set_statistics``)
     cdef readonly bint has_statistics
     cdef double[::1] beta0, srx0
@@ -49,6 +56,10 @@ cdef class CyGaussianScale(CyTermModel):
 
     # ---- internals -----------------------------------------------------------------------
     cdef int _nomem(self, const char* where) noexcept with gil
+    # t[i] *= w_{idx[i]} and, if dt is not NULL, dt[2i], dt[2i + 1] *= w_{idx[i]}
+    # (weighted models only: callers branch on has_weight)
+    cdef void _weigh_terms(self, const int64_t* idx, Py_ssize_t c, double* t,
+                           double* dt) noexcept nogil
     # t[i] = the terms by order of idx[i]; dt[2i], dt[2i + 1] (if dt is not NULL) their
     # derivatives in eta and tau
     cdef int _values(self, int order, const double* theta_star, const double* eta_star,

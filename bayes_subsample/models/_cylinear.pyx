@@ -18,6 +18,13 @@ pass costs ``O(p1^2)`` and reads no data, so it is not counted in
 ``n_full_passes``. The pass over the rows (without statistics) splits the rows
 into slots fixed by ``n`` alone, sums each in row order and adds the slots in
 slot order, so its result does not depend on the number of threads.
+
+With per-datum weights ``w_k`` (``weight=``) the log-likelihood is ``sum_k w_k
+l_k``: each loop multiplies the terms and both their derivatives (in eta and
+in tau) by the weights after computing them, the raw-sums pass sums ``w r^2``,
+``w r x`` and ``w x x^T``, and the count ``n`` of the full-data sums is the sum
+of the weights, so integer weights are exactly duplicated rows. Unweighted
+models branch off before any of it and run the loops they ran before.
 """
 import numpy as np
 from cython.parallel cimport prange
@@ -42,11 +49,12 @@ cdef inline Py_ssize_t _imin(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
     return a if a < b else b
 
 
-cdef void _to_likelihood_sums(Py_ssize_t n, Py_ssize_t p1, double tau, double srr,
+cdef void _to_likelihood_sums(double n, Py_ssize_t p1, double tau, double srr,
                               const double* srx, const double* sxx, double* ll,
                               double* grad, double* hess) noexcept nogil:
     """The log-likelihood's sums at (beta, tau) from the raw sums at beta (``sxx``
-    full and symmetric; NULL outputs skipped)."""
+    full and symmetric; NULL outputs skipped); ``n`` the number of rows, or the
+    sum of their weights (the raw sums then weighted)."""
     cdef double w = exp(-2.0 * tau)
     cdef Py_ssize_t j, l, P = p1 + 1
     if ll != NULL:
@@ -76,9 +84,15 @@ cdef class CyGaussianScale(CyTermModel):
         Targets (float64).
     log_scale : float
         ``log s``: the noise's log scale is ``log_scale + theta[-1]``.
+    weight : array-like of shape (n,), optional
+        Per-datum weights ``w_k >= 0``: every term ``l_k`` (and so every
+        residual, derivative in eta and in tau, and curvature) is ``w_k`` times
+        the unweighted one, the raw sums and the statistics are weighted sums,
+        and ``n`` in the full-data sums is ``weight_sum = sum_k w_k``
+        (``sample_weight``; integer weights are duplicated rows).
     """
 
-    def __init__(self, Rows rows, y, double log_scale):
+    def __init__(self, Rows rows, y, double log_scale, weight=None):
         y = np.ascontiguousarray(y, dtype=np.float64)
         if y.shape != (rows.n_rows,):
             raise ValueError(f"y must have shape ({rows.n_rows},), got {y.shape}")
@@ -96,6 +110,9 @@ cdef class CyGaussianScale(CyTermModel):
         self.cv_cost = 1
         self.cache_width = 1
         self.has_statistics = False
+        self._set_weight(weight)
+        self.weight_sum = (float(np.sum(np.asarray(self.weight), dtype=np.float64))
+                           if self.has_weight else <double> self.n_data)
 
     cdef int _nomem(self, const char* where) noexcept with gil:
         try:
@@ -109,6 +126,17 @@ cdef class CyGaussianScale(CyTermModel):
         cdef Py_ssize_t p1 = self.n_cols
         scale_consts(order, self.log_scale + theta[p1],
                      self.log_scale + theta_star[p1] if order >= 0 else 0.0, k)
+
+    cdef void _weigh_terms(self, const int64_t* idx, Py_ssize_t c, double* t,
+                           double* dt) noexcept nogil:
+        cdef Py_ssize_t i
+        cdef double wk
+        for i in range(c):
+            wk = self.weight[idx[i]]
+            t[i] *= wk
+            if dt != NULL:
+                dt[2 * i] *= wk
+                dt[2 * i + 1] *= wk
 
     # ---- the loops over chunks of indices ------------------------------------------------
     cdef void _eta_star(self, const double* theta_star, const double* eta_star,
@@ -138,6 +166,8 @@ cdef class CyGaussianScale(CyTermModel):
                 self._eta_star(theta_star, eta_star, idx + s, c, es)
             scale_terms_block(&k, c, yb, eta, es if order >= 0 else NULL, t + s,
                               NULL if dt == NULL else dt + 2 * s)
+            if self.has_weight:
+                self._weigh_terms(idx + s, c, t + s, NULL if dt == NULL else dt + 2 * s)
             s += c
         return 0
 
@@ -170,6 +200,7 @@ cdef class CyGaussianScale(CyTermModel):
                               NULL)
             for i in range(c):
                 out[s + i] = out[s + i] - t[i]
+            self.weigh(idx + s, c, out + s)
             s += c
         return 0
 
@@ -184,7 +215,7 @@ cdef class CyGaussianScale(CyTermModel):
         cdef double dt[2 * MODEL_CHUNK]
         cdef double r[MODEL_CHUNK]
         cdef Py_ssize_t s = 0, c, i, p1 = self.n_cols
-        cdef double tsum = 0.0, gtau = 0.0
+        cdef double tsum = 0.0, gtau = 0.0, bsum
         memset(grad, 0, self.n_params * sizeof(double))
         self.consts(order, theta, theta_star, &k)
         while s < m:
@@ -194,7 +225,15 @@ cdef class CyGaussianScale(CyTermModel):
             self.rows.dot(idx + s, c, theta, eta)
             if order >= 0:
                 self._eta_star(theta_star, eta_star, idx + s, c, es)
-            tsum += scale_terms_block(&k, c, yb, eta, es if order >= 0 else NULL, t, dt)
+            if self.has_weight:
+                scale_terms_block(&k, c, yb, eta, es if order >= 0 else NULL, t, dt)
+                self._weigh_terms(idx + s, c, t, dt)
+                bsum = 0.0
+                for i in range(c):
+                    bsum += t[i]
+                tsum += bsum
+            else:
+                tsum += scale_terms_block(&k, c, yb, eta, es if order >= 0 else NULL, t, dt)
             for i in range(c):
                 r[i] = dt[2 * i]
                 gtau += dt[2 * i + 1]
@@ -216,11 +255,26 @@ cdef class CyGaussianScale(CyTermModel):
     cdef double _range_sums(self, Py_ssize_t start, Py_ssize_t stop, const double* beta,
                             double* srx, double* sxx) noexcept nogil:
         """Rows ``[start, stop)``: returns ``sum r^2``; ``srx += sum r x``, the lower
-        triangle of ``sxx`` (if not NULL) ``+= sum x x^T``."""
+        triangle of ``sxx`` (if not NULL) ``+= sum x x^T`` (weighted models: ``sum w
+        r^2``, ``sum w r x``, ``sum w x x^T``)."""
         cdef double eta[MODEL_CHUNK]
         cdef double ones[MODEL_CHUNK]
         cdef Py_ssize_t s = start, c, i
-        cdef double srr = 0.0, r
+        cdef double srr = 0.0, r, wr
+        if self.has_weight:
+            while s < stop:
+                c = _imin(MODEL_CHUNK, stop - s)
+                self.rows.dot_range(s, s + c, beta, eta)
+                for i in range(c):
+                    r = self.y[s + i] - eta[i]
+                    wr = self.weight[s + i] * r
+                    eta[i] = wr
+                    srr += wr * r
+                self.rows.add_xt_range(s, s + c, eta, srx)
+                if sxx != NULL:
+                    self.rows.add_xwx_range(s, s + c, &self.weight[s], sxx)
+                s += c
+            return srr
         for i in range(MODEL_CHUNK):
             ones[i] = 1.0
         while s < stop:
@@ -330,7 +384,7 @@ cdef class CyGaussianScale(CyTermModel):
                 return self._nomem("full_sums")
         rc = self.raw_sums(theta, &srr, srx, sxx, n_threads)
         if rc == 0:
-            _to_likelihood_sums(self.n_data, p1, self.log_scale + theta[p1], srr, srx, sxx,
+            _to_likelihood_sums(self.weight_sum, p1, self.log_scale + theta[p1], srr, srx, sxx,
                                 ll, grad, hess)
         free(srx)
         free(sxx)
@@ -339,8 +393,9 @@ cdef class CyGaussianScale(CyTermModel):
     # ---- Python-callable extras ----------------------------------------------------------------
     def set_statistics(self, beta0, double srr0, srx0, sxx):
         """Use the sufficient statistics ``S_rr``, ``S_rx`` at ``beta0`` and ``S_xx``
-        (the raw sums of ``_cylinear.pxd``) for every later full-data sum; ``None``
-        for all four: pass over the rows instead."""
+        (the raw sums of ``_cylinear.pxd``: weighted sums for a weighted model) for
+        every later full-data sum; ``None`` for all four: pass over the rows
+        instead."""
         if beta0 is None:
             self.has_statistics = False
             self.beta0 = self.srx0 = None
@@ -366,8 +421,9 @@ cdef class CyGaussianScale(CyTermModel):
                 np.asarray(self.sxx).copy())
 
     def raw_sums_at(self, beta, bint with_sxx=False, int n_threads=1):
-        """``(S_rr, S_rx, S_xx or None)`` at ``beta`` (p1 coefficients): from the
-        statistics if set, else one pass over the rows (counted)."""
+        """``(S_rr, S_rx, S_xx or None)`` at ``beta`` (p1 coefficients; weighted sums
+        for a weighted model): from the statistics if set, else one pass over the
+        rows (counted)."""
         cdef double[::1] b = np.ascontiguousarray(beta, dtype=np.float64)
         if b.shape[0] != self.n_cols:
             raise ValueError(f"beta must have shape ({self.n_cols},), got ({b.shape[0]},)")
@@ -409,8 +465,8 @@ cdef class CyGaussianScale(CyTermModel):
     def term_derivatives(self, int order, theta_star, theta, idx=None, eta_star=None):
         """``(t, dt)``: the terms ``t_k`` (log-likelihood for a negative order, else
         the residuals of that order at ``theta_star``) and ``dt[i] = (dt/deta,
-        dt/dtau)`` of ``idx[i]``, shape (m, 2). The gradient of ``t_k`` is
-        ``(dt/deta x_k, dt/dtau)``."""
+        dt/dtau)`` of ``idx[i]``, shape (m, 2), all times the datum's weight
+        (weighted models). The gradient of ``t_k`` is ``(dt/deta x_k, dt/dtau)``."""
         cdef double[::1] ts = None if order < 0 else check_theta(self, theta_star, "theta_star")
         cdef double[::1] th = check_theta(self, theta)
         cdef int64_t[::1] ix = check_indices(self, idx)

@@ -17,6 +17,13 @@ beta``), which follow exactly from sufficient statistics at a reference
 ``beta0``: the model computes them once (one pass with ``X^T X``, one with the
 residuals at the least-squares ``beta0``) and its full passes then cost
 ``O(p^2)`` without reading the data (``full_pass_cost``).
+
+Per-row weights (``weights``, ``sample_weight``) make the log-likelihood ``sum_k
+w_k l_k``: every term, derivative (in the coefficients and in ``t``), curvature,
+control-variate residual and full-data sum is weighted, the sufficient
+statistics are weighted sums, and the number of rows in the full-data sums
+(``-n log sigma``) is the sum of the weights, so integer weights are exactly
+duplicated rows.
 """
 from __future__ import annotations
 
@@ -28,8 +35,8 @@ from scipy import linalg, optimize, sparse, special
 from .._threads import available_cores, threads_for_pass
 from ._base import CompiledModel, GaussianPrior, _digest, coefficient_scales
 from ._cylinear import CyGaussianScale
-from ._glm import (check_design, check_targets, design_fingerprint, design_size,
-                   normal_equations)
+from ._glm import (check_design, check_targets, check_weights, design_fingerprint,
+                   design_size, max_weight, normal_equations)
 from ._rows import make_rows
 
 __all__ = ["GaussianScaleRegressionModel", "NOISE_PRIOR_SCALE", "data_scale"]
@@ -46,10 +53,23 @@ STATISTICS_MAX = 2000
 _CHUNK = 1 << 16
 
 
-def data_scale(y):
+def data_scale(y, weights=None):
     """The default scale ``s`` of the noise prior: the standard deviation of
-    ``y``; for constant ``y`` its largest absolute value, or 1 for ``y = 0``."""
+    ``y``; for constant ``y`` its largest absolute value, or 1 for ``y = 0``.
+    With per-row ``weights`` (>= 0, not all zero): the weighted standard
+    deviation ``sqrt(sum w (y - ybar_w)^2 / sum w)`` (that of the rows repeated
+    by integer weights), and the largest ``|y|`` over the rows of positive
+    weight."""
     y = np.asarray(y, dtype=np.float64)
+    if weights is not None:
+        w = np.asarray(weights, dtype=np.float64)
+        total = float(np.sum(w)) if w.size else 0.0
+        if total > 0 and np.isfinite(total):
+            mean = float(w @ y) / total
+            sd = math.sqrt(max(float(w @ (y - mean) ** 2) / total, 0.0))
+            if sd > 0 and np.isfinite(sd):
+                return sd
+            y = y[w > 0]
     sd = float(np.std(y)) if y.size else 0.0
     if sd > 0 and np.isfinite(sd):
         return sd
@@ -88,11 +108,19 @@ class GaussianScaleRegressionModel(CompiledModel):
     n_threads : int, optional
         Threads for passes over the rows (default: all available cores).
         Results do not depend on it.
+    weights : array-like of shape (n_samples,), optional
+        Per-row weights ``w_k >= 0`` (``sample_weight``): the log-likelihood is
+        ``sum_k w_k l_k``, so an integer weight counts its row that many times
+        (the number of rows in the likelihood is ``weight_sum``). The default
+        ``noise_reference`` is then the weighted standard deviation of ``y``.
 
     Attributes
     ----------
     noise_reference : float
         ``s``.
+    weight_sum : float
+        ``sum_k w_k`` (``n_data`` without weights): the number of observations
+        the likelihood counts.
     full_pass_cost : int
         Per-datum evaluations a full-data pass is worth: ``n`` when it reads
         the rows, ``p + 1`` with the sufficient statistics (the ``O(p^2)`` work
@@ -118,14 +146,17 @@ class GaussianScaleRegressionModel(CompiledModel):
 
     def __init__(self, X, y, *, fit_intercept=True, prior_scale=10.0,
                  intercept_prior_scale=10.0, noise_prior_scale=NOISE_PRIOR_SCALE,
-                 noise_reference=None, sufficient_statistics="auto", n_threads=None):
+                 noise_reference=None, sufficient_statistics="auto", n_threads=None,
+                 weights=None):
         self.X = check_design(X, accept_sparse=True)
         self.y = check_targets(y, self.X.shape[0], "gaussian")
         self.fit_intercept = bool(fit_intercept)
         self.n_data, self.n_features = self.X.shape
         self.n_cols = self.n_features + int(self.fit_intercept)
         self.n_params = self.n_cols + 1
-        s = data_scale(self.y) if noise_reference is None else float(noise_reference)
+        self.weights = check_weights(weights, self.n_data)
+        s = (data_scale(self.y, self.weights) if noise_reference is None
+             else float(noise_reference))
         if not (np.isfinite(s) and s > 0 and np.isfinite(math.log(s))):
             raise ValueError(f"noise_reference must be a finite float > 0, got {noise_reference!r}")
         self.noise_reference = s
@@ -155,7 +186,8 @@ class GaussianScaleRegressionModel(CompiledModel):
 
     def _make_compiled(self):
         cy = CyGaussianScale(make_rows(self.X, self.fit_intercept), self.y,
-                             math.log(self.noise_reference))
+                             math.log(self.noise_reference),
+                             weight=getattr(self, "weights", None))
         stats = self.__dict__.get("_stats")
         if stats is not None:          # unpickled: the statistics travel with the model
             cy.set_statistics(*stats)
@@ -167,6 +199,12 @@ class GaussianScaleRegressionModel(CompiledModel):
         return self._cy
 
     @property
+    def weight_sum(self):
+        """``sum_k w_k``: the number of observations in the likelihood (``n_data``
+        without weights)."""
+        return self._cy.weight_sum
+
+    @property
     def full_pass_cost(self):
         return self.n_cols + 1 if self._stats is not None else self.n_data
 
@@ -175,6 +213,8 @@ class GaussianScaleRegressionModel(CompiledModel):
         fp.update(family=self.family, fit_intercept=str(self.fit_intercept),
                   noise_reference=repr(self.noise_reference), y=_digest(self.y),
                   **design_fingerprint(self.X))
+        if getattr(self, "weights", None) is not None:
+            fp["weights"] = _digest(self.weights)
         return fp
 
     # ---- the sufficient statistics ---------------------------------------------------
@@ -183,10 +223,13 @@ class GaussianScaleRegressionModel(CompiledModel):
         least-squares coefficients (minimum norm: collinear columns allowed) and
         ``S_rr = sum r^2``, ``S_rx = sum r x`` of the residuals ``r = y - X
         beta0``, summed directly (not expanded from ``y^T y``, which would lose
-        the digits a good fit leaves in ``S_rr``). Two passes over the data."""
+        the digits a good fit leaves in ``S_rr``). Two passes over the data. With
+        weights: the weighted sums (``[X 1]^T W [X 1]``, ``sum w r^2``, ``sum w r
+        x``) and the weighted least-squares ``beta0``."""
         if self._stats is not None:
             return tuple(np.copy(a) if isinstance(a, np.ndarray) else a for a in self._stats)
-        G, b = normal_equations(self.X, self.y, self.fit_intercept)
+        G, b = normal_equations(self.X, self.y, self.fit_intercept,
+                                weights=getattr(self, "weights", None))
         self._count_passes(1)
         if not (np.isfinite(G).all() and np.isfinite(b).all()):
             raise self.overflow_error("in the sums X^T X, X^T y")
@@ -244,6 +287,7 @@ class GaussianScaleRegressionModel(CompiledModel):
 
         theta = self.check_theta(theta)
         p1, n, cy = self.n_cols, self.n_data, self._cy
+        wts = getattr(self, "weights", None)
         srr, srx, _ = cy.raw_sums_at(theta[:p1], n_threads=self.pass_threads())
         w = math.exp(-2.0 * (math.log(self.noise_reference) + theta[p1]))
         prec = np.asarray(self.prior.precision, dtype=np.float64)
@@ -255,7 +299,8 @@ class GaussianScaleRegressionModel(CompiledModel):
                 xx = G @ v[:p1]
             else:
                 self._count_passes(1)
-                xx = cy.rows.py_add_xt_range(0, n, cy.rows.py_dot_range(0, n, v[:p1]))
+                xv = cy.rows.py_dot_range(0, n, v[:p1])
+                xx = cy.rows.py_add_xt_range(0, n, xv if wts is None else wts * xv)
             out = prec * v
             out[:p1] += w * xx + 2.0 * w * srx * v[p1]
             out[p1] += 2.0 * w * (srx @ v[:p1]) + 2.0 * w * srr * v[p1]
@@ -265,11 +310,13 @@ class GaussianScaleRegressionModel(CompiledModel):
         return LinearOperator((P, P), matvec=matvec, rmatvec=matvec, dtype=np.float64)
 
     def subset(self, idx):
-        """The model of the rows ``idx`` (copied), with the same prior, noise
-        reference and one thread."""
+        """The model of the rows ``idx`` (copied, with their weights), with the same
+        prior, noise reference and one thread."""
         idx = np.sort(self.check_indices(idx))
+        weights = getattr(self, "weights", None)
         sub = type(self)(self.X[idx], self.y[idx], fit_intercept=self.fit_intercept,
-                         noise_reference=self.noise_reference, n_threads=1)
+                         noise_reference=self.noise_reference, n_threads=1,
+                         weights=None if weights is None else weights[idx])
         sub.prior = self.prior
         return sub
 
@@ -305,7 +352,7 @@ class GaussianScaleRegressionModel(CompiledModel):
             ``sigma``; ``t_grid``, ``t_density`` (normalised weights on the grid).
         """
         beta0, srr0, srx0, G = self._stats if self._stats is not None else self.statistics()
-        n, p1 = self.n_data, self.n_cols
+        n, p1 = self.weight_sum, self.n_cols      # (weighted: the sums are weighted)
         lam = self.prior.precision[:p1]
         prior_t = self.prior.precision[-1]
         log_s = math.log(self.noise_reference)
@@ -330,7 +377,7 @@ class GaussianScaleRegressionModel(CompiledModel):
                 logp += np.asarray(noise_log_prior(t), dtype=np.float64)
             return logp, z, inv
 
-        t0 = 0.5 * math.log(max(srr0, 1e-300) / max(1, n)) - log_s
+        t0 = 0.5 * math.log(max(srr0, 1e-300) / (n if n > 0 else 1.0)) - log_s
         res = optimize.minimize_scalar(lambda t: -float(terms(t)[0][0]),
                                        bracket=(t0 - 1.0, t0 + 1.0))
         t_mode, h = float(res.x), 1e-3
@@ -369,7 +416,9 @@ class GaussianScaleRegressionModel(CompiledModel):
         p) / 2, RSS / 2)`` and ``beta | sigma, y ~ N(beta_hat, sigma^2 (X^T
         X)^-1)``: the coefficients are Student-t with ``n - p`` degrees of freedom
         around the least-squares fit, with covariance ``RSS / (n - p - 2) (X^T
-        X)^-1``. Needs ``n > p + 2`` and ``X^T X`` of full rank.
+        X)^-1``. Needs ``n > p + 2`` and ``X^T X`` of full rank. With weights:
+        ``n`` is the sum of the weights and the sums are weighted (frequency
+        weights: integer weights give the posterior of the repeated rows).
 
         Returns
         -------
@@ -378,10 +427,12 @@ class GaussianScaleRegressionModel(CompiledModel):
             ``sigma_mean``, ``sigma_sd``.
         """
         beta, rss, _, G = self._stats if self._stats is not None else self.statistics()
-        n, p = self.n_data, self.n_cols
+        n, p = self.weight_sum, self.n_cols
         if n <= p + 2:
             raise ValueError(f"the normal-inverse-gamma posterior needs n > p + 2 rows, got "
-                             f"n = {n} for p = {p} coefficients")
+                             f"n = {n:g} for p = {p} coefficients"
+                             + (" (n: the sum of the weights)"
+                                if getattr(self, "weights", None) is not None else ""))
         a, b = 0.5 * (n - p), 0.5 * rss
         cov = rss / (n - p - 2) * linalg.inv(G, check_finite=True)
         mean_t = 0.5 * (math.log(b) - special.digamma(a)) - math.log(self.noise_reference)
@@ -425,7 +476,8 @@ class GaussianScaleRegressionModel(CompiledModel):
         max(||beta - beta0||, ||beta' - beta0||)`` (``M = max_k |r_k(beta0)|`` at
         the least-squares ``beta0``, ``R = max_k ||x_k||``), so
 
-        ``C = |dt| max(1, W Mr^2) + W Mr R ||dbeta||``, ``W = exp(-2 tau_min)``.
+        ``C = |dt| max(1, W Mr^2) + W Mr R ||dbeta||``, ``W = exp(-2 tau_min)``,
+        times the largest weight (weighted models).
         """
         theta, theta_new = (self.check_theta(a) for a in (theta, theta_new))
         p1, R = self.n_cols, self.row_norm_max
@@ -438,7 +490,7 @@ class GaussianScaleRegressionModel(CompiledModel):
                                                  np.linalg.norm(theta_new[:p1] - b0))
         with np.errstate(over="ignore"):
             W = np.exp(-2.0 * (math.log(self.noise_reference) + min(theta[p1], theta_new[p1])))
-            return float(dt * max(1.0, W * Mr * Mr) + W * Mr * R * db)
+            return max_weight(self) * float(dt * max(1.0, W * Mr * Mr) + W * Mr * R * db)
 
     def cv_range_bound(self, theta, theta_new, theta_star, order):
         """``C >= max_k |d_k(theta') - d_k(theta)|`` for the second-order Taylor
@@ -450,7 +502,7 @@ class GaussianScaleRegressionModel(CompiledModel):
         beta*||)`` the largest ``|delta|``, ``M* = max_k |r*_k|``,
 
         ``C = w* e^{2U} [R ||dbeta|| (2 U^2 M* + 2 U D) + |dt| (2 U^2 M*^2 + 4 U M* D
-        + D^2)]``.
+        + D^2)]``, times the largest weight (weighted models).
         """
         if order != 2:
             raise NotImplementedError(
@@ -469,16 +521,18 @@ class GaussianScaleRegressionModel(CompiledModel):
         M = self.max_abs_residual(theta_star[:p1])
         with np.errstate(over="ignore"):
             ws = np.exp(-2.0 * (math.log(self.noise_reference) + theta_star[p1]) + 2.0 * U)
-            return float(ws * (R * db * (2 * U * U * M + 2 * U * D)
-                               + dt * (2 * U * U * M * M + 4 * U * M * D + D * D)))
+            return max_weight(self) * float(
+                ws * (R * db * (2 * U * U * M + 2 * U * D)
+                      + dt * (2 * U * U * M * M + 4 * U * M * D + D * D)))
 
     def scale_problem(self):
         R = self.row_norm_max
-        if not (np.isfinite(R) and R * R * max(1, self.n_data) < 1e300):
+        n = max(1.0, self.weight_sum)     # the sums count sum_k w_k rows
+        if not (np.isfinite(R) and R * R * n < 1e300):
             return (f"X has rows of norm up to {R:.3g}: the sums X^T X overflow float64. "
                     "Standardise X (e.g. StandardScaler).")
         big = float(np.max(np.abs(self.y))) if self.y.size else 0.0
-        if not (big * big * max(1, self.n_data) < 1e300):
+        if not (big * big * n < 1e300):
             return (f"y has values up to {big:.3g}: its squared residuals overflow float64. "
                     "Rescale y (e.g. divide by its standard deviation).")
         return None
