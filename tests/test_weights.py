@@ -241,6 +241,7 @@ def _fit_pair(cls, sampler, X, y, w, **kw):
     (BayesianLogisticRegression, "logistic", {}),
     (BayesianPoissonRegression, "poisson", {}),
     (BayesianLinearRegression, "gaussian", {"noise_scale": "plugin"}),
+    (BayesianLinearRegression, "gaussian", {}),             # the noise scale sampled
 ])
 @pytest.mark.parametrize("sampler", ["nuts", "mh"])
 def test_exact_samplers_weighted_equal_duplicated_draw_for_draw(cls, family, extra, sampler):

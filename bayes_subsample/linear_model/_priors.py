@@ -30,6 +30,7 @@ from scipy import sparse
 
 from ..models._base import coefficient_scales
 from ..models._dask import is_dask_array
+from ..models._linear import data_scale
 
 __all__ = ["AUTO_SCALE", "DataPriors", "column_spreads", "data_priors", "target_stats"]
 
@@ -212,18 +213,9 @@ def _norm(v):
 def target_stats(y, weights=None):
     """``(mean, scale)`` of the targets ``y`` (under frequency weights
     ``weights``, if given): the level and scale ``s`` of linear regression's
-    "auto" priors. The scale is the standard deviation, for constant ``y`` its
-    largest absolute value, or 1 for ``y = 0``."""
+    "auto" priors (the scale is :func:`~bayes_subsample.models._linear.data_scale`)."""
     y = np.asarray(y, dtype=np.float64)
     if not y.size:
         return 0.0, 1.0
-    if weights is None:
-        mean, sd = float(np.mean(y)), float(np.std(y))
-    else:
-        w = np.asarray(weights, dtype=np.float64)
-        mean = float(w @ y / w.sum())
-        sd = float(np.sqrt(max(w @ (y - mean) ** 2 / w.sum(), 0.0)))
-    if sd > 0 and np.isfinite(sd):
-        return mean, sd
-    big = float(np.max(np.abs(y)))
-    return mean, (big if big > 0 and np.isfinite(big) else 1.0)
+    mean = float(np.mean(y)) if weights is None else float(weights @ y / np.sum(weights))
+    return mean, data_scale(y, weights)
