@@ -4,7 +4,9 @@
 # ``_multinomial.py``); the per-datum terms are those of ``_softmax_terms.pxd``
 # of the K linear predictors eta_k = x . theta_k. The cache of the
 # control-variate methods (``cv_cache``, passed back as ``eta_star``) holds
-# ``2K + 1`` doubles per datum (eta*, p*, lse(eta*)).
+# ``2K + 1`` doubles per datum (eta*, p*, lse(eta*)). A weighted model
+# (``weight=``, ``CyModel.has_weight``) multiplies every term, derivative and
+# curvature of datum k by w_k; the cache is not weighted.
 from libc.stdint cimport int64_t
 from bayes_subsample.models._cymodel cimport CyTermModel
 from bayes_subsample.models._rows cimport Rows
@@ -44,7 +46,7 @@ cdef class CyMultinomial(CyTermModel):
     cdef void _caches(self, Scratch* b, const double* theta_star, const int64_t* idx,
                       Py_ssize_t c) noexcept nogil
     # t[i] = the terms by order (LOGLIK or residual order); dt[i * K + k] = d t / d eta_k
-    # (if not NULL)
+    # (if not NULL); both times w_{idx[i]} when weighted
     cdef int _values(self, int order, const double* theta_star, const double* eta_star,
                      const double* theta, const int64_t* idx, Py_ssize_t m, double* t,
                      double* dt) noexcept nogil
@@ -52,7 +54,8 @@ cdef class CyMultinomial(CyTermModel):
     cdef Py_ssize_t _n_slots(self) noexcept nogil
     # rows [start, stop) of the full pass: ll[0] = sum l, grad += sum grad l, lower
     # triangles of the class pairs' G_q += sum p_a p_b x x^T (grad, G may be NULL; the
-    # pairs in n_threads threads); -1 if out of memory
+    # pairs in n_threads threads; every row's share times w_k when weighted); -1 if out
+    # of memory
     cdef int _pass_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta,
                          double* ll, double* grad, double* G, int n_threads) noexcept nogil
     # out[k * (2K + 1) :] = the cache of datum k at theta_star, k in [start, stop)

@@ -34,12 +34,21 @@ whose block ``(a, b)`` is ``G_ab`` for ``a != b`` and ``-sum_{b != a} G_ab`` for
 sum_{b != a} p_b``): the diagonal blocks come without the cancellation of ``p_a
 - p_a^2`` when ``p_a`` is near 1. Only the ``K (K - 1) / 2`` blocks ``G_ab``,
 ``a > b``, are summed, each a symmetric ``p1 x p1`` matrix: the weighted sum
-of the rows' outer products ``sum_k w_k x_k x_k^T`` with ``w_k = p_ka p_kb``,
-which the rows' Hessian kernel (``Rows.add_xwx_range``, the one the GLMs use)
+of the rows' outer products ``sum_k c_k x_k x_k^T`` with ``c_k = p_ka p_kb``
+(times the row's weight ``w_k`` for a weighted model, below), which the rows' Hessian kernel (``Rows.add_xwx_range``, the one the GLMs use)
 computes in place, without copying the rows, the pairs of each chunk of rows
 in threads. That is ``K (K - 1) / 2 x p1 (p1 + 1) / 2`` multiply-adds per row,
 against ``P (P + 1) / 2`` for the whole ``P x P`` matrix (``P = K p1``): 2.3
 times fewer for K = 7 (``benchmarks/bench_multinomial.py``).
+
+Per-datum weights (``weight``, ``sample_weight``; ``CyModel.has_weight``): the
+log-likelihood is ``sum_k w_k l_k``. Every term the methods compute (values,
+differences, residuals), its derivatives in the predictors and, in the full
+pass, the pair weights ``p_ka p_kb`` of each row are multiplied by ``w_k``
+(after the unweighted value is computed, so integer weights give duplicated
+rows to rounding); an unweighted model does the same arithmetic as before,
+bit for bit. The control-variate cache holds values at ``theta*``
+and is not weighted.
 """
 import numpy as np
 from cython.parallel cimport prange
@@ -121,9 +130,16 @@ cdef class CyMultinomial(CyTermModel):
         Class indices ``0 .. n_classes - 1``.
     n_classes : int
         ``K >= 2``.
+    weight : array-like of shape (n,), optional
+        Per-datum weights ``w_k >= 0`` (``sample_weight``): every term ``l_k``,
+        residual, derivative in the predictors and curvature (the full pass's
+        pair weights ``p_ka p_kb``) is ``w_k`` times the unweighted one, so an
+        integer weight counts its row that many times. The control-variate
+        cache (``cv_cache``: values at ``theta*``) is not weighted; the residuals
+        computed from it are.
     """
 
-    def __init__(self, Rows rows, y, Py_ssize_t n_classes):
+    def __init__(self, Rows rows, y, Py_ssize_t n_classes, weight=None):
         if n_classes < 2:
             raise ValueError(f"multinomial regression needs n_classes >= 2, got {n_classes}")
         y = np.ascontiguousarray(y, dtype=np.float64)
@@ -142,6 +158,7 @@ cdef class CyMultinomial(CyTermModel):
         self.n_params = n_classes * rows.n_cols
         self.cache_width = softmax_cache_width(n_classes)
         self.cv_cost = 1
+        self._set_weight(weight)
 
     cdef int _nomem(self, const char* where) noexcept with gil:
         try:
@@ -171,10 +188,12 @@ cdef class CyMultinomial(CyTermModel):
                      const double* theta, const int64_t* idx, Py_ssize_t m, double* t,
                      double* dt) noexcept nogil:
         """``t[i]`` = the terms (by order) of ``idx[i]`` at theta; ``dt[i * K + k]``
-        (if not NULL) their derivatives in ``eta_k``."""
+        (if not NULL) their derivatives in ``eta_k`` (both times the datum's weight
+        for a weighted model)."""
         cdef Scratch b
-        cdef Py_ssize_t K = self.n_classes, W = self.cache_width, s, c, i
+        cdef Py_ssize_t K = self.n_classes, W = self.cache_width, s, c, i, k
         cdef double* mem
+        cdef double w
         if m <= 0:
             return 0
         mem = _scratch(&b, K, _imin(m, MODEL_CHUNK))
@@ -191,6 +210,13 @@ cdef class CyMultinomial(CyTermModel):
                 t[s + i] = _term(order, K, <int> self.y[idx[s + i]], b.e,
                                  _cache_of(&b, W, eta_star, idx + s, i),
                                  NULL if dt == NULL else dt + (s + i) * K, b.p)
+            if self.has_weight:
+                self.weigh(idx + s, c, t + s)
+                if dt != NULL:
+                    for i in range(c):
+                        w = self.weight[idx[s + i]]
+                        for k in range(K):
+                            dt[(s + i) * K + k] *= w
             s += c
         free(mem)
         return 0
@@ -229,6 +255,7 @@ cdef class CyMultinomial(CyTermModel):
                 cache = _cache_of(&b, W, eta_star, idx + s, i)
                 out[s + i] = (_term(order, K, y, b.e2, cache, NULL, b.p)
                               - _term(order, K, y, b.e, cache, NULL, b.p))
+            self.weigh(idx + s, c, out + s)
             s += c
         free(mem)
         return 0
@@ -238,7 +265,7 @@ cdef class CyMultinomial(CyTermModel):
                            double* grad, double* total) noexcept nogil:
         cdef Scratch b
         cdef Py_ssize_t K = self.n_classes, p1 = self.n_cols, W = self.cache_width, s, c, i, k
-        cdef double tsum = 0.0, v
+        cdef double tsum = 0.0, v, w
         cdef double* mem
         memset(grad, 0, self.n_params * sizeof(double))
         if m <= 0:
@@ -258,6 +285,12 @@ cdef class CyMultinomial(CyTermModel):
                 _col(b.E, K, c, i, b.e)
                 v = _term(order, K, <int> self.y[idx[s + i]], b.e,
                           _cache_of(&b, W, eta_star, idx + s, i), b.dt, b.p)
+                if self.has_weight:
+                    # the weighted term and its derivatives
+                    w = self.weight[idx[s + i]]
+                    v *= w
+                    for k in range(K):
+                        b.dt[k] *= w
                 tsum += v
                 for k in range(K):
                     b.R[k * c + i] = b.dt[k]
@@ -288,7 +321,8 @@ cdef class CyMultinomial(CyTermModel):
         (pair ``q = a (a - 1) / 2 + b``) the lower triangle of ``G_q`` (row-major
         ``p1 x p1`` at ``G + q p1^2``) ``+= sum_k p_ka p_kb x_k x_k^T``, the pairs in
         up to ``n_threads`` threads (each pair's sum in row order: the same bits
-        for any number). Returns -1 if out of memory."""
+        for any number). A weighted model multiplies each row's term, derivatives
+        and pair weights by ``w_k``. Returns -1 if out of memory."""
         cdef Py_ssize_t K = self.n_classes, p1 = self.n_cols
         cdef Py_ssize_t Q = K * (K - 1) // 2 if G != NULL else 0
         # rows per step (the sums run over rows in order whatever it is)
@@ -296,7 +330,7 @@ cdef class CyMultinomial(CyTermModel):
         cdef Py_ssize_t c0 = _imin(step, stop - start), s, c, i, k, a, bb, q
         cdef double* mem
         cdef double* Wq       # (Q, c): the pairs' weights p_ka p_kb, pair-major
-        cdef double llsum = 0.0
+        cdef double llsum = 0.0, v, w
         cdef Scratch b
         mem = <double*> malloc((c0 * (2 * K + Q) + 3 * K) * sizeof(double))
         if mem == NULL:
@@ -314,7 +348,14 @@ cdef class CyMultinomial(CyTermModel):
                 self.rows.dot_range(s, s + c, theta + k * p1, b.E + k * c)
             for i in range(c):
                 _col(b.E, K, c, i, b.e)
-                llsum += softmax_terms(K, <int> self.y[s + i], b.e, b.dt, b.p)
+                v = softmax_terms(K, <int> self.y[s + i], b.e, b.dt, b.p)
+                if self.has_weight:
+                    # the weighted term and its derivatives (the pair weights: below)
+                    w = self.weight[s + i]
+                    v *= w
+                    for k in range(K):
+                        b.dt[k] *= w
+                llsum += v
                 for k in range(K):
                     b.R[k * c + i] = b.dt[k]
                 if Q:
@@ -323,6 +364,9 @@ cdef class CyMultinomial(CyTermModel):
                         for bb in range(a):
                             Wq[q * c + i] = b.p[a] * b.p[bb]
                             q += 1
+            if Q and self.has_weight:
+                for q in range(Q):
+                    self.weigh_range(s, c, Wq + q * c)
             if grad != NULL:
                 for k in range(K):
                     self.rows.add_xt_range(s, s + c, b.R + k * c, grad + k * p1)
@@ -420,7 +464,8 @@ cdef class CyMultinomial(CyTermModel):
     # ---- the control-variate cache ----------------------------------------------------------
     cdef int _cache_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta_star,
                           double* out) noexcept nogil:
-        """``out[k * W : (k + 1) * W]`` = the cache of datum k, for k in [start, stop)."""
+        """``out[k * W : (k + 1) * W]`` = the cache of datum k, for k in [start, stop)
+        (values at theta_star: never weighted; the residuals computed from it are)."""
         cdef Scratch b
         cdef Py_ssize_t K = self.n_classes, p1 = self.n_cols, W = self.cache_width, s, c, i, k
         cdef double* mem = _scratch(&b, K, _imin(MODEL_CHUNK, stop - start))
@@ -490,7 +535,8 @@ cdef class CyMultinomial(CyTermModel):
     def term_derivatives(self, int order, theta_star, theta, idx=None, eta_star=None):
         """``(t, dt)``: the terms ``t_k`` (log-likelihood for a negative order, else the
         residuals of that order at ``theta_star``) and ``dt[i, c] = d t_{idx[i]} /
-        d eta_c``, shape (m, K). The gradient of ``t_k`` is ``dt_k (x) x_k``."""
+        d eta_c``, shape (m, K). The gradient of ``t_k`` is ``dt_k (x) x_k``. A
+        weighted model's terms and derivatives are ``w_k`` times the unweighted."""
         cdef double[::1] ts = None if order < 0 else check_theta(self, theta_star, "theta_star")
         cdef double[::1] th = check_theta(self, theta)
         cdef int64_t[::1] ix = check_indices(self, idx)
@@ -509,7 +555,9 @@ cdef class CyMultinomial(CyTermModel):
         return np.asarray(t), np.asarray(dt)
 
     def grad_terms(self, theta, idx=None):
-        """Per-datum gradients ``grad l_k(theta)``, shape (m, K * p1), class-major."""
+        """Per-datum gradients ``grad l_k(theta)``, shape (m, K * p1), class-major
+        (weighted: ``w_k grad l_k``, from the weighted derivatives of
+        :meth:`term_derivatives`)."""
         ix = check_indices(self, idx)
         _, r = self.term_derivatives(LOGLIK, None, theta, ix)
         X = self.gather(ix)

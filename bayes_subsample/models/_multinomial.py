@@ -30,7 +30,8 @@ from scipy.special import logsumexp, softmax
 from .._threads import available_cores, threads_for_pass
 from ._base import CompiledModel, GaussianPrior, _digest, coefficient_scales
 from ._cymultinomial import CyMultinomial
-from ._glm import check_design, design_fingerprint, design_size, psd_factor, row_form_norms
+from ._glm import (check_design, check_weights, design_fingerprint, design_size, max_weight,
+                   psd_factor, row_form_norms)
 from ._rows import make_rows
 
 __all__ = ["MultinomialLogisticModel"]
@@ -121,6 +122,12 @@ class MultinomialLogisticModel(CompiledModel):
     n_threads : int, optional
         Threads for full-data passes (default: all available cores). Results
         do not depend on it.
+    weights : array-like of shape (n_samples,), optional
+        Per-row weights ``w_k >= 0`` (``sample_weight``): the log-likelihood is
+        ``sum_k w_k l_k``, so an integer weight counts its row that many times.
+        Every term, residual, gradient, full pass (Hessian included) and range
+        bound sees them; the control-variate cache (values at ``theta*``) does
+        not need to.
     """
 
     family = "multinomial"
@@ -128,7 +135,7 @@ class MultinomialLogisticModel(CompiledModel):
     analytic_hessian = True
 
     def __init__(self, X, y, *, n_classes=None, fit_intercept=True, prior_scale=10.0,
-                 intercept_prior_scale=10.0, n_threads=None):
+                 intercept_prior_scale=10.0, n_threads=None, weights=None):
         self.X = check_design(X, accept_sparse=True)
         y = np.asarray(y)
         if y.ndim != 1 or y.shape[0] != self.X.shape[0]:
@@ -144,6 +151,7 @@ class MultinomialLogisticModel(CompiledModel):
         if y.size and y.max() >= K:
             raise ValueError(f"y has class index {int(y.max())} >= n_classes = {K}")
         self.y = y
+        self.weights = check_weights(weights, self.X.shape[0])
         self.n_classes = K
         self.fit_intercept = bool(fit_intercept)
         self.n_data, self.n_features = self.X.shape
@@ -159,7 +167,9 @@ class MultinomialLogisticModel(CompiledModel):
         self._row_norm_max = None
 
     def _make_compiled(self):
-        return CyMultinomial(make_rows(self.X, self.fit_intercept), self.y, self.n_classes)
+        # getattr: models pickled before weights existed rebuild unweighted
+        return CyMultinomial(make_rows(self.X, self.fit_intercept), self.y, self.n_classes,
+                             weight=getattr(self, "weights", None))
 
     @property
     def compiled(self):
@@ -171,6 +181,8 @@ class MultinomialLogisticModel(CompiledModel):
         fp.update(family=self.family, n_classes=str(self.n_classes),
                   fit_intercept=str(self.fit_intercept), y=_digest(self.y),
                   **design_fingerprint(self.X))
+        if getattr(self, "weights", None) is not None:
+            fp["weights"] = _digest(self.weights)
         return fp
 
     # ---- layout ---------------------------------------------------------------------------
@@ -236,10 +248,13 @@ class MultinomialLogisticModel(CompiledModel):
                                   self.pass_threads())
 
     def subset(self, idx):
-        """The model of the rows ``idx`` (copied), with the same prior and one thread."""
+        """The model of the rows ``idx`` (copied, with their weights), with the same
+        prior and one thread."""
         idx = np.sort(self.check_indices(idx))
+        weights = getattr(self, "weights", None)
         sub = type(self)(self.X[idx], self.y[idx], n_classes=self.n_classes,
-                         fit_intercept=self.fit_intercept, n_threads=1)
+                         fit_intercept=self.fit_intercept, n_threads=1,
+                         weights=None if weights is None else weights[idx])
         sub.prior = self.prior
         return sub
 
@@ -266,9 +281,10 @@ class MultinomialLogisticModel(CompiledModel):
         max_c v_c - min_c v_c`` for every ``v``, and by the mean value theorem
         ``|l(eta') - l(eta)| <= range(eta' - eta) <= R max_{a,b} ||h_a - h_b||``
         with ``h = theta' - theta`` and ``R = max_k ||x_k||`` (Cauchy-Schwarz). The
-        bound ignores a shift common to every class, which changes no ``l_k``."""
-        return self.row_norm_max * self._spread(np.asarray(theta_new, dtype=np.float64)
-                                                - np.asarray(theta, dtype=np.float64))
+        bound ignores a shift common to every class, which changes no ``l_k``.
+        Weighted rows: times the largest weight."""
+        return max_weight(self) * self.row_norm_max * self._spread(
+            np.asarray(theta_new, dtype=np.float64) - np.asarray(theta, dtype=np.float64))
 
     def cv_range_bound(self, theta, theta_new, theta_star, order):
         """``C >= max_k |d_k(theta') - d_k(theta)|`` for the second-order Taylor
@@ -285,7 +301,8 @@ class MultinomialLogisticModel(CompiledModel):
 
         ``|d(theta') - d(theta)| <= range(eta' - eta) max(range(delta), range(delta'))^2 / 8``,
 
-        with ``range(x . h) <= R max_{a,b} ||h_a - h_b||`` as in :meth:`range_bound`."""
+        with ``range(x . h) <= R max_{a,b} ||h_a - h_b||`` as in :meth:`range_bound`;
+        weighted rows: times the largest weight."""
         if order != 2:
             raise NotImplementedError(
                 f"a range bound for order-{order} residual differences is derived for "
@@ -300,7 +317,7 @@ class MultinomialLogisticModel(CompiledModel):
         # float64 arithmetic: rows of norm ~1e103 or more overflow to inf (a bound that
         # never stops a decision), not to Python's OverflowError
         with np.errstate(over="ignore"):
-            return float(np.float64(R) ** 3 * c * r * r / 8.0)
+            return float(np.float64(R) ** 3 * c * r * r / 8.0 * max_weight(self))
 
     def scale_problem(self):
         R = self.row_norm_max
