@@ -16,6 +16,15 @@ largest distance of a posterior mean from NUTS's and from exact MH's
 data passes per effective draw, fit time; then the chosen epsilon and its
 cost against epsilon = 0.
 
+``--verify``: instead of the search, the epsilon each seed's search chose (read
+from the results; ``--epsilon`` to give one) run long (``--draws`` per chain,
+e.g. 10,000) against a long full-data NUTS fit (``--reference-draws``, 4
+chains): the largest distance of a posterior mean in NUTS's sds, its z against
+both runs' Monte Carlo error, and the smallest distance the two runs can
+resolve (their standard errors at z = 2): where the search's own fits are too
+short to tell 0.1 sd from Monte Carlo error, this says whether the chosen
+setting is within it. Results: ``results/epsilon_verify.json``.
+
 Data sets: ``higgs``, the 10,984 random UCI HIGGS rows in
 ``$BAYES_SUBSAMPLE_DATA/higgs/sas_viya_higgs.csv.gz`` (28 features,
 standardised); ``synthetic``, ``make_logistic_data(1_000_000, 28,
@@ -101,6 +110,50 @@ def search(X, y, seed, scorer, n, n_steps=None):
             "reference_passes_per_ess": seen[best]["reference_cost"]}
 
 
+def verify(X, y, seeds, epsilons, n, n_ref, n_steps):
+    """The chosen epsilons run long against a long NUTS fit (``--verify``)."""
+    from bayes_subsample import diagnostics as diag
+    t = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = BayesianLogisticRegression(sampler="nuts", n_samples=n_ref, n_warmup=1000,
+                                         random_state=100, progress=False).fit(X, y)
+    ref_s = time.perf_counter() - t
+    r_draws = ref.posterior_draws_
+    r_mean, r_sd = r_draws.mean((0, 1)), r_draws.reshape(-1, r_draws.shape[-1]).std(0)
+    r_se = diag.mcse_mean(r_draws)
+    print(f"NUTS reference: {n_ref} draws x 4 chains in {ref_s:.0f} s, min ESS "
+          f"{float(np.min(ref.trace_.summary()['ess_bulk'])):.0f}", flush=True)
+    rows = []
+    for seed, eps in zip(seeds, epsilons):
+        sampler = AusterityMH(epsilon=eps) if n_steps is None else \
+            AusterityMH(epsilon=eps, n_steps=n_steps)
+        t = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est = BayesianLogisticRegression(sampler=sampler, n_samples=n, n_warmup=n,
+                                             random_state=seed, progress=False).fit(X, y)
+        elapsed = time.perf_counter() - t
+        d = est.posterior_draws_
+        gap = np.abs(d.mean((0, 1)) - r_mean)
+        se = np.hypot(diag.mcse_mean(d), r_se)
+        row = {"seed": seed, "epsilon": eps, "fit_s": elapsed,
+               "min_ess_bulk": float(np.min(est.trace_.summary()["ess_bulk"])),
+               "max_mean_error_sd": float(np.max(gap / r_sd)),
+               "max_z": float(np.max(gap / se)),
+               "resolution_sd": float(np.max(2 * se / r_sd)),
+               "max_sd_ratio": float(np.max(np.abs(d.reshape(-1, d.shape[-1]).std(0) / r_sd
+                                                   - 1))),
+               "data_fraction": float(np.mean(est.diagnostics_["data_fraction_per_iteration"]))}
+        rows.append(row)
+        print(f"  seed {seed}, epsilon {eps}: {elapsed:.0f} s, min ESS {row['min_ess_bulk']:.0f},"
+              f" max |mean - NUTS| {row['max_mean_error_sd']:.3f} sd (z {row['max_z']:.2f}; "
+              f"resolvable {row['resolution_sd']:.3f} sd), max |sd ratio - 1| "
+              f"{row['max_sd_ratio']:.3f}", flush=True)
+    return {"reference_draws": n_ref, "reference_s": ref_s, "draws": n, "n_steps": n_steps,
+            "rows": rows}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sets", nargs="+", default=["higgs", "synthetic"],
@@ -111,6 +164,11 @@ def main(argv=None):
                     help="n_samples = n_warmup of every fit (default 1000, --quick 200)")
     ap.add_argument("--n-steps", type=int, default=None,
                     help="AusterityMH's MH steps per iteration (default: its own rule)")
+    ap.add_argument("--verify", action="store_true",
+                    help="run the chosen epsilons long against long NUTS (no search)")
+    ap.add_argument("--epsilon", type=float, default=None,
+                    help="--verify: this epsilon for every seed (default: the search's)")
+    ap.add_argument("--reference-draws", type=int, default=4000)
     ap.add_argument("--out", default=os.path.join(RESULTS, "epsilon_search.json"))
     args = ap.parse_args(argv)
     n = args.draws or (200 if args.quick else 1000)
@@ -120,6 +178,20 @@ def main(argv=None):
             result = json.load(f)
     for name in args.sets:
         X, y = load(name, args.quick)
+        if args.verify:
+            chosen = {r["seed"]: r["chosen_epsilon"] for r in result.get(name, {})
+                      .get("runs", [])}
+            eps = [args.epsilon if args.epsilon is not None else chosen[s] for s in args.seeds]
+            out = os.path.join(os.path.dirname(args.out), "epsilon_verify.json")
+            done = {}
+            if os.path.exists(out):
+                with open(out) as f:
+                    done = json.load(f)
+            done[name] = verify(X, y, args.seeds, eps, n, args.reference_draws, args.n_steps)
+            with open(out, "w") as f:
+                json.dump(stamp(done), f, indent=1)
+            print(f"wrote {out}")
+            continue
         scorer = SamplerScorer(tolerance=TOLERANCE, reference_samples=n)
         t = time.perf_counter()
         runs = []
