@@ -38,7 +38,7 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _provenance import stamp  # noqa: E402
+from _provenance import stamp, started  # noqa: E402
 from _hard_problems import RESULTS, covtype_split  # noqa: E402
 
 from bayes_subsample import BayesianLinearRegression, BayesianLogisticRegression  # noqa: E402
@@ -198,6 +198,8 @@ def main(argv=None):
             result[name] = digits(args.seeds)
         else:
             result[name] = multiclass(args.seeds, args.multiclass_rows)
+        # sections are merged into the file: each keeps the run that made it
+        result[name]["provenance"] = dict(started(), load_average_after=list(os.getloadavg()))
     with open(args.out, "w") as f:
         json.dump(stamp(result), f, indent=1)
     print(f"wrote {args.out}")
