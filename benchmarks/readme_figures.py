@@ -118,6 +118,25 @@ def _priors_rows(res):
             f"{min(r['auc'] for r in auto):.4f} both (seeds "
             f"{', '.join(str(r['seed']) for r in auto)}) | "
             "`python benchmarks/bench_priors.py --sections covtype` |")
+    dig = res.get("digits")
+    if dig is not None:
+        by = {form: [r for r in dig["rows"] if r["form"] == form]
+              for form in ("raw", "StandardScaler")}
+        seeds = sorted({r["seed"] for r in dig["rows"]})
+        parts = [f"{'raw pixels' if form == 'raw' else 'through StandardScaler'} "
+                 f"{_span([r['time_s'] for r in rs], '.0f')} s "
+                 f"({_span([r['ratio'] for r in rs], '.0f')}x scikit-learn's "
+                 f"`LogisticRegression` in the same run), min bulk ESS "
+                 f"{_span([r['min_ess_bulk'] for r in rs], ',.0f')}, max R-hat "
+                 f"{max(r['max_rhat'] for r in rs):.4f}, accuracy "
+                 f"{min(r['accuracy'] for r in rs):.3f}"
+                 for form, rs in by.items() if rs]
+        rows.append(
+            f"| `BayesianLogisticRegression()` on load_digits (10 classes, {dig['n_train']:,} "
+            f"training rows), default priors, all-in | {'; '.join(parts)} (seed"
+            f"{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}) | "
+            f"`python benchmarks/bench_priors.py --sections digits"
+            f"{'' if len(seeds) > 2 else ' --seeds ' + ' '.join(map(str, seeds))}` |")
     return rows
 
 

@@ -73,11 +73,8 @@ KNOWN_FAILURES = {}
 #: xfails for every sampler (they pass where rounding happens not to matter)
 NOT_EXACT_FOR_MCMC = {
     "check_sample_weight_equivalence_on_dense_data":
-        "weights vs repeated rows: the log posterior agrees to rounding only (sums in "
-        "another order), which Hamiltonian trajectories amplify, and subsampling samplers "
-        "draw from the n weighted rows, not the sum(w) repeated ones; tests/test_weights.py "
-        "checks the exact samplers' draws (MH to 1e-9, NUTS's means to 0.01 sd) and the "
-        "others within Monte Carlo error",
+        "MCMC: weighted vs repeated rows agree to rounding or within Monte Carlo error "
+        "(test_weights.py)",
 }
 NOT_EXACT_FOR_MCMC["check_sample_weight_equivalence_on_sparse_data"] = \
     NOT_EXACT_FOR_MCMC["check_sample_weight_equivalence_on_dense_data"]
