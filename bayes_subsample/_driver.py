@@ -175,8 +175,7 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
         n_warmup = _check_count("n_warmup", n_warmup, 0)
         n_chains = _check_count("n_chains", n_chains, 1)
         _check_model(model)
-        if getattr(model, "distributed", False) and not getattr(sampler, "serves_distributed",
-                                                                  False):
+        if model.distributed and not sampler.serves_distributed:
             raise ValueError(
                 f"the sampler {sampler.name!r} cannot sample a model whose rows live with "
                 "Dask (it reads rows chosen by the chain at every step, each a round trip "

@@ -107,7 +107,7 @@ def python_terms(model):
     """Whether ``model``'s per-datum terms are Python code that kernels call back
     (``CyCallbackModel``: :class:`FunctionModel` and other Python models), not
     compiled passes (the GLMs, also when their rows live with Dask)."""
-    if getattr(model, "distributed", False):
+    if model.distributed:
         return False
     from ._callback import CyCallbackModel
     return isinstance(model.compiled, CyCallbackModel)
@@ -185,6 +185,13 @@ class Model:
     n_data: int
     n_params: int
     prior: GaussianPrior
+    #: the model's rows live with Dask (:class:`DaskGLM`): its passes run where
+    #: the chunks are, and only samplers declaring ``serves_distributed`` take it
+    distributed = False
+    #: the model computes the diagonal of its Hessian sum in one pass, without a
+    #: ``p x p`` matrix (the compiled GLMs and linear regression, rows in memory):
+    #: what the Hamiltonian samplers' diagonal metric on wide models needs
+    diagonal_passes = False
     #: the Taylor order of the control variates that samplers drawing new rows
     #: at every step (stochastic gradients, approximate MH) use by default: 2
     #: where the model computes per-datum Hessians in its compiled passes (the

@@ -486,6 +486,8 @@ class GLM(CompiledModel):
 
     #: per-datum Hessians exist (scalar curvature of eta): second-order control variates
     max_cv_order = 2
+    #: the Hessian sum's diagonal in one pass (``full_pass(hessian="diag")``)
+    diagonal_passes = True
     analytic_hessian = True
 
     @property

@@ -142,6 +142,8 @@ class GaussianScaleRegressionModel(CompiledModel):
 
     family = "gaussian_scale"
     max_cv_order = 2
+    #: the Hessian sum's diagonal in one pass (``full_pass(hessian="diag")``)
+    diagonal_passes = True
     analytic_hessian = True
 
     def __init__(self, X, y, *, fit_intercept=True, prior_scale=10.0,

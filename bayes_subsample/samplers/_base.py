@@ -81,11 +81,9 @@ def diagonal_metric(metric, model):
     one pass) needs a compiled GLM (or linear regression with the noise
     sampled) with its rows in memory; "auto" keeps the dense metric on other
     models, "diag" raises."""
-    from ..models import CyGaussianScale, CyGLM
     if metric == "dense" or (metric == "auto" and model.n_params <= DENSE_METRIC_MAX):
         return False
-    able = (not getattr(model, "distributed", False)
-            and isinstance(model.compiled, (CyGLM, CyGaussianScale)))
+    able = model.diagonal_passes and not model.distributed
     if not able and metric == "diag":
         raise ValueError(
             "metric='diag' needs one of the compiled GLMs (logistic, Poisson, linear "
@@ -205,6 +203,8 @@ class BaseSampler(BaseEstimator):
     name = None
     exact = True
     signed = False
+    #: the sampler runs on a model whose rows live with Dask (``model.distributed``)
+    serves_distributed = False
 
     def prepare(self, model, rng) -> Prepared:
         """Work shared by all chains (deterministic given ``rng``)."""
