@@ -84,7 +84,9 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
         Ignored with ``resume`` (the trace's chains continue).
     n_jobs : int, optional
         Chains run in parallel threads (kernels release the GIL), ``n_jobs`` at
-        a time (``-1``: one per core). ``None`` means 1. Draws are identical for
+        a time (``-1``: one per core). ``None`` means 1, unless a
+        ``joblib.parallel_config(n_jobs=...)`` context sets it (scikit-learn's
+        convention). Draws are identical for
         every ``n_jobs``. Under joblib's Dask backend (``with
         joblib.parallel_config(backend="dask"):`` and a ``distributed.Client``)
         and ``n_jobs`` other than None and 1, the chains run as tasks on the
@@ -251,7 +253,11 @@ def sample(model, sampler=None, *, n_samples=1000, n_warmup=1000, n_chains=4, n_
 
 
 def _n_parallel(n_jobs, n_chains, dask_backend):
-    """How many chains run at once."""
+    """How many chains run at once. ``None`` is scikit-learn's: 1, unless a
+    ``joblib.parallel_config(n_jobs=...)`` context says otherwise (not the Dask
+    backend's, where None keeps the chains in this process)."""
+    if n_jobs is None and dask_backend is None:
+        n_jobs = effective_n_jobs(None)
     if n_jobs in (None, 1) or n_chains == 1:
         return 1
     if dask_backend is not None:

@@ -511,3 +511,16 @@ def test_mh_family_makes_d_transitions_per_draw_by_default(logistic_data):
         assert kernel.n_steps == model.n_params == 5
     s = AusterityMH(proposal="sgld")
     assert s.build(model, s.prepare(model, np.random.default_rng(0)), 10).n_steps == 1
+
+
+def test_n_jobs_none_follows_a_joblib_context():
+    """scikit-learn's convention: n_jobs=None is 1 unless a joblib.parallel_config
+    context sets it; the draws do not change."""
+    from joblib import parallel_config
+
+    from bayes_subsample._driver import _n_parallel
+    assert _n_parallel(None, 4, None) == 1
+    with parallel_config(n_jobs=2):
+        assert _n_parallel(None, 4, None) == 2
+        assert _n_parallel(1, 4, None) == 1
+    assert _n_parallel(-1, 4, None) >= 1

@@ -49,7 +49,8 @@ _COMMON_DOC_TEMPLATE = """
     n_chains : int, default=4
         Independent chains (R-hat needs at least 2).
     n_jobs : int, default=None
-        Chains run in parallel threads; ``None`` means 1, ``-1`` all cores.
+        Chains run in parallel threads; ``None`` means 1 (unless a
+        ``joblib.parallel_config(n_jobs=...)`` context sets it), ``-1`` all cores.
         Draws do not depend on it. Inside joblib's Dask backend
         (``joblib.parallel_config(backend="dask")``), ``n_jobs`` other than
         None and 1 runs the chains on the cluster's workers (``-1``: one per
