@@ -36,7 +36,8 @@ from bayes_subsample import (BayesianLinearRegression, BayesianLogisticRegressio
 from bayes_subsample.control_variates import TaylorControlVariate
 from bayes_subsample.models import GLM, GaussianRegressionModel, MultinomialLogisticModel
 from bayes_subsample.models._glm import check_design
-from bayes_subsample.models._rows import CsrRows, DenseRows, make_rows
+from bayes_subsample.models._csr_rows import CsrRows
+from bayes_subsample.models._rows import DenseRows, make_rows
 from bayes_subsample.samplers import SAMPLERS
 from bayes_subsample.samplers._hmc_ecs_fast import ECSCore
 
