@@ -176,6 +176,29 @@ def _epsilon_rows(res):
     return rows
 
 
+def _epsilon_verify_rows(res):
+    """The chosen epsilon run long against long NUTS (``--verify``)."""
+    rows = []
+    sec = (res or {}).get("synthetic")
+    if sec is None:
+        return rows
+    r = sec["rows"]
+    eps = sorted({x["epsilon"] for x in r})
+    rows.append(
+        f"| the chosen epsilon ({', '.join(f'{e:g}' for e in eps)}) run long, 1,000,000 "
+        f"HIGGS-shaped rows, {sec['draws']} + {sec['draws']} iterations x 4 chains, against "
+        f"full-data NUTS ({sec['reference_draws']} draws x 4) | posterior means within "
+        f"{_span([x['max_mean_error_sd'] for x in r], '.3f')} sd of NUTS's (the runs resolve "
+        f"{min(x['resolution_sd'] for x in r):.3f}-{max(x['resolution_sd'] for x in r):.3f} "
+        f"sd), sds within {100 * max(x['max_sd_ratio'] for x in r):.1f}%, "
+        f"{_span([x['fit_s'] for x in r], '.0f')} s a fit against NUTS's "
+        f"{sec['reference_s']:.0f} s (seeds {', '.join(str(x['seed']) for x in r)}) | "
+        f"`python benchmarks/bench_epsilon_search.py --sets synthetic --verify --epsilon "
+        f"{eps[0]:g} --draws {sec['draws']} --n-steps {sec['n_steps']} --reference-draws "
+        f"{sec['reference_draws']}` |")
+    return rows
+
+
 def _span(values, fmt):
     """``lo-hi`` of the values (one value when they agree at that precision)."""
     lo, hi = format(min(values), fmt), format(max(values), fmt)
@@ -267,6 +290,7 @@ def table():
             "`python benchmarks/bench_hard_data.py --sections confidence` |")
     rows += _priors_rows(_load("priors.json"))
     rows += _epsilon_rows(_load("epsilon_search.json"))
+    rows += _epsilon_verify_rows(_load("epsilon_verify.json"))
     mrf = _load("mrf.json")
     if mrf is not None:
         by_eps = {r["epsilon"]: r for r in mrf["results"]}
