@@ -15,10 +15,10 @@ from bayes_subsample.samplers import HMCECS
 from bayes_subsample._linalg import factor_precision
 from bayes_subsample.samplers._adapt import rescale_gain, rescaled_precision
 from bayes_subsample.samplers._ecs_numpy import NumpyECSPotential
+from bayes_subsample.samplers._ecs_updates import ECSState, SignedUpdate
 from bayes_subsample.samplers._ecs_user import subsample_pays, user_model_order
 from bayes_subsample.samplers._hmc_ecs_fast import ECSCore
 from bayes_subsample.samplers.hmc import metric_from_precision
-from bayes_subsample.samplers.hmc_ecs import ECSState, SignedUpdate
 
 
 # ---- problems ------------------------------------------------------------------------

@@ -422,7 +422,7 @@ def test_invalid_hyperparameters(kwargs, match):
 def _unconverged_refinement(monkeypatch):
     """Make HMC-ECS believe its Newton refinement of theta* did not converge
     (so that it recentres during warmup)."""
-    import bayes_subsample.samplers.hmc_ecs as mod
+    import bayes_subsample.samplers._ecs_prepare as mod
     real = mod.refine_theta_star
 
     def refine(*args, **kw):

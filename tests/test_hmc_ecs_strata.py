@@ -20,8 +20,8 @@ from bayes_subsample.models import (LogisticRegressionModel, MultinomialLogistic
 from bayes_subsample.samplers import HMCECS
 from bayes_subsample.samplers._ecs_tuning import (ASTRAY_RESIDUAL, astray_strata,
                                                    choose_strata, residual_scan)
+from bayes_subsample.samplers._ecs_warmup import PILOT_ITERATIONS, PILOT_POINTS
 from bayes_subsample.samplers._hmc_ecs_fast import ECSCore
-from bayes_subsample.samplers.hmc_ecs import PILOT_ITERATIONS, PILOT_POINTS
 
 
 def _glm(family, n=3000, d=4, seed=0, dtype=np.float64):
@@ -436,14 +436,14 @@ def test_the_first_stage_near_the_mode_runs_an_exact_pilot_once(monkeypatch):
     """The first stage that is not astray runs PILOT_ITERATIONS full-data
     transitions from its mean (their passes counted) and adds the residuals at
     PILOT_POINTS of the pilot's later draws to the stage's; later stages do not."""
-    import bayes_subsample.samplers.hmc_ecs as hmc_ecs
+    import bayes_subsample.samplers._ecs_warmup as warmup
     seen = []
 
     def scan(cv, points):
         seen.append(np.array(points))
         return residual_scan(cv, points)
 
-    monkeypatch.setattr(hmc_ecs, "residual_scan", scan)
+    monkeypatch.setattr(warmup, "residual_scan", scan)
     model, kernel, state, rng = _stratified_kernel()
     sd = np.sqrt(np.diag(kernel.factors.cov))
     assert not kernel.piloted
@@ -454,30 +454,30 @@ def test_the_first_stage_near_the_mode_runs_an_exact_pilot_once(monkeypatch):
         state = kernel._restratify(rng, state)
         made = model.n_full_passes - passes
         first = kernel.stages[-1]
-        stage_points = window[20:][np.linspace(0, 19, hmc_ecs.STRATA_POINTS).astype(int)]
-        np.testing.assert_array_equal(seen[-1][:hmc_ecs.STRATA_POINTS], stage_points)
+        stage_points = window[20:][np.linspace(0, 19, warmup.STRATA_POINTS).astype(int)]
+        np.testing.assert_array_equal(seen[-1][:warmup.STRATA_POINTS], stage_points)
         if stage == 0:
             assert kernel.piloted and 0.0 < first["pilot_accept"] <= 1.0
-            assert len(seen[-1]) == hmc_ecs.STRATA_POINTS + hmc_ecs.PILOT_POINTS
+            assert len(seen[-1]) == warmup.STRATA_POINTS + warmup.PILOT_POINTS
             # the centre's pass, the residual scans, the pilot's start and at least
             # one gradient pass per pilot transition
-            assert made >= (2 + hmc_ecs.STRATA_POINTS + hmc_ecs.PILOT_POINTS
-                            + hmc_ecs.PILOT_ITERATIONS)
-            pilot = seen[-1][hmc_ecs.STRATA_POINTS:]
+            assert made >= (2 + warmup.STRATA_POINTS + warmup.PILOT_POINTS
+                            + warmup.PILOT_ITERATIONS)
+            pilot = seen[-1][warmup.STRATA_POINTS:]
             assert np.all(np.isfinite(pilot))
             assert not np.allclose(pilot, window[20:].mean(axis=0))   # the pilot moved
         else:
             assert first["pilot_accept"] is None
-            assert len(seen[-1]) == hmc_ecs.STRATA_POINTS
-            assert made == 1 + hmc_ecs.STRATA_POINTS
+            assert len(seen[-1]) == warmup.STRATA_POINTS
+            assert made == 1 + warmup.STRATA_POINTS
 
 
 def test_the_exact_pilot_samples_the_full_data_posterior(monkeypatch):
     """The pilot's transitions are on the full-data potential: run long, its
     draws' means and sds agree with full-data NUTS (within 0.15 sd and 15%; the
     pilot starts at the Laplace mean and keeps the warmup's step size)."""
-    import bayes_subsample.samplers.hmc_ecs as hmc_ecs
-    monkeypatch.setattr(hmc_ecs, "PILOT_ITERATIONS", 1500)
+    import bayes_subsample.samplers._ecs_warmup as warmup
+    monkeypatch.setattr(warmup, "PILOT_ITERATIONS", 1500)
     model, kernel, state, rng = _stratified_kernel()
     draws, accept = kernel._exact_pilot(rng, kernel.cv.theta_star)
     assert draws.shape == (1500, model.n_params) and accept > 0.5

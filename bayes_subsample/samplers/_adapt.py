@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 __all__ = ["DualAveraging", "TrajectoryTuner", "VarianceWindows", "n_leapfrog_for",
-           "rescaled_precision", "rescale_gain"]
+           "rescaled_precision", "rescale_gain", "MIN_METRIC_WARMUP"]
 
 
 #: draws a warmup window needs before a diagonal metric takes their variances (fewer:
@@ -20,6 +20,10 @@ MIN_VARIANCE_DRAWS = 100
 
 #: the current metric's weight, in draws, when a window's variances replace it
 VARIANCE_SHRINKAGE = 5.0
+
+#: the least warmup whose draws adapt the mass matrix (shorter: the metric stays
+#: the posterior precision at the start)
+MIN_METRIC_WARMUP = 100
 
 
 class VarianceWindows:

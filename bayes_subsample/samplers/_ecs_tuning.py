@@ -15,7 +15,12 @@ from ..models._scan import term_scan
 __all__ = ["choose_subsample_size", "subsample_size_for", "signed_tau", "choose_n_products",
            "refine_theta_star", "initial_theta_star", "residual_variances", "typical_thetas",
            "residual_scan", "choose_strata", "astray_strata", "pilot_strata_gain",
-           "laplace_strata", "heavy_rows", "choice"]
+           "laplace_strata", "heavy_rows", "choice", "PILOT_ROWS"]
+
+#: rows of the random pilot subsample whose residuals at draws of the Laplace
+#: approximation estimate the estimator's variance (m, lambda, the order of a
+#: user model's control variates)
+PILOT_ROWS = 2000
 
 
 def residual_variances(cv, thetas, pilot_idx):
@@ -31,7 +36,7 @@ def typical_thetas(cv, chol_cov, rng, n_theta=50, centre=None):
 
 
 def choose_subsample_size(cv, chol_cov, rng, *, n_blocks=100, target_variance=1.0,
-                          n_theta=50, pilot_size=2000, min_size=100, centre=None,
+                          n_theta=50, pilot_size=PILOT_ROWS, min_size=100, centre=None,
                           return_residuals=False):
     """Subsample size m with ``Var[ell_hat_m] ~= target_variance`` at typical theta.
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..control_variates import row_table_fits
 from ..models._base import taylor_residuals
-from ._ecs_tuning import subsample_size_for, typical_thetas
+from ._ecs_tuning import PILOT_ROWS, subsample_size_for, typical_thetas
 
 __all__ = ["subsample_pays", "user_model_order", "choose_user_order"]
 
@@ -40,7 +40,7 @@ def user_model_order(model, diagonal):
 
 
 def choose_user_order(cv, chol_cov, rng, *, n_blocks=100, target_variance=1.0, n_theta=50,
-                      pilot_size=2000, centre=None):
+                      pilot_size=PILOT_ROWS, centre=None):
     """The order (1 or 2) and subsample size of a Python model's control
     variates from one pilot: the rows and points of ``choose_subsample_size``
     (drawn in the same order from ``rng``), the residuals of both orders from

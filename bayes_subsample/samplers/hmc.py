@@ -10,7 +10,7 @@ import numpy as np
 
 from .._linalg import factor_diagonal, factor_precision
 from .._params import store_params
-from ._adapt import VarianceWindows, diagonal_windows
+from ._adapt import MIN_METRIC_WARMUP, VarianceWindows, diagonal_windows
 from ._base import BaseSampler, Kernel, diagonal_metric, prepare_laplace, shared_constraints
 from ._hamiltonian import FullPotential, Metric
 from ._inner import info_type, make_inner
@@ -85,7 +85,7 @@ class HMCKernel(Kernel):
     def warmup_step(self, rng, state, iteration):
         state, info = self.step(rng, state)
         self.tuner.update(info.accept_prob)
-        if self.adapt_mass and self.n_warmup >= 100:
+        if self.adapt_mass and self.n_warmup >= MIN_METRIC_WARMUP:
             window = self.windows.update(iteration, state.theta)
             if window is not None:
                 k, centre, var = window

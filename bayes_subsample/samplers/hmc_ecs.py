@@ -1,84 +1,45 @@
 """HMC with energy-conserving subsampling (Dang, Quiroz, Kohn, Tran, Villani 2019;
-:ref:`algo-hmc-ecs`), composed of three parts:
+:ref:`algo-hmc-ecs`): the public sampler :class:`HMCECS` and its kernel, one
+Gibbs sweep per iteration of
 
-* the **proxy**: Taylor control variates around theta* (:class:`TaylorControlVariate`),
-  loaded into a subsampled potential (the compiled ``ECSCore`` for GLMs,
-  multinomial logistic regression and linear regression with the noise
-  sampled, the NumPy ``NumpyECSPotential`` for other models);
 * the **block update** of the subsample at fixed theta (perturbed: one of G
   blocks, ``PerturbedUpdate``; signed: kappa of the lambda products,
   ``SignedUpdate``; in ``_ecs_updates``), a pseudo-marginal MH step;
-* the **inner Hamiltonian kernel**: the compiled HMC transition on that
-  potential, the same one as full-data HMC.
+* the **inner Hamiltonian kernel**: the compiled HMC transition on the
+  subsampled potential, the same one as full-data HMC (``_inner``);
 
-Tuning (theta*, m, lambda) and the report of the preparation's choice
-(``choice``) live in ``_ecs_tuning``, the rules particular to user models in
-``_ecs_user``, the kernel of models whose rows live with Dask in
+on the **proxy**: Taylor control variates around theta*
+(:class:`TaylorControlVariate`), loaded into a subsampled potential (the
+compiled ``ECSCore`` for GLMs, multinomial logistic regression and linear
+regression with the noise sampled; the NumPy ``NumpyECSPotential`` of
+``_ecs_numpy`` for other models).
+
+The other parts each have their module: the preparation (theta*, the choice
+between subsampling, a stratified warmup and full data; m and the exact
+stratum) in ``_ecs_prepare``, the rules it applies and the report of its
+choice in ``_ecs_tuning``, those particular to user models in ``_ecs_user``,
+the warmup (adaptation, recentring, the stratified warmup and its exact
+pilot) in ``_ecs_warmup``, the kernel of models whose rows live with Dask in
 ``_ecs_fetching``.
 """
 from __future__ import annotations
 
-import warnings
-from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._optimize import diagonal_mode
 from .._params import store_params
-from ..control_variates import TaylorControlVariate, TaylorRows, row_table_fits
-from ..models._base import python_terms
-from ._adapt import VarianceWindows, diagonal_windows, rescaled_precision
-from ._base import (BaseSampler, Kernel, Prepared, cv_order, diagonal_metric,
-                    shared_constraints)
+from ._base import BaseSampler, Kernel, shared_constraints
 from ._ecs_numpy import NumpyECSPotential
+from ._ecs_prepare import posterior_precision, prepare_ecs, strata_forced
 from ._ecs_updates import ECSState, PerturbedUpdate, SignedUpdate
-from ._ecs_user import choose_user_order, subsample_pays, user_model_order
-from ._ecs_tuning import (STRATA_GAIN, astray_strata, choice, choose_n_products,
-                          choose_strata, choose_subsample_size, heavy_rows,
-                          initial_theta_star, laplace_strata, pilot_strata_gain,
-                          residual_scan, refine_theta_star, residual_variances,
-                          typical_thetas)
+from ._ecs_warmup import MIN_STRATIFIED_WARMUP, ECSWarmup
 from ._hmc_ecs_fast import SERVED, ECSCore
 from ._inner import info_type, make_inner
-from ._hamiltonian import FullPotential
 from .hmc import HMCKernel, metric_from_precision
 
 __all__ = ["HMCECS"]
-
-
-@dataclass
-class ECSPrepared(Prepared):
-    """Shared preparation of HMC-ECS: the proxy at theta* and the subsample layout."""
-
-    #: a stratified warmup adapts an exact stratum and theta* to the chain's draws
-    #: (where the control variates at the mode would need more than 5% of the
-    #: data, instead of that subsample or, beyond half the data, full-data HMC;
-    #: ``build`` falls back when the warmup is too short for its stages)
-    stratify: bool = False
-    #: stratified warmup: the subsample size of its first stage
-    m_stage: int = 0
-
-    cv: TaylorControlVariate = None
-    #: full-data Hessian sum at theta* (the mass matrix is ``-hessian + prior precision``);
-    #: its diagonal, a (p,) vector, with a diagonal metric
-    hessian: np.ndarray = None
-    m: int = 0                       # perturbed: total rows; signed: rows per batch
-    block_size: int = 0
-    n_products: int = 1              # signed: lambda
-    auto_m: bool = False             # m chosen here (recalibrated when theta* moves)
-    auto_theta_star: bool = False    # theta* found here
-    #: the Newton refinement of theta* converged (no recentring during warmup)
-    theta_star_converged: bool = False
-    full_data: bool = False          # subsampling does not pay: full-data HMC/NUTS
-    #: rows summed exactly at every evaluation (bool mask (n,)), chosen at
-    #: preparation from every row's residuals at draws of the Laplace
-    #: approximation; None: every row is subsampled
-    exact_mask: np.ndarray = None
-    #: what the preparation chose (subsampled, stratified warmup or full data),
-    #: the rows per evaluation and the reason in words (``choice``)
-    choice: dict = None
 
 
 #: Info fields of an HMC-ECS iteration after those of its inner kernel: the subsample
@@ -90,40 +51,10 @@ ECS_FIELDS = (("alpha_u", float), ("sigma2", float), ("subsample_rows", int),
 # ----------------------------------------------------------------------------------------
 # the kernel
 # ----------------------------------------------------------------------------------------
-def _spread(draws, k):
-    """``k`` of ``draws`` evenly spread over them (first and last included)."""
-    return draws[np.linspace(0, len(draws) - 1, k).astype(int)]
+class HMCECSKernel(ECSWarmup, Kernel):
+    """One chain of HMC-ECS: the subsample update then the inner Hamiltonian
+    transition on the subsampled potential; its warmup is :class:`ECSWarmup`'s."""
 
-
-def _posterior_precision(model, hessian):
-    """``-hessian + prior precision``: a matrix, or its diagonal for a (p,)
-    ``hessian`` (the Hessian sum's diagonal: the diagonal metric)."""
-    prec = model.prior.precision
-    if np.ndim(hessian) == 1:
-        return -np.asarray(hessian) + prec
-    return -np.asarray(hessian) + np.diag(prec)
-
-
-#: the least warmup a stratified HMC-ECS run adapts with (shorter: full-data HMC)
-MIN_STRATIFIED_WARMUP = 200
-#: ``stratify="auto"`` runs a stratified warmup where the control variates at the
-#: mode would need more than this share of the rows per evaluation: there the
-#: chain's own draws usually choose a much cheaper exact stratum (covtype, 7
-#: classes, 464,809 rows, default priors: the mode's rule asks 61,453 rows per
-#: evaluation, 13%; the stratified warmup settles on 1,500 + 10,384 exact rows,
-#: one chain in 174 s against 508 s)
-STRATIFY_FRACTION = 0.05
-#: points of each stage whose residuals (a full pass each) choose the stratum
-STRATA_POINTS = 3
-#: transitions of the exact pilot chain (full-data potential) run once, at the
-#: first stage of the stratified warmup that samples the posterior: its draws go
-#: where the posterior goes, not where the subsampled chain was confined
-PILOT_ITERATIONS = 30
-#: the pilot's draws (of its second half) whose residuals join the stage's
-PILOT_POINTS = 6
-
-
-class HMCECSKernel(Kernel):
     def __init__(self, model, sampler, prepared, n_warmup, stratify=False):
         self.model = model
         self.sampler = sampler
@@ -132,25 +63,14 @@ class HMCECSKernel(Kernel):
         self.hessian = prepared.hessian
         self.order = prepared.cv.order
         self.m, self.block_size = prepared.m, prepared.block_size
-        # stratified warmup (:ref:`algo-hmc-ecs-strata`): stages of the chain, after
-        # each theta* moves to the mean of its draws and rows whose residuals there
-        # are large join the exact stratum
-        self.stratify = stratify
         self.exact_mask = prepared.exact_mask
         self.choice = prepared.choice
-        self.stages = []
-        if stratify:
-            self.m = prepared.m_stage
-            self.block_size = self.m // sampler.n_blocks
-            self.stage_len = max(25, min(100, n_warmup // 6))
-            self.last_stage = n_warmup - max(100, n_warmup // 4)
-            # the best exact log posterior at a centre so far (a stage whose mean
-            # falls far below it was not sampling the posterior)
-            self.lp_best = self.cv.L_star + model.prior.log_prob(self.cv.theta_star)
-            self.piloted = False     # the exact pilot chain has run
         self.n_products = prepared.n_products
         self.auto_m = prepared.auto_m
-        self.n_warmup = n_warmup
+        self.metric, self.factors = metric_from_precision(
+            posterior_precision(model, self.hessian), model.prior.precision)
+        # a stratified warmup's first stage sets m and the block size
+        self._init_warmup(prepared, n_warmup, stratify)
         signed = sampler.variant == "signed"
         self.update = (SignedUpdate(self.n, self.m, self.n_products, sampler.correlation)
                        if signed else PerturbedUpdate(self.n, self.m, sampler.n_blocks))
@@ -161,39 +81,6 @@ class HMCECSKernel(Kernel):
         extra = ECS_FIELDS + ((("sign", int),) if signed else ())
         self.info = info_type("SignedECSInfo" if signed else "ECSInfo", type(self.inner),
                               extra)
-        # recentring costs a full pass and restarts the step-size adaptation: only
-        # while theta* is not known to be near the mode (the Newton refinement
-        # did not converge); the mode is a better centre than a mean of early draws
-        # (not with an exact stratum: it was chosen from the residuals around theta*)
-        self.recentre = (sampler.recentre_every is not None and prepared.auto_theta_star
-                         and not prepared.theta_star_converged and not stratify
-                         and self.exact_mask is None)
-        self._window = []
-        self.n_recentre_declined = 0
-        self.metric, self.factors = metric_from_precision(self._mass(self.hessian),
-                                                          model.prior.precision)
-        # the metric adapts to the draws' marginal variances (once adapted, a
-        # recentring or a new stratum keeps it): the diagonal one as full-data HMC's
-        # does (the Hessian's diagonal at theta* is the conditional precision), the
-        # dense one over the second quarter of warmup, its variances rescaled
-        # where the draws' differ (``rescaled_precision``: the curvature at the
-        # mode is too narrow along directions few rows inform)
-        diagonal = np.ndim(self.hessian) == 1
-        self.variance_windows = (
-            None if n_warmup < 100 else VarianceWindows(
-                diagonal_windows(n_warmup) if diagonal else [(n_warmup // 4, n_warmup // 2)],
-                covariance=not diagonal))
-        self._mass_adapted = False
-
-    def _mass(self, hessian):
-        """The mass matrix: the posterior precision ``-hessian + prior precision``
-        (its diagonal for a (p,) ``hessian``: the diagonal metric)."""
-        return _posterior_precision(self.model, hessian)
-
-    @property
-    def _hessian_kind(self):
-        """What a full pass computes of the Hessian: all of it, or its diagonal."""
-        return "diag" if np.ndim(self.hessian) == 1 else True
 
     def _new_potential(self):
         prec = self.model.prior.precision
@@ -240,174 +127,6 @@ class HMCECSKernel(Kernel):
         info = self.info(alpha, accepted, n_evals, div, dE, *extra, *ecs,
                          *((int(pot.sign),) if self.update.signed else ()))
         return ECSState(pot.position, pot.U, pot, state.batch_products), info
-
-    def warmup_step(self, rng, state, iteration):
-        state, info = self.step(rng, state)
-        self.tuner.update(info.accept_prob)
-        window = (None if self.variance_windows is None
-                  else self.variance_windows.update(iteration, state.theta))
-        if window is not None:
-            k, _, var = window
-            prec = (VarianceWindows.precision(k, var, self.factors.cov)
-                    if np.ndim(self.hessian) == 1 else
-                    rescaled_precision(self.factors, var, k, cov=self.variance_windows.cov))
-            if prec is not None:
-                self.metric, self.factors = metric_from_precision(prec,
-                                                                  self.model.prior.precision)
-                self._mass_adapted = True
-                self.tuner.restart()
-        if self.stratify:
-            self._window.append(state.theta)
-            if (iteration + 1) % self.stage_len == 0 and iteration + 1 <= self.last_stage:
-                state = self._restratify(rng, state)
-                self._window = []
-        elif self.recentre:
-            self._window.append(state.theta)
-            every = int(self.sampler.recentre_every)
-            last_ok = self.n_warmup - min(100, self.n_warmup // 4)
-            if (iteration + 1) % every == 0 and iteration + 1 <= last_ok:
-                state = self._recentre(rng, state, np.mean(self._window, axis=0))
-                self._window = []
-        return state, info
-
-    def _reference_at(self, theta_star):
-        """The control variates and the metric at a new ``theta_star`` from one
-        full pass (counted); None when the sums there are not finite."""
-        model = self.model
-        ll, g, h = model.full_pass(theta_star, gradient=True, hessian=self._hessian_kind)
-        self.n_evals_setup += self.n
-        if not (np.isfinite(ll) and np.all(np.isfinite(g)) and np.all(np.isfinite(h))):
-            return None
-        cv = TaylorControlVariate(model, theta_star, self.order, sums=(ll, g, h))
-        return (cv, *metric_from_precision(self._mass(h), model.prior.precision))
-
-    def _recentre(self, rng, state, theta_star):
-        """New theta*: full-data sums recomputed (one pass, counted), mass matrix
-        from the Hessian, subsample size recalibrated, caches rebuilt.
-
-        A recentring that would need a larger subsample than the current one
-        (the mean of early, skewed or unconverged draws can sit further from the
-        mode than theta* already is) is declined: the current reference stays.
-        """
-        ref = self._reference_at(theta_star)
-        if ref is None:
-            return state
-        cv, metric, factors = ref
-        if self._mass_adapted:
-            metric, factors = self.metric, self.factors
-        m = self.m
-        if self.auto_m and not self.update.signed:
-            m, ev = choose_subsample_size(cv, factors.chol_cov, rng,
-                                          n_blocks=self.sampler.n_blocks,
-                                          target_variance=self.sampler.target_variance)
-            self.n_evals_setup += ev
-            if m > self.m:
-                self.n_recentre_declined += 1
-                return state
-        self.cv, self.metric, self.factors = cv, metric, factors
-        pot = state.potential
-        pot.set_reference(*cv.reference())
-        if m != self.m:
-            self.m = m
-            self.update.m = m
-            rows, self.block_size, _ = self.update.fresh(rng)
-            pot.set_rows(rows, self.block_size)
-        U = pot.set_position(state.theta)
-        self.n_evals_setup += pot.m
-        self.tuner.restart()
-        return state._replace(potential_energy=U)
-
-    def _restratify(self, rng, state):
-        """End of a stage of stratified warmup: theta* to the mean of the stage's
-        second half (one full pass for the sums), residuals of every row at
-        ``STRATA_POINTS`` of its draws (a pass each), then the exact stratum and
-        the subsample size from them (``choose_strata``), the mass matrix from the
-        new Hessian, a fresh subsample; the step-size adaptation restarts.
-
-        A stage whose mean has a log posterior more than ``2 p`` below the best
-        centre's so far was not sampling the posterior (:ref:`algo-hmc-ecs-strata`:
-        on a log-concave posterior the mean of draws is within ``p`` of the
-        mode's log density): the chain sat where its estimator hid rows from the
-        subsample. theta* then stays, the rows with large residuals at the
-        stage's draws join the exact stratum and the chain restarts at theta*.
-
-        The first stage that is not astray also runs a short exact pilot chain
-        from its mean (``_exact_pilot``); residuals at ``PILOT_POINTS`` of the
-        pilot's later draws join the stage's. The subsampled chain's draws show
-        where its perturbed target let it go: along directions only the prior
-        bounds, the estimator's variance confines it, and rows that would free
-        it never show large residuals at its draws. The pilot's draws go where
-        the posterior goes.
-        """
-        half = np.asarray(self._window[len(self._window) // 2:])
-        centre = half.mean(axis=0)
-        ref = self._reference_at(centre)
-        if ref is None:
-            return state
-        cv, metric, factors = ref
-        lp = cv.L_star + self.model.prior.log_prob(centre)
-        astray = lp < self.lp_best - 2.0 * self.model.n_params
-        if astray:
-            cv = self.cv          # residuals at the stage's draws around the old theta*
-        else:
-            if not self._mass_adapted:
-                self.metric, self.factors = metric, factors
-            self.lp_best = max(self.lp_best, lp)
-        points = _spread(half, STRATA_POINTS)
-        pilot_accept = None
-        if not astray and not self.piloted:
-            pilot, pilot_accept = self._exact_pilot(rng, centre)
-            points = np.vstack([points, _spread(pilot[len(pilot) // 2:], PILOT_POINTS)])
-        R = residual_scan(cv, points)
-        self.n_evals_setup += len(points) * self.n
-        old = np.zeros(self.n, dtype=bool) if self.exact_mask is None else self.exact_mask
-        if astray:
-            exact, m = astray_strata(R, old), self.m
-            cost = int(exact.sum()) + m
-        else:
-            exact, m, cost = choose_strata(R, old, n_blocks=self.sampler.n_blocks,
-                                           target_variance=self.sampler.target_variance)
-        del R
-        self.exact_mask = exact
-        self.cv = cv
-        self.m = self.update.m = m
-        self.update.set_sampled(np.flatnonzero(~exact))
-        pot = self._new_potential()
-        rows, self.block_size, _ = self.update.fresh(rng)
-        pot.set_rows(rows, self.block_size)
-        theta = cv.theta_star.copy() if astray else state.theta
-        U = pot.set_position(theta)
-        self.n_evals_setup += pot.m + int(exact.sum())
-        self.tuner.restart()
-        self.stages.append({"n_exact": int(exact.sum()), "m": int(m), "rows": int(cost),
-                            "astray": bool(astray), "pilot_accept": pilot_accept})
-        return state._replace(theta=pot.position, potential_energy=U, potential=pot)
-
-    def _exact_pilot(self, rng, theta0):
-        """``PILOT_ITERATIONS`` transitions of the inner kernel on the full-data
-        potential from ``theta0`` with the current metric, one full pass per
-        gradient (counted): draws that go where the posterior goes. The step
-        size is the warmup's averaged one so far, not dual averaging's latest
-        iterate (which can be ten times larger), and stays fixed. Returns the
-        draws and their mean acceptance probability."""
-        self.piloted = True
-        pot = FullPotential(self.model.compiled, self.model.prior.precision,
-                            self.model.pass_threads())
-        if not np.isfinite(pot.set_position(theta0)):
-            return theta0[None, :], 0.0
-        self.n_evals_setup += self.n
-        self.tuner.finalize()
-        draws, accept = [], []
-        for _ in range(PILOT_ITERATIONS):
-            _, alpha, _, n_eval, _, _ = self.inner.transition(rng, pot, self.metric)
-            self.n_evals_setup += int(n_eval * self.n)
-            draws.append(pot.position.copy())
-            accept.append(alpha)
-        return np.asarray(draws), float(np.mean(accept))
-
-    def end_warmup(self, state):
-        self.tuner.finalize()
-        return state
 
     def tuning(self):
         return {**self.inner.tuning(), "m": self.m, "block_size": self.block_size,
@@ -582,197 +301,26 @@ class HMCECS(BaseSampler):
         store_params(self, locals())
 
     @property
-    def _force_strata(self):
-        return not isinstance(self.stratify, str) and bool(self.stratify)
-
-    @property
     def signed(self):
         """Draws carry a sign (the block-Poisson variant)."""
         return self.variant == "signed"
 
     def prepare(self, model, rng):
         self._validate_params()
-        signed = self.signed
-        diagonal = diagonal_metric(self.metric, model)
-        python = python_terms(model)
-        auto_order = self.cv_order in (None, "auto")
-        order = self.cv_order if not auto_order else (
-            user_model_order(model, diagonal) if python else cv_order(model, diagonal))
-        distributed = getattr(model, "distributed", False)
-        can_stratify = (not signed and not distributed
-                        and isinstance(model.compiled, SERVED))
-        force_strata = self._force_strata
-        if force_strata and not can_stratify:
-            raise ValueError(
-                "stratify=True needs the perturbed variant and a compiled model (the "
-                "GLMs, multinomial regression) with its rows in memory")
-        if distributed and signed:
-            raise ValueError("the signed HMC-ECS variant does not sample models whose rows "
-                             "live with Dask (its batches are redrawn by the chain's "
-                             "sign-correcting MH steps); use variant='perturbed'")
-        if diagonal:
-            # wide models: no p x p matrix (B needs one: order 1 by default)
-            if order == 2:
-                raise ValueError("cv_order=2 needs the p x p Hessian sum, which the diagonal "
-                                 "metric avoids: use cv_order=1 (the default with "
-                                 "metric='diag') or metric='dense'")
-            if signed:
-                raise ValueError("the signed HMC-ECS variant needs a dense metric "
-                                 "(metric='dense'); use variant='perturbed' on wide models")
-            if force_strata:
-                raise ValueError("stratify=True needs a dense metric (metric='dense')")
-            can_stratify = False
-        batch_size = self.batch_size
-        if not signed and batch_size is not None:
-            # nothing a user sets is silently dropped
-            raise ValueError(f"batch_size={batch_size} is the signed variant's block-Poisson "
-                             "batch size; the perturbed variant's subsample size is "
-                             "subsample_size")
-        if signed and self.subsample_size is not None:
-            warnings.warn("HMCECS(variant='signed', subsample_size=...) is deprecated: the "
-                          "size of each block-Poisson batch is now batch_size; "
-                          "subsample_size will be the perturbed variant's only.",
-                          FutureWarning, stacklevel=2)
-            batch_size = self.subsample_size if batch_size is None else batch_size
-        n = model.n_data
-        #: per-datum evaluations a full-data gradient costs (n, unless the model's
-        #: full passes do not read the rows), and the rows' worth of one call of
-        #: a Python model's functions (counted on both sides of the rule)
-        pass_cost, overhead = model.full_pass_cost, model.evaluation_overhead
-        n_evals = 0
-        if self.theta_star is not None:
-            theta_star, auto_ts = model.check_theta(self.theta_star), False
-        else:
-            theta_star, ev = initial_theta_star(model, rng, self.subset_fraction,
-                                                diagonal=diagonal)
-            n_evals += ev
-            auto_ts = True
-        if diagonal:
-            theta_star, (ll, g, h), ev, converged = diagonal_mode(
-                model, theta_star, max_iter=200 if auto_ts else 0)
-            mode = theta_star
-        else:
-            theta_star, (ll, g, h), ev, converged, mode = refine_theta_star(
-                model, theta_star, max_steps=10 if auto_ts else 0)
-        n_evals += ev
-        cv = TaylorControlVariate(model, theta_star, order, sums=(ll, g, h))
-        _, factors = metric_from_precision(_posterior_precision(model, h),
-                                           model.prior.precision)
-        chol_cov = factors.chol_cov
-        G = self.n_blocks
-        if signed:
-            m = int(batch_size or 30)
-            if batch_size is not None and m > n:
-                raise ValueError(f"batch_size={m} is larger than the data (n={n})")
-            if self.n_products is not None:
-                lam = int(self.n_products)
-            elif m <= n:
-                pilot = rng.integers(0, n, size=min(n, 2000))
-                thetas = typical_thetas(cv, chol_cov, rng, centre=mode)
-                s2 = residual_variances(cv, thetas, pilot)
-                n_evals += len(thetas) * pilot.shape[0]
-                lam = choose_n_products(n * n * float(np.median(s2)) / m)
-            else:
-                lam = 1
-            # lambda batches of m rows on average: does that undercut the data?
-            layout = dict(m=m, block_size=m, n_products=lam, auto_m=False,
-                          full_data=batch_size is None and not subsample_pays(
-                              m * lam, pass_cost, overhead))
-        elif self.subsample_size is not None:
-            if force_strata:
-                raise ValueError("stratify=True chooses the subsample size: leave "
-                                 "subsample_size=None")
-            m = int(self.subsample_size)
-            if m > n:
-                raise ValueError(f"subsample_size={m} is larger than the data (n={n})")
-            if m % G:
-                raise ValueError(
-                    f"subsample_size={m} must be a multiple of n_blocks={G} (equal blocks)")
-            layout = dict(m=m, block_size=m // G, n_products=1, auto_m=False)
-        else:
-            m, exact, n_heavy = n, None, 0
-            if G <= n and python and auto_order and order == 2:
-                # user models: order 2 only where it needs fewer rows than order 1
-                order, m, ev = choose_user_order(cv, chol_cov, rng, n_blocks=G,
-                                                 target_variance=self.target_variance,
-                                                 centre=mode)
-                n_evals += ev
-                if order < cv.order:
-                    cv = TaylorControlVariate(model, theta_star, order, sums=(ll, g, h))
-            elif G <= n:
-                m, ev, (R, thetas) = choose_subsample_size(
-                    cv, chol_cov, rng, n_blocks=G, target_variance=self.target_variance,
-                    centre=mode, return_residuals=True)
-                n_evals += ev
-                # a few rows carry the residuals' variance (the pilot saw some):
-                # sum them exactly, subsample the rest (:ref:`algo-hmc-ecs-strata`)
-                # or rows move far along directions few rows inform (heavy_rows);
-                # only where full passes read the rows
-                if (can_stratify and self.stratify is not False and pass_cost >= n
-                        and n >= 20 * G):
-                    heavy, read = heavy_rows(model, factors.cov)
-                    n_evals += n if read else 0
-                    n_heavy = 0 if heavy is None else int(heavy.sum())
-                    cost0, best = pilot_strata_gain(R, n, n_blocks=G,
-                                                    target_variance=self.target_variance)
-                    if heavy is not None or best < STRATA_GAIN * cost0:
-                        mask, m_s, cost, J = laplace_strata(
-                            cv, thetas, heavy, n_blocks=G,
-                            target_variance=self.target_variance)
-                        n_evals += J * n
-                        if mask.any():
-                            exact, m = mask, m_s
-                        else:
-                            m = m_s
-                del R
-            n_exact = 0 if exact is None else int(exact.sum())
-            # the control variates need more than half the data (poor), or the
-            # subsample costs more than half a full pass (cheap full passes: the
-            # sufficient statistics of linear regression)
-            poor = G > n or m + n_exact > n / 2
-            full = poor or not subsample_pays(m + n_exact, pass_cost, overhead)
-            # the control variates at the mode are too poor (e.g. directions only
-            # the prior bounds, where a Laplace draw walks into a likelihood wall):
-            # a stratified warmup may still subsample (compiled models in memory)
-            costly = poor or m + n_exact > STRATIFY_FRACTION * n
-            stratify = can_stratify and (force_strata or (
-                isinstance(self.stratify, str) and costly and pass_cost >= n
-                and n >= 20 * G))
-            layout = dict(m=m, block_size=m // G, n_products=1, auto_m=True,
-                          full_data=full and not stratify, stratify=stratify,
-                          m_stage=G * max(1, min(m, n // 20) // G) if stratify else 0,
-                          exact_mask=None if full else exact)
-        if distributed and layout.get("full_data", False):
-            raise ValueError(
-                f"HMC-ECS would need a subsample of more than half the data (m = {m} of "
-                f"n = {n}): subsampling does not pay on this model, and full-data HMC "
-                "on rows that live with Dask would make a cluster pass per leapfrog step. "
-                "Bring X into memory (X.compute()) and fit again.")
-        layout["choice"] = choice(n, pass_cost, G, layout, signed,
-                                  n_heavy=n_heavy if layout.get("exact_mask") is not None else 0,
-                                  overhead=overhead, inner=self.inner)
-        if python and not layout.get("full_data"):
-            # the rows' Taylor constants at theta*, kept for every row where they fit
-            cv.taylor_rows = TaylorRows(model, theta_star, order,
-                                        table=row_table_fits(model, order))
-            n_evals += cv.taylor_rows.n_evals
-        # chains start around the mode (theta* plus its Newton step: no extra pass)
-        return ECSPrepared(theta_init=mode, init_chol=chol_cov, n_evals=n_evals, cv=cv,
-                           hessian=h, auto_theta_star=auto_ts,
-                           theta_star_converged=converged, **layout)
+        return prepare_ecs(self, model, rng)
 
     def build(self, model, prepared, n_warmup):
         if prepared.stratify:
             if n_warmup >= MIN_STRATIFIED_WARMUP:
                 return HMCECSKernel(model, self, prepared, n_warmup, stratify=True)
-            if self._force_strata:
+            if strata_forced(self.stratify):
                 raise ValueError(f"stratify=True needs n_warmup >= {MIN_STRATIFIED_WARMUP} "
                                  f"(its warmup stages), got {n_warmup}")
         if prepared.full_data or (prepared.stratify and prepared.m > model.n_data / 2):
             # the subsample would cost more than half the data per gradient: the
             # inner kernel on the full data (exact, and cheaper)
             return HMCKernel(model, self, self.inner,
-                             _posterior_precision(model, prepared.hessian), n_warmup,
+                             posterior_precision(model, prepared.hessian), n_warmup,
                              extra_tuning={"full_data": True, "m": model.n_data,
                                            "choice": prepared.choice,
                                            "cv_order": prepared.cv.order,
