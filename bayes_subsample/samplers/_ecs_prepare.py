@@ -104,7 +104,7 @@ def prepare_ecs(sampler, model, rng):
     auto_order = sampler.cv_order in (None, "auto")
     order = sampler.cv_order if not auto_order else (
         user_model_order(model, diagonal) if python else cv_order(model, diagonal))
-    distributed = getattr(model, "distributed", False)
+    distributed = model.distributed
     can_stratify, batch_size = _check(sampler, model, order, diagonal, distributed)
     n = model.n_data
     #: per-datum evaluations a full-data gradient costs (n, unless the model's

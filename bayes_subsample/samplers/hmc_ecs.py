@@ -248,8 +248,9 @@ class HMCECS(BaseSampler):
         directions that only the prior bounds (rare categories, quasi-separation),
         where the Laplace approximation reaches likelihood walls the posterior
         does not. ``True``: always; ``False``: never. It needs at least 200
-        warmup iterations (with fewer, ``"auto"`` falls back to full-data HMC
-        and ``True`` raises).
+        warmup iterations: with fewer, ``"auto"`` runs HMC-ECS with the
+        subsample the mode's rule asks for (full-data HMC where that is more
+        than half the rows) and ``True`` raises.
     metric : {"auto", "dense", "diag"}, default="auto"
         The mass matrix: the posterior precision at theta*, dense, or its
         diagonal (wide models, compiled GLMs: no ``p x p`` matrix anywhere --
@@ -328,7 +329,7 @@ class HMCECS(BaseSampler):
                                            # have needed (perturbed; rule at theta*)
                                            "m_needed": (None if self.signed
                                                         else int(prepared.m))})
-        if getattr(model, "distributed", False):
+        if model.distributed:
             from ._ecs_fetching import FetchingHMCECSKernel
             return FetchingHMCECSKernel(model, self, prepared, n_warmup)
         return HMCECSKernel(model, self, prepared, n_warmup)
