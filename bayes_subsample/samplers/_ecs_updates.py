@@ -12,7 +12,8 @@ import numpy as np
 
 from .. import _rng
 
-__all__ = ["ECSState", "PerturbedUpdate", "SignedUpdate"]
+__all__ = ["ECSState", "ECSInfo", "ECSNUTSInfo", "SignedECSInfo", "SignedECSNUTSInfo", "ECS_INFO",
+           "PerturbedUpdate", "SignedUpdate"]
 
 
 class ECSState(NamedTuple):
@@ -22,6 +23,77 @@ class ECSState(NamedTuple):
     potential: object
     #: signed: the product each batch of rows belongs to (None when perturbed)
     batch_products: Optional[np.ndarray]
+
+
+class ECSInfo(NamedTuple):
+    """An HMC-ECS step with the HMC inner kernel: the Hamiltonian transition's
+    fields, then the subsample update's (``alpha_u``: its acceptance
+    probability; ``sigma2``: the estimator's variance; the rows read)."""
+    accept_prob: float
+    accepted: bool
+    n_evals: int
+    diverging: bool
+    energy_error: float
+    step_size: float
+    n_leapfrog: int
+    alpha_u: float
+    sigma2: float
+    subsample_rows: int
+    data_fraction: float
+
+
+class ECSNUTSInfo(NamedTuple):
+    """An HMC-ECS step with the NUTS inner kernel."""
+    accept_prob: float
+    accepted: bool
+    n_evals: int
+    diverging: bool
+    energy_error: float
+    step_size: float
+    n_leapfrog: int
+    tree_depth: int
+    alpha_u: float
+    sigma2: float
+    subsample_rows: int
+    data_fraction: float
+
+
+class SignedECSInfo(NamedTuple):
+    """A signed HMC-ECS step (HMC inner kernel): ``sign`` is the draw's."""
+    accept_prob: float
+    accepted: bool
+    n_evals: int
+    diverging: bool
+    energy_error: float
+    step_size: float
+    n_leapfrog: int
+    alpha_u: float
+    sigma2: float
+    subsample_rows: int
+    data_fraction: float
+    sign: int
+
+
+class SignedECSNUTSInfo(NamedTuple):
+    """A signed HMC-ECS step with the NUTS inner kernel."""
+    accept_prob: float
+    accepted: bool
+    n_evals: int
+    diverging: bool
+    energy_error: float
+    step_size: float
+    n_leapfrog: int
+    tree_depth: int
+    alpha_u: float
+    sigma2: float
+    subsample_rows: int
+    data_fraction: float
+    sign: int
+
+
+#: (signed, NUTS inner kernel) -> the kernel's Info
+ECS_INFO = {(False, False): ECSInfo, (False, True): ECSNUTSInfo,
+             (True, False): SignedECSInfo, (True, True): SignedECSNUTSInfo}
 
 
 class PerturbedUpdate:

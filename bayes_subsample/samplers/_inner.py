@@ -5,19 +5,21 @@ trajectory length; ``NUTSInner`` the no-U-turn sampler (doc/algorithms/full_data
 
 An inner kernel's ``transition(rng, potential, metric)`` moves the potential's
 position and returns ``(accepted, accept_prob, energy_error, n_evaluations,
-diverging, extra)`` with ``extra`` the values of its ``EXTRA`` Info fields.
+diverging, extra)`` with ``extra`` the values of its own Info fields (after
+the five every Hamiltonian transition has). The Info types are declared here
+and in ``hmc_ecs.py``, one per kernel and inner kernel: ``HMCInfo`` and
+``NUTSInfo`` (full data), ``ECSInfo`` / ``ECSNUTSInfo`` and their signed forms.
 """
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from typing import NamedTuple
 
 from ._adapt import TrajectoryTuner
 from ._nuts import NUTSCore, nuts_step
 
 __all__ = ["LeapfrogInner", "NUTSInner", "DIVERGENCE_THRESHOLD", "is_divergent",
-           "make_inner", "info_type"]
+           "make_inner", "HMCInfo", "NUTSInfo"]
 
 #: |energy error| above which a transition is flagged as divergent
 DIVERGENCE_THRESHOLD = 1000.0
@@ -28,11 +30,35 @@ def is_divergent(energy_error):
     return bool(not math.isfinite(energy_error) or abs(energy_error) > DIVERGENCE_THRESHOLD)
 
 
+class HMCInfo(NamedTuple):
+    """A full-data HMC step (also HMC-ECS's full-data fallback)."""
+    accept_prob: float
+    accepted: bool
+    n_evals: int
+    diverging: bool
+    energy_error: float
+    step_size: float
+    n_leapfrog: int
+
+
+class NUTSInfo(NamedTuple):
+    """A full-data NUTS step."""
+    accept_prob: float
+    accepted: bool
+    n_evals: int
+    diverging: bool
+    energy_error: float
+    step_size: float
+    n_leapfrog: int
+    tree_depth: int
+
+
 class LeapfrogInner:
     """HMC: ``n_leapfrog`` leapfrog steps then an MH decision; the step size is
     tuned by dual averaging and ``n_leapfrog = round(length / step_size)``."""
 
-    EXTRA = (("step_size", float), ("n_leapfrog", int))
+    #: the Info of a full-data kernel with this transition
+    INFO = HMCInfo
 
     def __init__(self, sampler, dim):
         self.tuner = TrajectoryTuner(sampler.step_size, sampler.trajectory_length,
@@ -55,7 +81,7 @@ class NUTSInner:
     ``2**max_tree_depth`` leapfrog steps); dual averaging of the step size on the
     mean acceptance statistic of the trajectory's points."""
 
-    EXTRA = (("step_size", float), ("n_leapfrog", int), ("tree_depth", int))
+    INFO = NUTSInfo
 
     def __init__(self, sampler, dim):
         self.tuner = TrajectoryTuner(sampler.step_size, 1.0, sampler.target_accept)
@@ -73,15 +99,3 @@ class NUTSInner:
 def make_inner(name, sampler, dim):
     """The inner kernel ``name`` ("hmc" or "nuts") with ``sampler``'s hyperparameters."""
     return {"hmc": LeapfrogInner, "nuts": NUTSInner}[name](sampler, dim)
-
-
-#: the Info fields of every Hamiltonian transition
-_BASE_FIELDS = (("accept_prob", float), ("accepted", bool), ("n_evals", int),
-                ("diverging", bool), ("energy_error", float))
-
-
-@lru_cache(maxsize=None)
-def info_type(name, inner, extra=()):
-    """The Info NamedTuple of a kernel whose transition is ``inner`` (a class), with
-    the kernel's own ``extra`` fields after the inner kernel's."""
-    return NamedTuple(name, [*_BASE_FIELDS, *inner.EXTRA, *extra])

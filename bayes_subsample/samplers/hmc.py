@@ -13,7 +13,7 @@ from .._params import store_params
 from ._adapt import MIN_METRIC_WARMUP, VarianceWindows, diagonal_windows
 from ._base import BaseSampler, Kernel, diagonal_metric, prepare_laplace, shared_constraints
 from ._hamiltonian import FullPotential, Metric
-from ._inner import info_type, make_inner
+from ._inner import make_inner
 
 __all__ = ["HMC", "NUTS", "metric_from_precision"]
 
@@ -55,7 +55,7 @@ class HMCKernel(Kernel):
         self.metric, self.factors = metric_from_precision(precision, self._regulariser)
         self.inner = make_inner(inner, sampler, model.n_params)
         self.tuner = self.inner.tuner
-        self.info = info_type(type(sampler).__name__ + "Info", type(self.inner))
+        self.info = self.inner.INFO
         self.adapt_mass = adapt_mass
         self.n_warmup = n_warmup
         # dense: one window, the Hessian at its mean; diagonal: the windows'

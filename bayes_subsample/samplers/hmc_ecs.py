@@ -33,10 +33,10 @@ from .._params import store_params
 from ._base import BaseSampler, Kernel, shared_constraints
 from ._ecs_numpy import NumpyECSPotential
 from ._ecs_prepare import posterior_precision, prepare_ecs, strata_forced
-from ._ecs_updates import ECSState, PerturbedUpdate, SignedUpdate
+from ._ecs_updates import ECS_INFO, ECSState, PerturbedUpdate, SignedUpdate
 from ._ecs_warmup import MIN_STRATIFIED_WARMUP, ECSWarmup
 from ._hmc_ecs_fast import SERVED, ECSCore
-from ._inner import info_type, make_inner
+from ._inner import NUTSInner, make_inner
 from .hmc import HMCKernel, metric_from_precision
 
 __all__ = ["HMCECS"]
@@ -44,8 +44,6 @@ __all__ = ["HMCECS"]
 
 #: Info fields of an HMC-ECS iteration after those of its inner kernel: the subsample
 #: update's acceptance probability, the estimator's variance, the rows, the data fraction
-ECS_FIELDS = (("alpha_u", float), ("sigma2", float), ("subsample_rows", int),
-              ("data_fraction", float))
 
 
 # ----------------------------------------------------------------------------------------
@@ -78,9 +76,7 @@ class HMCECSKernel(ECSWarmup, Kernel):
             self.update.set_sampled(np.flatnonzero(~self.exact_mask))
         self.inner = make_inner(sampler.inner, sampler, model.n_params)
         self.tuner = self.inner.tuner
-        extra = ECS_FIELDS + ((("sign", int),) if signed else ())
-        self.info = info_type("SignedECSInfo" if signed else "ECSInfo", type(self.inner),
-                              extra)
+        self.info = ECS_INFO[bool(signed), isinstance(self.inner, NUTSInner)]
 
     def _new_potential(self):
         prec = self.model.prior.precision
