@@ -11,8 +11,6 @@ import numpy as np
 
 from ._linalg import scale_draws
 
-#: iterations per call of a batched (compiled multi-iteration) kernel
-_BLOCK = 100
 
 
 class _Recorder:
@@ -132,7 +130,7 @@ class _Chain:
 
 
 def _advance(ch, sampler, model, prepared, n_warmup, n_target, warm, main, c, stop,
-             tick=None, bar=None):
+             tick=None):
     """Run chain ``ch`` until its warmup is done and it holds ``n_target``
     draws, recording iteration ``i`` in row ``c`` of the recorders ``warm`` and
     ``main`` from their ``n_done[c]`` on; returns early when ``stop.is_set()``
@@ -196,28 +194,14 @@ def _advance(ch, sampler, model, prepared, n_warmup, n_target, warm, main, c, st
                     ts = time.perf_counter()
                 if stop.is_set():
                     return
-                # a replay ends exactly where the records end
-                end = main_done if i < main_done else n_target
-                if kernel.batched:
-                    # compiled kernels run many iterations per call
-                    k = min(_BLOCK, end - i)
-                    ch.state, draws, stats = kernel.sample(rng, ch.state, k)
-                    if i >= main_done:
-                        main.record_block(c, i, draws, stats)
-                        if bar is not None:
-                            bar.update(k)
-                    elif i + k == main_done:
-                        check(main_done, draws[-1], main.draws[c, main_done - 1])
-                else:
-                    k = 1
-                    ch.state, info = kernel.step(rng, ch.state)
-                    if i >= main_done:
-                        main.record(c, i, ch.state.theta, info)
-                        if tick is not None:
-                            tick(c, i, main)
-                    elif i + 1 == main_done:
-                        check(main_done, ch.state.theta, main.draws[c, i])
-                i += k
+                ch.state, info = kernel.step(rng, ch.state)
+                if i >= main_done:
+                    main.record(c, i, ch.state.theta, info)
+                    if tick is not None:
+                        tick(c, i, main)
+                elif i + 1 == main_done:
+                    check(main_done, ch.state.theta, main.draws[c, i])
+                i += 1
         finally:
             if not behind:
                 ch.t_sampling += time.perf_counter() - ts

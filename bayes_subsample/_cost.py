@@ -341,7 +341,7 @@ class CostWatch:
         self._counted += n
         if self.bar is not None:
             self.bar.update(n)
-        self.tick()          # batched kernels (many iterations a call) report here only
+        self.tick()
 
     def set_postfix(self, **kwargs):
         if self.bar is not None:

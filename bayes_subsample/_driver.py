@@ -321,7 +321,7 @@ def _run_chains(run, warm, main, n_jobs, progress):
         try:
             with limit_threads(chain_threads):
                 _advance(ch, sampler, model, prepared, n_warmup, n_target, warm, main, c,
-                         stop, tick, bar)
+                         stop, tick)
         except KeyboardInterrupt:
             # raised inside a chain (e.g. by a user callback): stop them all
             interrupted.set()

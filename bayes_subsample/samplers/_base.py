@@ -10,7 +10,7 @@ estimators: it only stores hyperparameters (scikit-learn ``get_params`` /
     state = kernel.init(rng, theta0)
     for i in range(n_warmup):  state, info = kernel.warmup_step(rng, state, i)
     state = kernel.end_warmup(state)
-    state, draws, stats = kernel.sample(rng, state, n)   # n calls of step
+    for i in range(n):  state, info = kernel.step(rng, state)    # draw: state.theta
 
 Kernels follow BlackJAX's shape: ``State`` is a ``NamedTuple`` holding the
 whole state of a chain (``state.theta`` is the draw; subsampling kernels keep
@@ -146,24 +146,12 @@ def prepare_laplace(model, diagonal=False):
                            cov=lap["cov"])
 
 
-def stack_infos(infos):
-    """A list of Info NamedTuples as a dict of arrays (one per field)."""
-    if not infos:
-        return {}
-    return {name: np.asarray([getattr(i, name) for i in infos])
-            for name in infos[0]._fields}
-
-
 class Kernel:
     """One chain's transition kernel. Subclasses implement ``init`` and ``step``;
-    ``warmup_step`` defaults to ``step`` (no adaptation) and ``sample`` to
-    ``n`` calls of ``step`` (compiled kernels may run many iterations per call)."""
+    ``warmup_step`` defaults to ``step`` (no adaptation)."""
 
     #: per-datum evaluations spent outside steps (tuning passes) by this chain
     n_evals_setup = 0
-    #: ``sample`` runs many iterations in one compiled call: the driver uses it
-    #: (in blocks) instead of calling ``step`` per iteration
-    batched = False
 
     def init(self, rng, theta0):
         raise NotImplementedError
@@ -176,16 +164,6 @@ class Kernel:
 
     def end_warmup(self, state):
         return state
-
-    def sample(self, rng, state, n):
-        """``n`` steps: ``(state, draws (n, p), stats dict of arrays (n,))``."""
-        draws = np.empty((n, len(state.theta)))
-        infos = []
-        for i in range(n):
-            state, info = self.step(rng, state)
-            draws[i] = state.theta
-            infos.append(info)
-        return state, draws, stack_infos(infos)
 
     def tuning(self):
         """Tuned quantities to report (step size, L, theta*, m, ...)."""
