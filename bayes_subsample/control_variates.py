@@ -74,7 +74,7 @@ class TaylorRows:
                     H[idx] = tH
             passes = 1 + (order >= 1) + (
                 (2 * p if model.numerical_hess_terms else 1) if order == 2 else 0)
-            model._count_passes(passes)
+            model.count_passes(passes)
             self.n_evals = passes * n
             self.table = (l, g, H)
 

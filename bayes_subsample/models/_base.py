@@ -228,7 +228,10 @@ class Model:
         Hessian."""
         return self.__dict__.get("_n_full_passes", 0)
 
-    def _count_passes(self, k=1):
+    def count_passes(self, k=1):
+        """Count ``k`` full-data passes made outside the model's own pass methods
+        (a table of every row's terms, residuals of every row at a few points):
+        ``n_full_passes`` and the cost reports include them."""
         with _PASS_LOCK:     # chains running in threads share the model
             self.__dict__["_n_full_passes"] = self.__dict__.get("_n_full_passes", 0) + k
 
@@ -397,7 +400,7 @@ class Model:
         (central differences); compiled models do all in one read of the data.
         """
         theta = np.asarray(theta, dtype=np.float64)
-        self._count_passes(1 + ((2 * self.n_params if self.numerical_hess_terms else 1)
+        self.count_passes(1 + ((2 * self.n_params if self.numerical_hess_terms else 1)
                                 if hessian else 0))
         ll = 0.0
         grad = np.zeros(self.n_params) if gradient else None
@@ -517,7 +520,8 @@ class CompiledModel(Model):
         self._cy = self._make_compiled()
         self._cy.note_passes(passes)
 
-    def _count_passes(self, k=1):
+    def count_passes(self, k=1):
+        """Count ``k`` full-data passes made outside the compiled passes."""
         self._cy.note_passes(k)
 
     @property

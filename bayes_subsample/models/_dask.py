@@ -149,7 +149,7 @@ class DaskGLM(Model):
                                                       noise, theta, loglik, gradient, hessian)
                  for xb, yb in blocks]
         (result,) = dask.compute(dask.delayed(_add_parts)(parts))
-        self._count_passes()
+        self.count_passes()
         return result
 
     # ---- rows in this process ------------------------------------------------------------

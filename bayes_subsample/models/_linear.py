@@ -232,7 +232,7 @@ class GaussianScaleRegressionModel(CompiledModel):
             return tuple(np.copy(a) if isinstance(a, np.ndarray) else a for a in self._stats)
         G, b = normal_equations(self.X, self.y, self.fit_intercept,
                                 weights=getattr(self, "weights", None))
-        self._count_passes(1)
+        self.count_passes(1)
         if not (np.isfinite(G).all() and np.isfinite(b).all()):
             raise self.overflow_error("in the sums X^T X, X^T y")
         beta0 = linalg.lstsq(G, b, cond=None, lapack_driver="gelsy")[0]
@@ -300,7 +300,7 @@ class GaussianScaleRegressionModel(CompiledModel):
             if G is not None:
                 xx = G @ v[:p1]
             else:
-                self._count_passes(1)
+                self.count_passes(1)
                 xv = cy.rows.py_dot_range(0, n, v[:p1])
                 xx = cy.rows.py_add_xt_range(0, n, xv if wts is None else wts * xv)
             out = prec * v
@@ -461,7 +461,7 @@ class GaussianScaleRegressionModel(CompiledModel):
             for s in range(0, self.n_data, _CHUNK):
                 e = min(s + _CHUNK, self.n_data)
                 best = max(best, float(np.max(np.abs(self.y[s:e] - rows.py_dot_range(s, e, beta)))))
-            self._count_passes(1)
+            self.count_passes(1)
             self._max_residual = {key: best}      # the latest point only
         return self._max_residual[key]
 
