@@ -11,6 +11,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from .. import _rng
+from ._inner import HMC_FIELDS, NUTS_FIELDS
 
 __all__ = ["ECSState", "ECSInfo", "ECSNUTSInfo", "SignedECSInfo", "SignedECSNUTSInfo", "ECS_INFO",
            "PerturbedUpdate", "SignedUpdate"]
@@ -25,75 +26,22 @@ class ECSState(NamedTuple):
     batch_products: Optional[np.ndarray]
 
 
-class ECSInfo(NamedTuple):
-    """An HMC-ECS step with the HMC inner kernel: the Hamiltonian transition's
-    fields, then the subsample update's (``alpha_u``: its acceptance
-    probability; ``sigma2``: the estimator's variance; the rows read)."""
-    accept_prob: float
-    accepted: bool
-    n_evals: int
-    diverging: bool
-    energy_error: float
-    step_size: float
-    n_leapfrog: int
-    alpha_u: float
-    sigma2: float
-    subsample_rows: int
-    data_fraction: float
+#: an HMC-ECS step's fields after the inner kernel's: the subsample update's
+#: acceptance probability, the estimator's variance, the rows read
+ECS_FIELDS = [("alpha_u", float), ("sigma2", float), ("subsample_rows", int),
+              ("data_fraction", float)]
+#: the signed estimator's draws carry a sign
+SIGN_FIELDS = [("sign", int)]
 
-
-class ECSNUTSInfo(NamedTuple):
-    """An HMC-ECS step with the NUTS inner kernel."""
-    accept_prob: float
-    accepted: bool
-    n_evals: int
-    diverging: bool
-    energy_error: float
-    step_size: float
-    n_leapfrog: int
-    tree_depth: int
-    alpha_u: float
-    sigma2: float
-    subsample_rows: int
-    data_fraction: float
-
-
-class SignedECSInfo(NamedTuple):
-    """A signed HMC-ECS step (HMC inner kernel): ``sign`` is the draw's."""
-    accept_prob: float
-    accepted: bool
-    n_evals: int
-    diverging: bool
-    energy_error: float
-    step_size: float
-    n_leapfrog: int
-    alpha_u: float
-    sigma2: float
-    subsample_rows: int
-    data_fraction: float
-    sign: int
-
-
-class SignedECSNUTSInfo(NamedTuple):
-    """A signed HMC-ECS step with the NUTS inner kernel."""
-    accept_prob: float
-    accepted: bool
-    n_evals: int
-    diverging: bool
-    energy_error: float
-    step_size: float
-    n_leapfrog: int
-    tree_depth: int
-    alpha_u: float
-    sigma2: float
-    subsample_rows: int
-    data_fraction: float
-    sign: int
-
+#: an HMC-ECS step with the HMC inner kernel, with NUTS, and their signed forms
+ECSInfo = NamedTuple("ECSInfo", HMC_FIELDS + ECS_FIELDS)
+ECSNUTSInfo = NamedTuple("ECSNUTSInfo", NUTS_FIELDS + ECS_FIELDS)
+SignedECSInfo = NamedTuple("SignedECSInfo", HMC_FIELDS + ECS_FIELDS + SIGN_FIELDS)
+SignedECSNUTSInfo = NamedTuple("SignedECSNUTSInfo", NUTS_FIELDS + ECS_FIELDS + SIGN_FIELDS)
 
 #: (signed, NUTS inner kernel) -> the kernel's Info
 ECS_INFO = {(False, False): ECSInfo, (False, True): ECSNUTSInfo,
-             (True, False): SignedECSInfo, (True, True): SignedECSNUTSInfo}
+            (True, False): SignedECSInfo, (True, True): SignedECSNUTSInfo}
 
 
 class PerturbedUpdate:

@@ -6,9 +6,9 @@ trajectory length; ``NUTSInner`` the no-U-turn sampler (doc/algorithms/full_data
 An inner kernel's ``transition(rng, potential, metric)`` moves the potential's
 position and returns ``(accepted, accept_prob, energy_error, n_evaluations,
 diverging, extra)`` with ``extra`` the values of its own Info fields (after
-the five every Hamiltonian transition has). The Info types are declared here
-and in ``hmc_ecs.py``, one per kernel and inner kernel: ``HMCInfo`` and
-``NUTSInfo`` (full data), ``ECSInfo`` / ``ECSNUTSInfo`` and their signed forms.
+the five every Hamiltonian transition has). The Info types are declared once,
+at import: ``HMCInfo`` and ``NUTSInfo`` (full data) here, ``ECSInfo`` /
+``ECSNUTSInfo`` and their signed forms in ``_ecs_updates.py``.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from ._adapt import TrajectoryTuner
 from ._nuts import NUTSCore, nuts_step
 
 __all__ = ["LeapfrogInner", "NUTSInner", "DIVERGENCE_THRESHOLD", "is_divergent",
-           "make_inner", "HMCInfo", "NUTSInfo"]
+           "make_inner", "HMCInfo", "NUTSInfo", "HMC_FIELDS", "NUTS_FIELDS"]
 
 #: |energy error| above which a transition is flagged as divergent
 DIVERGENCE_THRESHOLD = 1000.0
@@ -30,27 +30,16 @@ def is_divergent(energy_error):
     return bool(not math.isfinite(energy_error) or abs(energy_error) > DIVERGENCE_THRESHOLD)
 
 
-class HMCInfo(NamedTuple):
-    """A full-data HMC step (also HMC-ECS's full-data fallback)."""
-    accept_prob: float
-    accepted: bool
-    n_evals: int
-    diverging: bool
-    energy_error: float
-    step_size: float
-    n_leapfrog: int
+#: the Info fields of every Hamiltonian transition, then those of each inner kernel
+BASE_FIELDS = [("accept_prob", float), ("accepted", bool), ("n_evals", int),
+               ("diverging", bool), ("energy_error", float)]
+HMC_FIELDS = BASE_FIELDS + [("step_size", float), ("n_leapfrog", int)]
+NUTS_FIELDS = HMC_FIELDS + [("tree_depth", int)]
 
-
-class NUTSInfo(NamedTuple):
-    """A full-data NUTS step."""
-    accept_prob: float
-    accepted: bool
-    n_evals: int
-    diverging: bool
-    energy_error: float
-    step_size: float
-    n_leapfrog: int
-    tree_depth: int
+#: a full-data HMC step (also HMC-ECS's full-data fallback)
+HMCInfo = NamedTuple("HMCInfo", HMC_FIELDS)
+#: a full-data NUTS step
+NUTSInfo = NamedTuple("NUTSInfo", NUTS_FIELDS)
 
 
 class LeapfrogInner:
