@@ -31,7 +31,7 @@ from ..control_variates import TaylorControlVariate, TaylorRows, row_table_fits
 from ..models._base import python_terms
 from ._adapt import VarianceWindows, diagonal_windows, rescaled_precision
 from ._base import (BaseSampler, Kernel, Prepared, cv_order, diagonal_metric,
-                    shared_constraints)
+                    refuse_without_hessian, shared_constraints)
 from ._ecs_numpy import NumpyECSPotential
 from ._ecs_updates import ECSState, PerturbedUpdate, SignedUpdate
 from ._ecs_user import choose_user_order, subsample_pays, user_model_order
@@ -592,6 +592,8 @@ class HMCECS(BaseSampler):
 
     def prepare(self, model, rng):
         self._validate_params()
+        refuse_without_hessian(model, "needs the posterior's mode, its curvature and Taylor "
+                               "control variates around it")
         signed = self.signed
         diagonal = diagonal_metric(self.metric, model)
         python = python_terms(model)
