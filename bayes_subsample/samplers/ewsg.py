@@ -113,7 +113,7 @@ class EWSG(BaseSampler):
     step size; its passes are counted in ``Trace.n_evals_prepare``. On a
     model without a Hessian the chains start from ``model.init_params``
     (drawn from each chain's generator) in ``z = sqrt(n) theta``, with
-    ``b = 100``, ``gamma = 0.1`` and ``h = 0.15 min(lam_z^-1/2, 1 / gamma)``
+    ``b = 100``, ``gamma = 0.1`` and ``h = 0.2 min(lam_z^-1/2, 1 / gamma)``
     (``lam_z`` the curvature at such a start in ``z``;
     :ref:`algo-sg-no-hessian`).
     {bias}

@@ -197,7 +197,7 @@ def suggest_step_size(model, sampler="sgld", *, batch_size=None, control_variate
     ``z = sqrt(n) theta`` the dynamics move: SGLD ``eps_z = c / lam_z``
     (``eps = c / lam`` in ``theta``), SGHMC and EWSG
     ``h_z = c min(lam_z^-1/2, 1 / gamma)`` and pSGLD ``eps = c / n`` in
-    ``theta``, with ``c`` from ``START_STEP`` (2, 0.3, 0.15 and 0.01, measured
+    ``theta``, with ``c`` from ``START_STEP`` (2, 0.3, 0.2 and 0.01, measured
     on networks: see :ref:`algo-sg-no-hessian`).
 
     Parameters
