@@ -67,9 +67,10 @@ START_SEED = 0
 #: gradient; no curvature needed). Measured with ``benchmarks/bench_sg_mlp_steps.py``
 #: (the posterior predictive's test accuracy from 100 thinned draws; load_digits
 #: 64-50-10 with inputs / 16 and raw, 200 passes, 3 seeds; MNIST 784-100-10, 20
-#: passes): at these constants each sampler is within 0.02 of the best of its steps
-#: times 1/10 to 10, and steps 10 times larger (3 times for EWSG, whose explicit
-#: Euler step is the least stable) lose accuracy or collapse
+#: passes): at these constants each sampler's mean accuracy is within about 0.02 of
+#: that of the best of its steps times 1/10 to 10, and steps 10 times larger (3 times
+#: for EWSG, whose explicit Euler step is the least stable) lose accuracy or collapse
+#: on at least one of the data sets (``benchmarks/results/sg_mlp_steps.json``)
 START_STEP = {"sgld": 2.0, "sghmc": 0.3, "ewsg": 0.2, "psgld": 0.01}
 
 
