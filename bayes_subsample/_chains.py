@@ -9,7 +9,6 @@ import time
 
 import numpy as np
 
-from ._linalg import scale_draws
 
 
 
@@ -122,10 +121,7 @@ class _Chain:
         if self.theta0 is not None:
             theta0 = self.theta0.copy()
         else:
-            theta0 = np.asarray(prepared.theta_init, dtype=np.float64).copy()
-            if prepared.init_chol is not None:
-                theta0 = theta0 + scale_draws(prepared.init_chol,
-                                              self.rng.standard_normal(len(theta0)))
+            theta0 = prepared.initial_point(model, self.rng)
         self.state = self.kernel.init(self.rng, theta0)
 
 

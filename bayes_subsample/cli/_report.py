@@ -163,7 +163,7 @@ def _print_all_notes(notes):
         for label, msgs in notes.items():
             _print_notes(label, msgs, short=True)
         _say(_wrap("Longer runs (--n-warmup, --n-samples, --chains) fix most R-hat and ESS "
-                   "warnings; samplers without an MH correction (sgld, sghmc, ewsg) also "
+                   "warnings; samplers without an MH correction (sgld, sghmc, ewsg, psgld) also "
                    "need a suitable step size (--param)."))
 
 

@@ -37,7 +37,7 @@ _COMMON_DOC_TEMPLATE = """
     sampler : str or sampler object, default="hmc_ecs"
         MCMC algorithm: a registered name ("hmc_ecs", "hmc_ecs_nuts",
         "hmc_ecs_signed", "mh", "hmc", "nuts", "austerity", "confidence", "sgld",
-        "sghmc", "ewsg") or an object from :mod:`bayes_subsample.samplers`
+        "sghmc", "ewsg", "psgld") or an object from :mod:`bayes_subsample.samplers`
         carrying its hyperparameters (``GridSearchCV`` reaches them as
         ``sampler__<name>``). The default, HMC with energy-conserving
         subsampling, reads a small subsample per step and falls back to

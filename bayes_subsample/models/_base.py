@@ -210,6 +210,14 @@ class Model:
     family = None
     #: ``full_pass(hessian=True)`` is analytic and cheap (else numerical)
     analytic_hessian = False
+    #: the model gives the Hessian of its log-likelihood (analytic, or numerical
+    #: from its gradients), so samplers may find the posterior's mode and its
+    #: Laplace approximation (chain starts, metrics, control variates, step
+    #: sizes). False (:class:`MLPModel`: tens of thousands of parameters and a
+    #: multimodal posterior): the stochastic-gradient samplers start each chain
+    #: from :meth:`init_params` and set their step from the curvature there
+    #: (:ref:`algo-sg-no-hessian`); the other samplers refuse the model.
+    has_hessian = True
 
     @property
     def full_pass_cost(self):
@@ -485,6 +493,19 @@ class Model:
             )
         return idx
 
+    def init_params(self, rng=None):
+        """A chain's starting point where no Laplace approximation is made
+        (``has_hessian = False``): the prior's mean, zeros, here;
+        :meth:`MLPModel.init_params` draws random weights (a network started
+        at zero has the same gradient for every hidden unit of a layer).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator, int or None
+            The random generator (or a seed for one); not used here.
+        """
+        return np.zeros(self.n_params)
+
     def check_theta(self, theta):
         theta = np.ascontiguousarray(theta, dtype=np.float64)
         if theta.shape != (self.n_params,):
@@ -729,7 +750,11 @@ class SubsetModel(Model):
         self.max_cv_order = model.max_cv_order
         self.numerical_hess_terms = model.numerical_hess_terms
         self.analytic_hessian = model.analytic_hessian
+        self.has_hessian = model.has_hessian
         self.evaluation_overhead = model.evaluation_overhead
+
+    def init_params(self, rng=None):
+        return self.parent.init_params(rng)
 
     def loglik_terms(self, theta, idx):
         return self.parent.loglik_terms(theta, self.idx[self.check_indices(idx)])
@@ -758,6 +783,7 @@ class WeightedModel(Model):
         self.base = model
         self.weight = float(weight)
         self.analytic_hessian = model.analytic_hessian
+        self.has_hessian = model.has_hessian
         self.n_data = model.n_data
         self.n_params = model.n_params
         self.prior = model.prior

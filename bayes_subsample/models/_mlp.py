@@ -125,8 +125,12 @@ class MLPModel(CompiledModel):
     control variates and Hessians are not provided (a network's Hessian is
     ``p x p`` with ``p`` in the tens of thousands, and a Taylor expansion
     around one mode describes a multimodal posterior poorly): those methods
-    raise ``NotImplementedError``. The stochastic-gradient samplers for this
-    model and the scikit-learn estimators built on it come in later releases.
+    raise ``NotImplementedError``, and ``has_hessian`` is False. The
+    stochastic-gradient samplers (``"sgld"``, ``"sghmc"``, ``"ewsg"``,
+    ``"psgld"``) run on it without a mode or a Laplace approximation: each
+    chain starts from :meth:`init_params` drawn from its own generator
+    (:ref:`algo-sg-no-hessian`); the other samplers refuse it. The
+    scikit-learn estimators built on it come in a later release.
 
     Parameters
     ----------
@@ -174,6 +178,9 @@ class MLPModel(CompiledModel):
     >>> model.predict_proba(theta, X[:3]).sum(axis=1)
     array([1., 1., 1.])
     """
+
+    #: no Hessian, no mode search: see the class notes
+    has_hessian = False
 
     def __init__(self, X, y, *, hidden_layer_sizes=(100,), activation="relu",
                  output="softmax", n_classes=None, noise_scale=1.0, prior_scale=1.0):

@@ -7,7 +7,7 @@ factories of sampler objects (``SAMPLERS[name]()`` gives the defaults);
 from .._lazy import attach
 
 __all__ = ["BaseSampler", "Kernel", "Prepared", "LaplacePrepared", "MH", "HMC", "NUTS", "HMCECS",
-           "AusterityMH", "ConfidenceMH", "SGLD", "SGHMC", "EWSG", "suggest_step_size",
+           "AusterityMH", "ConfidenceMH", "SGLD", "SGHMC", "EWSG", "PSGLD", "suggest_step_size",
            "iterations_for_passes", "SAMPLERS", "resolve_sampler"]
 
 # imported on first use: the samplers are scikit-learn estimators, and the command
@@ -17,8 +17,9 @@ __getattr__, __dir__ = attach(
     names={"BaseSampler": "._base", "Kernel": "._base", "Prepared": "._base",
            "LaplacePrepared": "._base", "SAMPLERS": "._registry", "resolve_sampler": "._registry",
            "AusterityMH": ".austerity", "ConfidenceMH": ".confidence", "EWSG": ".ewsg",
-           "HMC": ".hmc", "NUTS": ".hmc", "HMCECS": ".hmc_ecs", "MH": ".mh", "SGLD": ".sgmcmc",
-           "SGHMC": ".sgmcmc", "iterations_for_passes": ".sgmcmc", "suggest_step_size": ".sgmcmc"},
-    submodules=["austerity", "confidence", "ewsg", "hmc", "hmc_ecs", "mh", "sgmcmc"],
+           "HMC": ".hmc", "NUTS": ".hmc", "HMCECS": ".hmc_ecs", "MH": ".mh", "PSGLD": ".psgld",
+           "SGLD": ".sgmcmc", "SGHMC": ".sgmcmc", "iterations_for_passes": ".sgmcmc",
+           "suggest_step_size": ".sgmcmc"},
+    submodules=["austerity", "confidence", "ewsg", "hmc", "hmc_ecs", "mh", "psgld", "sgmcmc"],
 )
 del attach

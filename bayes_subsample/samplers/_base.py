@@ -38,8 +38,11 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from .._linalg import scale_draws
+
 __all__ = ["BaseSampler", "Kernel", "Prepared", "LaplacePrepared", "prepare_laplace",
-           "shared_constraints", "DENSE_METRIC_MAX", "MAX_STEPS", "diagonal_metric"]
+           "shared_constraints", "DENSE_METRIC_MAX", "MAX_STEPS", "diagonal_metric",
+           "refuse_without_hessian"]
 
 
 #: the most steps a sampler's ``n_steps`` (transitions per retained iteration),
@@ -124,6 +127,15 @@ class Prepared:
     init_chol: Optional[np.ndarray]
     n_evals: int
 
+    def initial_point(self, model, rng):
+        """A chain's default start (when ``sample`` is not given ``init``):
+        ``theta_init + init_chol @ z`` with ``z`` drawn from the chain's
+        generator ``rng`` (``theta_init`` itself without ``init_chol``)."""
+        theta0 = np.asarray(self.theta_init, dtype=np.float64).copy()
+        if self.init_chol is not None:
+            theta0 = theta0 + scale_draws(self.init_chol, rng.standard_normal(len(theta0)))
+        return theta0
+
 
 @dataclass
 class LaplacePrepared(Prepared):
@@ -140,10 +152,21 @@ def prepare_laplace(model, diagonal=False):
     diagonal only, every matrix a (p,) vector (wide models)."""
     from .._optimize import laplace
 
+    refuse_without_hessian(model, "needs the posterior's mode and its Laplace approximation")
     lap = laplace(model, diagonal=diagonal)
     return LaplacePrepared(theta_init=lap["theta_map"], init_chol=lap["chol_cov"],
                            n_evals=lap["n_evals"], precision=lap["precision"],
                            cov=lap["cov"])
+
+
+def refuse_without_hessian(model, what):
+    """Raise a ValueError naming the samplers that run on ``model`` when it has
+    no Hessian (``model.has_hessian`` False) and the caller ``what`` needs one."""
+    if not model.has_hessian:
+        raise ValueError(
+            f"this sampler {what}, which {type(model).__name__} does not provide (it has no "
+            "Hessian: has_hessian is False); the stochastic-gradient samplers 'sgld', 'sghmc', "
+            "'ewsg' and 'psgld' run on it without one")
 
 
 class Kernel:

@@ -21,6 +21,7 @@ _REGISTERED = {
     "sgld": ("sgmcmc", "SGLD", {}),
     "sghmc": ("sgmcmc", "SGHMC", {}),
     "ewsg": ("ewsg", "EWSG", {}),
+    "psgld": ("psgld", "PSGLD", {}),
 }
 
 

@@ -20,7 +20,9 @@ from ..exceptions import SamplingError
 
 __all__ = ["step_from_curvature", "gradient_noise", "curvature_and_noise", "max_curvature",
            "curvature_at", "step_rule", "refuse_if_too_slow", "laplace_points", "noise_rows",
-           "StepRule", "NOISE_ROWS", "NOISE_POINTS", "MAX_SLOWDOWN", "CURVATURE_SLACK"]
+           "StepRule", "NOISE_ROWS", "NOISE_POINTS", "MAX_SLOWDOWN", "CURVATURE_SLACK",
+           "start_curvature", "step_at_start", "rmsprop_scale", "psgld_rule", "START_STEP",
+           "START_FRICTION", "START_BATCH", "START_SEED"]
 
 #: rows and points of the gradient-noise and curvature estimates (:func:`gradient_noise`,
 #: :func:`step_rule`)
@@ -45,15 +47,136 @@ DENSE_CURVATURE_MAX = 64
 
 _DEFAULT_FRICTION = {"sghmc": 1.0, "ewsg": 2.0}
 
+# ---- models without a Hessian (:ref:`algo-sg-no-hessian`) ------------------------------
+#: SGHMC's and EWSG's friction on models without a Hessian, per unit time of the
+#: dynamics in ``z = sqrt(n) theta`` (the EWSG paper's gamma = 0.1 for its MLP on MNIST,
+#: whose potential is the average of the per-datum terms: the same dynamics)
+START_FRICTION = 0.1
+#: the minibatch size of the stochastic-gradient samplers on models without a Hessian
+#: (the EWSG paper's, section 5.3)
+START_BATCH = 100
+#: the seed of the point (``model.init_params``) where the default step's curvature
+#: is measured on models without a Hessian
+START_SEED = 0
+#: the constants of the default steps on models without a Hessian, with ``lam_z`` the
+#: largest curvature of the posterior at :data:`START_SEED`'s ``init_params`` in
+#: ``z = sqrt(n) theta`` (:func:`start_curvature` / ``n``): SGLD ``eps_z = C / lam_z``
+#: (``eps = C / lam`` in ``theta``; 2 is half the linear stability bound there),
+#: SGHMC and EWSG ``h_z = C min(lam_z^-1/2, 1 / gamma)``, and pSGLD ``eps = C / n`` in
+#: ``theta`` (an RMSprop learning rate of ``C / 2`` on the average per-datum
+#: gradient; no curvature needed). Measured with ``benchmarks/bench_sg_mlp_steps.py``
+#: (the posterior predictive's test accuracy from 100 thinned draws; load_digits
+#: 64-50-10 with inputs / 16 and raw, 200 passes, 3 seeds; MNIST 784-100-10, 20
+#: passes): at these constants each sampler's mean accuracy is within about 0.02 of
+#: that of the best of its steps times 1/10 to 10, and steps 10 times larger (3 times
+#: for EWSG, whose explicit Euler step is the least stable) lose accuracy or collapse
+#: on at least one of the data sets (``benchmarks/results/sg_mlp_steps.json``)
+START_STEP = {"sgld": 2.0, "sghmc": 0.3, "ewsg": 0.2, "psgld": 0.01}
+
 
 def step_from_curvature(sampler, lam, q, *, friction=None, c=0.3):
     """The rule of :func:`~bayes_subsample.samplers.suggest_step_size` given
-    ``lam`` and ``q``."""
+    ``lam`` and ``q`` (pSGLD's in the coordinates of its preconditioner: SGLD's)."""
     if friction is None:
         friction = _DEFAULT_FRICTION.get(sampler, 1.0)
-    if sampler == "sgld":
+    if sampler in ("sgld", "psgld"):
         return c * q / lam
     return c * min(lam ** -0.5, 1.0 / friction, q * friction / lam)
+
+
+def start_curvature(model, theta):
+    """``(lam, n_evals)``: the largest eigenvalue of the posterior precision
+    (``-d^2 log pi / d theta^2``) at ``theta``, from the :func:`noise_rows`
+    (their Hessian scaled by ``n / m``, as :func:`step_rule` does at the Laplace
+    draws) by Lanczos on central differences of the gradient (two gradient
+    passes over those rows a product; no Hessian needed): the default step on
+    models without a Hessian. On MLPs the curvature at the starting weights
+    is 1 to 6 times that at the end of a chain (measured on load_digits and
+    MNIST), so the step set from it is conservative where the chains go."""
+    rows = noise_rows(model.n_data)
+    sub = model if len(rows) == model.n_data else _RowsModel(model, rows)
+    before = model.n_full_passes
+    lam = curvature_at(sub, theta, None, False, True)
+    n_evals = (model.n_full_passes - before) * model.n_data + getattr(sub, "n_evals", 0)
+    if not (np.isfinite(lam) and lam > 0):
+        raise SamplingError(
+            f"the posterior's curvature at the starting point is not a positive finite "
+            f"number ({lam:.3g}): check the scale of the data and of the prior, or pass "
+            "step_size")
+    return lam, n_evals
+
+
+def step_at_start(sampler, lam, n_data, friction=None):
+    """The default step on a model without a Hessian (:data:`START_STEP`) given
+    the curvature ``lam`` at the start (in ``theta``; unused by pSGLD)."""
+    c = START_STEP[sampler]
+    if sampler == "psgld":
+        return c / n_data
+    lam_z = lam / n_data
+    if sampler == "sgld":
+        return c / lam_z
+    friction = START_FRICTION if friction is None else friction
+    return c * min(lam_z ** -0.5, 1.0 / friction)
+
+
+def rmsprop_scale(model, points, rows, batch_size, damping):
+    """``(G, n_evals)``: pSGLD's preconditioner ``G = 1 / (damping + sqrt(V))``
+    at its stationary value around ``points``: ``V_j`` the mean over the
+    points of ``E[gbar_j^2]``, ``gbar`` the average per-datum gradient of the
+    log posterior on a minibatch of ``batch_size`` iid rows (its mean squared
+    plus its variance, from the per-datum gradients on ``rows``, in chunks of
+    at most 2^18 entries)."""
+    n, p = model.n_data, model.n_params
+    m = len(rows)
+    chunk = max(1, (1 << 18) // p)
+    V = np.zeros(p)
+    for theta in points:
+        s1, s2 = np.zeros(p), np.zeros(p)
+        for start in range(0, m, chunk):
+            G = model.grad_terms(theta, rows[start:start + chunk])
+            s1 += G.sum(axis=0)
+            s2 += np.einsum("ij,ij->j", G, G)
+        mean = s1 / m
+        var = np.maximum(s2 / m - mean * mean, 0.0)
+        gbar = mean + model.prior.grad_log_prob(theta) / n
+        V += gbar * gbar + var / batch_size
+    V /= len(points)
+    return 1.0 / (damping + np.sqrt(V)), len(points) * m
+
+
+def psgld_rule(model, theta_map, chol_cov, precision, diagonal, batch_size, damping):
+    """``(rule, G)``: pSGLD's default step on a model with a Laplace
+    approximation: SGLD's rule (:func:`step_from_curvature`, ``q = min(1, b /
+    n)`` for uniform minibatches) in the coordinates of its preconditioner at
+    its stationary value ``G`` (:func:`rmsprop_scale` at the
+    :func:`laplace_points`, on the :func:`noise_rows`). The curvature there is
+    ``lambda_max(G^1/2 P G^1/2)``, at the mode (``P`` the posterior precision:
+    dense, or by Lanczos on the GLMs' Hessian products with a diagonal metric)
+    and, as in :func:`step_rule`, at the Laplace draws (the ratio of their
+    curvature to the mode's on the rows): ``lam = max(lam_mode, lam_draws /
+    CURVATURE_SLACK)``, so that :func:`refuse_if_too_slow` refuses the same
+    posteriors far from Gaussian as for the other samplers."""
+    points = laplace_points(theta_map, chol_cov)
+    rows = noise_rows(model.n_data)
+    G, n_evals = rmsprop_scale(model, points, rows, batch_size, damping)
+    s = np.sqrt(G)
+    if diagonal:
+        lam_mode = _largest_eigenvalue(
+            _whitened(model.neg_hessian_operator(theta_map), s, True), 1e-3)
+    else:
+        P = np.asarray(precision, dtype=np.float64)
+        lam_mode = float(np.max(np.linalg.eigvalsh(s[:, None] * (0.5 * (P + P.T))
+                                                   * s[None, :])))
+    if not (np.isfinite(lam_mode) and lam_mode > 0):
+        raise ValueError("the posterior precision at the mode is not positive definite")
+    passes = model.n_full_passes
+    sub = model if len(rows) == model.n_data else _RowsModel(model, rows)
+    at_mode = curvature_at(sub, theta_map, s, True, diagonal)
+    lam_draws = lam_mode * max(curvature_at(sub, t, s, True, diagonal) for t in points) / at_mode
+    n_evals += (model.n_full_passes - passes) * model.n_data + getattr(sub, "n_evals", 0)
+    lam = max(lam_mode, lam_draws / CURVATURE_SLACK)
+    q = min(1.0, batch_size / model.n_data)
+    return StepRule(lam, q, lam_mode, float("nan"), n_evals, lam_draws), G
 
 
 def laplace_points(theta_map, chol, n_points=NOISE_POINTS):
@@ -310,7 +433,8 @@ def max_curvature(model, theta, chol, precondition, precision):
     return lam
 
 
-def refuse_if_too_slow(sampler, model, rule, batch_size, step, control_variates):
+def refuse_if_too_slow(sampler, model, rule, batch_size, step, control_variates,
+                       friction=None):
     """Raise a :class:`~bayes_subsample.exceptions.SamplingError` before any
     draw when the default ``step`` is more than :data:`MAX_SLOWDOWN` times
     smaller than the same rule's step on a Gaussian posterior with the mode's
@@ -324,7 +448,8 @@ def refuse_if_too_slow(sampler, model, rule, batch_size, step, control_variates)
     would remove the noise where one below half the data does, and the
     samplers to use instead. Returns the slowdown otherwise."""
     name = type(sampler).__name__
-    friction = getattr(sampler, "friction", None)
+    if friction is None:
+        friction = getattr(sampler, "friction", None)
     gaussian_step = step_from_curvature(sampler.name, rule.lam_mode, 1.0, friction=friction)
     # a zero step (the curvature at a Laplace draw overflowed) is an infinite slowdown
     slowdown = gaussian_step / step if step > 0 else np.inf

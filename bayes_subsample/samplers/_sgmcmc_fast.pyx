@@ -3,7 +3,7 @@
 doc/algorithms/sgmcmc.rst).
 
 One stochastic-gradient estimator (:class:`GradientEstimator`, with or
-without Taylor control variates) serves SGLD, SGHMC, EWSG and the SGLD
+without Taylor control variates) serves SGLD, pSGLD, SGHMC, EWSG and the SGLD
 proposal of austerity MH. Each ``*_steps`` function runs ``n_steps`` steps of
 one sampler in a single ``nogil`` block on any compiled model object (GLMs,
 or user models through their callback object), drawing every random number
@@ -263,6 +263,46 @@ def sgld_steps(GradientEstimator est, double[::1] theta, double step_size,
                 _stein_add(acc, &g[0], &theta[0], 1.0, p)
             for j in range(p):
                 theta[j] += half * g[j] + noise * rng_normal(bg)
+            if not _all_finite(&theta[0], p):
+                done = s
+                break
+    if rc != 0:
+        est.raise_error()
+    return done
+
+
+def psgld_steps(GradientEstimator est, double[::1] theta, double[::1] v, double alpha,
+                double damping, double step_size, Py_ssize_t batch_size, Py_ssize_t n_steps,
+                generator, int64_t[::1] idx, double[::1] g, double[::1] stein=None):
+    """``n_steps`` pSGLD steps in place (Li et al. 2016, Algorithm 1 without its
+    ``Gamma`` term): with ``g`` the estimate on ``batch_size`` fresh iid indices
+    and ``gbar = g / n`` its per-datum average,
+    ``v <- alpha v + (1 - alpha) gbar^2``, ``G = 1 / (damping + sqrt(v))`` and
+    ``theta += eps/2 G g + sqrt(eps G) N(0, I)`` (coordinate-wise). ``stein`` as
+    for :func:`sgld_steps`. Returns the steps completed."""
+    cdef bitgen_t* bg = get_bitgen(generator)
+    cdef Py_ssize_t n = est.n_data, p = est.dim, s, i, j
+    cdef double scale = <double> n / <double> batch_size, inv_n = 1.0 / <double> n
+    cdef double half = 0.5 * step_size, keep = 1.0 - alpha, gb, G
+    cdef Py_ssize_t done = n_steps
+    cdef int rc = 0
+    cdef double* acc = _stein_buffer(stein, p)
+    if v.shape[0] != p:
+        raise ValueError(f"v must have length {p}")
+    with generator.bit_generator.lock, nogil:
+        for s in range(n_steps):
+            for i in range(batch_size):
+                idx[i] = rng_index(bg, n)
+            rc = est.estimate(&theta[0], &idx[0], batch_size, scale, 1.0, &g[0])
+            if rc != 0:
+                break
+            if acc != NULL:
+                _stein_add(acc, &g[0], &theta[0], 1.0, p)
+            for j in range(p):
+                gb = g[j] * inv_n
+                v[j] = alpha * v[j] + keep * gb * gb
+                G = 1.0 / (damping + sqrt(v[j]))
+                theta[j] += half * G * g[j] + sqrt(step_size * G) * rng_normal(bg)
             if not _all_finite(&theta[0], p):
                 done = s
                 break

@@ -29,7 +29,8 @@ from ..models import row_strata
 from . import _approx_mh_fast as _fast
 from ._approx_mh import (ApproxMHKernel, DecisionRule, ProxyPrepared, build_proposal,
                          model_has_proxy, prepare_proxy, resolve_first_batch)
-from ._base import BaseSampler, diagonal_metric, prepare_laplace, shared_constraints
+from ._base import (BaseSampler, diagonal_metric, prepare_laplace, refuse_without_hessian,
+                    shared_constraints)
 from .mh import resolve_n_steps
 
 __all__ = ["ConfidenceMH"]
@@ -318,6 +319,7 @@ default="bernstein_serfling"
 
     def prepare(self, model, rng):
         self._validate_params()
+        refuse_without_hessian(model, "needs the posterior's mode and its Laplace approximation")
         name = type(self).__name__
         self._first_batch_size(model, warn=True)
         renamed(self, "gamma", "batch_growth")

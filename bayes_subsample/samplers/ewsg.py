@@ -50,9 +50,9 @@ class EWSGInfo(NamedTuple):
 
 class EWSGKernel(_SGKernelBase):
     def __init__(self, model, prepared, sampler, n_warmup):
-        batch_size = int(min(sampler.batch_size, model.n_data))
+        batch_size = int(min(prepared.batch_size, model.n_data))
         super().__init__(model, prepared, sampler, batch_size, sampler.n_steps, n_warmup)
-        self.friction = float(sampler.friction)
+        self.friction = float(prepared.friction)
         self.n_blocks = -(-self.n // self.batch_size)
         self.index_chain_length = int(sampler.index_chain_length)
         self.persistent = sampler.index_chain == "persistent"
@@ -110,18 +110,27 @@ class EWSG(BaseSampler):
     underdamped Langevin (the EWSG paper's "SGHMC" baseline).
     Warmup iterations run the same dynamics; nothing is adapted. ``prepare``
     computes the MAP (chain starts) and, if ``step_size=None``, the suggested
-    step size; its passes are counted in ``Trace.n_evals_prepare``.
+    step size; its passes are counted in ``Trace.n_evals_prepare``. On a
+    model without a Hessian the chains start from ``model.init_params``
+    (drawn from each chain's generator) in ``z = sqrt(n) theta``, with
+    ``b = 100``, ``gamma = 0.1`` and ``h = 0.2 min(lam_z^-1/2, 1 / gamma)``
+    (``lam_z`` the curvature at such a start in ``z``;
+    :ref:`algo-sg-no-hessian`).
     {bias}
     Parameters
     ----------
     step_size : float, optional
-        ``h``; ``None`` uses :func:`suggest_step_size` (``sampler="ewsg"``).
-    batch_size : int, default=32
-        Minibatch size ``b``; at most ``n`` (values up to 32 are capped at
-        ``n``; larger ones are refused before any work).
-    friction : float, default=2.0
+        ``h`` (in the whitened coordinates when ``precondition``; in ``z =
+        sqrt(n) theta`` on a model without a Hessian, the paper's unit for its
+        MLP); ``None`` uses :func:`suggest_step_size` (``sampler="ewsg"``).
+    batch_size : int, optional
+        Minibatch size ``b``; ``None``: 32, or 100 on a model without a
+        Hessian. At most ``n`` (values up to 32 are capped at ``n``; larger
+        ones are refused before any work).
+    friction : float, optional
         ``gamma`` (the paper uses 10 on its Gaussian example, 50 on covtype,
-        both in unwhitened units). Preconditioned, the posterior is close to
+        both in unwhitened units, and 0.1 on its MLP). ``None``: 2, or 0.1 on
+        a model without a Hessian. Preconditioned, the posterior is close to
         ``N(0, I)`` and ``gamma = 2`` is critical damping, the fastest mixing
         for unit curvature; a larger ``gamma`` is overdamped and slower.
     index_chain_length : int, default=1
@@ -132,8 +141,9 @@ class EWSG(BaseSampler):
         step's minibatch, re-evaluated at the new ``theta`` (as the paper's
         text argues). Same cost either way.
     n_steps : int, default=10
-        Euler-Maruyama steps per retained iteration (thinning).
-    control_variates : bool, default=True
+        Euler-Maruyama steps per retained iteration (the thinning: a run keeps
+        ``n_samples`` draws of ``n_steps * (n_warmup + n_samples)`` steps).
+    control_variates : bool, optional
         Taylor control variates around the MAP, as for :class:`SGLD`: the
         block gradients ``g_J`` are then ``grad log p + grad Q + n_b sum_{i in
         B_J} grad (l_i - q_i)``, still summing to the full gradient over the
@@ -141,12 +151,17 @@ class EWSG(BaseSampler):
         paper's suggested combination of EWSG with variance reduction (its
         SVRG variant, with the anchor fixed at the MAP). ``False``: Algorithm 1
         as published, whose minibatch noise (``~ n / b`` in whitened units)
-        needs a step size ``~ b / n`` times smaller.
-    precondition : bool, default=True
+        needs a step size ``~ b / n`` times smaller. ``None``: True, or False
+        on a model without a Hessian (True is refused there).
+    precondition : bool, optional
         Run the dynamics (unit mass, as the paper writes them) in the whitened
         coordinates of the Laplace approximation, i.e. with the posterior
         precision at the mode as the mass matrix in ``theta``; ``h`` is then in
-        whitened units. ``False``: unit mass in ``theta``.
+        whitened units. ``False``: unit mass in ``theta``. ``None``: True, or,
+        on a model without a Hessian, unit mass in ``z = sqrt(n) theta``
+        (where the potential is the average of the per-datum terms, as the
+        paper's MLP experiment writes it; :ref:`algo-sg-no-hessian`; True is
+        refused there).
     {metric}
     {check}
 
@@ -176,22 +191,22 @@ class EWSG(BaseSampler):
     exact = False
     _parameter_constraints = {
         **shared_constraints("step_size", "batch_size", "friction", "n_steps",
-                             "control_variates", "precondition", "metric"),
+                             "control_variates", "precondition", "metric",
+                             optional=("batch_size", "friction", "control_variates",
+                                       "precondition")),
         "index_chain_length": [Interval(Integral, 0, None, closed="left")],
         "index_chain": [StrOptions({"restart", "persistent"})],
         "check_spread": ["boolean"],
     }
 
-    def __init__(self, step_size=None, batch_size=32, friction=2.0, index_chain_length=1,
-                 index_chain="restart", n_steps=10, control_variates=True, precondition=True,
+    def __init__(self, step_size=None, batch_size=None, friction=None, index_chain_length=1,
+                 index_chain="restart", n_steps=10, control_variates=None, precondition=None,
                  metric="auto", check_spread=True):
         store_params(self, locals())
 
     def prepare(self, model, rng):
         self._validate_params()
-        return prepare_sg(self, model, control_variates=self.control_variates,
-                          batch_size=min(self.batch_size, model.n_data),
-                          friction=self.friction)
+        return prepare_sg(self, model, cap_batch=True)
 
     def build(self, model, prepared, n_warmup):
         return EWSGKernel(model, prepared, self, n_warmup)

@@ -30,7 +30,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._params import store_params
-from ._base import BaseSampler, Kernel, shared_constraints
+from ._base import BaseSampler, Kernel, refuse_without_hessian, shared_constraints
 from ._ecs_numpy import NumpyECSPotential
 from ._ecs_prepare import posterior_precision, prepare_ecs, strata_forced
 from ._ecs_updates import ECS_INFO, ECSState, PerturbedUpdate, SignedUpdate
@@ -304,6 +304,8 @@ class HMCECS(BaseSampler):
 
     def prepare(self, model, rng):
         self._validate_params()
+        refuse_without_hessian(model, "needs the posterior's mode, its curvature and Taylor "
+                               "control variates around it")
         return prepare_ecs(self, model, rng)
 
     def build(self, model, prepared, n_warmup):

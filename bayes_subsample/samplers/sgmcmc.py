@@ -34,8 +34,10 @@ from ._base import (BaseSampler, Kernel, LaplacePrepared, cv_order, diagonal_met
                     prepare_laplace, shared_constraints)
 from ._hamiltonian import Metric
 from ._sg_check import SteinCheck
-from ._sg_tuning import (_DEFAULT_FRICTION, StepRule, curvature_and_noise, max_curvature,
-                         refuse_if_too_slow, step_from_curvature, step_rule)
+from ._sg_tuning import (_DEFAULT_FRICTION, START_BATCH, START_FRICTION, START_SEED, START_STEP,
+                         StepRule, curvature_and_noise, max_curvature, psgld_rule,
+                         refuse_if_too_slow, start_curvature, step_at_start, step_from_curvature,
+                         step_rule)
 from ._sgmcmc_fast import GradientEstimator
 
 __all__ = ["SGLD", "SGHMC", "suggest_step_size", "iterations_for_passes"]
@@ -135,8 +137,8 @@ def iterations_for_passes(n_passes, n_data, batch_size, index_chain_length=0, n_
 
 
 def suggest_step_size(model, sampler="sgld", *, batch_size=None, control_variates=True,
-                      friction=None, precondition=False, c=0.3, precision=None, mass=None,
-                      metric="auto"):
+                      friction=None, precondition=False, c=None, precision=None, mass=None,
+                      metric="auto", damping=1e-5):
     """A conservative step size from the curvature of the posterior where its
     Laplace approximation puts its mass.
 
@@ -184,23 +186,41 @@ def suggest_step_size(model, sampler="sgld", *, batch_size=None, control_variate
     posterior with the mode's curvature (:ref:`algo-sg-safety`); this function
     returns it.
 
+    pSGLD: SGLD's rule in the coordinates of its preconditioner ``G`` at its
+    stationary value around the Laplace approximation (``lam =
+    lambda_max(G^1/2 P G^1/2)``, ``q = min(1, b / n)``: no control variates).
+
+    On a model without a Hessian (``model.has_hessian`` False: no mode, no
+    Laplace approximation; :ref:`algo-sg-no-hessian`) the rule is set by the
+    curvature ``lam`` at the chains' typical start (``model.init_params`` of
+    a fixed seed), with ``lam_z = lam / n`` its value in the coordinates
+    ``z = sqrt(n) theta`` the dynamics move: SGLD ``eps_z = c / lam_z``
+    (``eps = c / lam`` in ``theta``), SGHMC and EWSG
+    ``h_z = c min(lam_z^-1/2, 1 / gamma)`` and pSGLD ``eps = c / n`` in
+    ``theta``, with ``c`` from ``START_STEP`` (2, 0.3, 0.2 and 0.01, measured
+    on networks: see :ref:`algo-sg-no-hessian`).
+
     Parameters
     ----------
     model : Model
-    sampler : {"sgld", "sghmc", "ewsg"} or a sampler object
+    sampler : {"sgld", "sghmc", "ewsg", "psgld"} or a sampler object
         A sampler object supplies ``batch_size``, ``control_variates``,
-        ``friction`` and ``precondition`` when those are not given here.
+        ``friction``, ``precondition`` and ``damping`` when those are not given
+        here (its ``None`` defaults resolved on ``model``).
     batch_size : int, optional
         Minibatch size (needed for the noise term; ignored when None).
     control_variates : bool, default=True
         Whether the gradients use Taylor control variates (SGLD/SGHMC).
     friction : float, optional
-        ``C`` (SGHMC, default 1) or ``gamma`` (EWSG, default 2).
+        ``C`` (SGHMC, default 1) or ``gamma`` (EWSG, default 2); 0.1 for both
+        on a model without a Hessian.
     precondition : bool, default=False
         The sampler runs in the whitened coordinates of the Laplace approximation
         (the samplers' default; a sampler object passed as ``sampler`` supplies it).
-    c : float, default=0.3
-        The constant of the rule (in (0, 1]).
+    c : float, optional
+        The constant of the rule: in (0, 1], 0.3 by default; on a model
+        without a Hessian any number > 0, the sampler's ``START_STEP`` by
+        default.
     precision : ndarray of shape (n_params, n_params), optional
         Posterior precision at the mode; computed (MAP + Laplace, a few full
         passes) when not given.
@@ -212,6 +232,8 @@ def suggest_step_size(model, sampler="sgld", *, batch_size=None, control_variate
         samplers' own ``metric``). With a diagonal one (``M`` the precision's
         diagonal when ``precondition``) ``lam`` is found by Lanczos iterations
         on products with ``P`` (two reads of X each), no ``p x p`` matrix.
+    damping : float, default=1e-5
+        pSGLD's ``lambda`` (added to the root mean square gradient).
 
     Returns
     -------
@@ -230,15 +252,31 @@ def suggest_step_size(model, sampler="sgld", *, batch_size=None, control_variate
     if isinstance(sampler, BaseSampler):
         obj = sampler
         sampler = obj.name
+        settings = sg_settings(obj, model)
         if batch_size is None:
-            batch_size = getattr(obj, "batch_size", None)
-        control_variates = getattr(obj, "control_variates", control_variates)
+            batch_size = settings.get("batch_size")
+            if sampler == "ewsg":
+                batch_size = min(batch_size, model.n_data)
+        control_variates = settings.get("control_variates", False)
         if friction is None:
-            friction = getattr(obj, "friction", None)
-        precondition = getattr(obj, "precondition", precondition)
+            friction = settings.get("friction")
+        precondition = settings.get("precondition", False)
         metric = getattr(obj, "metric", metric)
-    if sampler not in ("sgld", "sghmc", "ewsg"):
-        raise ValueError(f"sampler must be 'sgld', 'sghmc' or 'ewsg', got {sampler!r}")
+        damping = getattr(obj, "damping", damping)
+    if sampler not in ("sgld", "sghmc", "ewsg", "psgld"):
+        raise ValueError(f"sampler must be 'sgld', 'sghmc', 'ewsg' or 'psgld', got "
+                         f"{sampler!r}")
+    if not model.has_hessian:
+        if c is not None and not (isinstance(c, Real) and 0 < c < np.inf):
+            raise ValueError(f"c must be a finite number > 0, got {c!r}")
+        lam = float("nan")
+        if sampler != "psgld":
+            theta0 = model.check_theta(model.init_params(np.random.default_rng(START_SEED)))
+            lam = start_curvature(model, theta0)[0]
+        step = step_at_start(sampler, lam, model.n_data, friction)
+        return step if c is None else step * c / START_STEP[sampler]
+    if c is None:
+        c = 0.3
     if mass is not None:
         if mass not in ("identity", "laplace"):
             raise ValueError(f"mass must be 'identity' or 'laplace', got {mass!r}")
@@ -253,6 +291,16 @@ def suggest_step_size(model, sampler="sgld", *, batch_size=None, control_variate
         friction = _DEFAULT_FRICTION.get(sampler, 1.0)
     if not (np.isfinite(friction) and friction > 0):
         raise ValueError(f"friction must be a finite number > 0, got {friction!r}")
+    if sampler == "psgld":
+        if precision is not None:
+            raise ValueError("pSGLD's step needs its preconditioner, estimated at the Laplace "
+                             "approximation computed here: leave precision=None")
+        from .._optimize import laplace
+        diagonal = diagonal_metric(metric, model)
+        lap = laplace(model, diagonal=diagonal)
+        rule, _ = psgld_rule(model, lap["theta_map"], lap["chol_cov"], lap["precision"],
+                             diagonal, batch_size or SMALL_BATCH, damping)
+        return step_from_curvature(sampler, rule.lam, rule.q, c=c)
     if precision is None:
         from .._optimize import laplace
         diagonal = diagonal_metric(metric, model)
@@ -279,7 +327,11 @@ def suggest_step_size(model, sampler="sgld", *, batch_size=None, control_variate
 @dataclass
 class SGPrepared(LaplacePrepared):
     """The Laplace preparation (MAP: theta* and chain starts), the control
-    variates at the MAP (or None) and the step size."""
+    variates at the MAP (or None), the step size and the hyperparameters
+    resolved on the model; or, on a model without a Hessian (``laplace``
+    False), the point where the default step's curvature was measured
+    (``theta_init``, no ``init_chol``: each chain starts from
+    ``model.init_params`` drawn from its own generator)."""
 
     cv: Optional[TaylorControlVariate] = None
     step_size: float = 0.0
@@ -287,6 +339,22 @@ class SGPrepared(LaplacePrepared):
     precondition: bool = True
     #: the curvature and noise behind the default step (None: ``step_size`` given)
     step_rule: Optional[StepRule] = None
+    #: False: no mode and no Laplace approximation (the model has no Hessian)
+    laplace: bool = True
+    #: the minibatch size, friction and momentum refresh, resolved on the model
+    #: (:func:`sg_settings`; None where the sampler has no such hyperparameter)
+    batch_size: int = 0
+    friction: Optional[float] = None
+    refresh_momentum: Optional[bool] = None
+    #: pSGLD: the preconditioner's running mean of squared gradients at the
+    #: chains' start (its estimated stationary value on a Laplace approximation,
+    #: zeros otherwise, as in the pSGLD paper)
+    second_moment: Optional[np.ndarray] = None
+
+    def initial_point(self, model, rng):
+        if not self.laplace:
+            return model.check_theta(model.init_params(rng)).copy()
+        return super().initial_point(model, rng)
 
 
 #: a ``batch_size`` larger than the data is refused, unless it is at most this
@@ -294,39 +362,120 @@ class SGPrepared(LaplacePrepared):
 #: replacement, so it stays valid and cheap)
 SMALL_BATCH = 32
 
+#: hyperparameter -> its default with a Hessian (the Laplace path) and without
+#: (the EWSG paper's settings for its MLP on MNIST, :ref:`algo-sg-no-hessian`)
+_MODEL_DEFAULTS = {
+    "batch_size": (32, START_BATCH),
+    "control_variates": (True, False),
+    "precondition": (True, False),
+    "refresh_momentum": (True, False),
+}
 
-def prepare_sg(sampler, model, *, control_variates, batch_size, friction=None,
-               precondition=None):
-    """MAP / Laplace, control variates at the MAP (order 2 for GLMs, 1 otherwise;
-    their cache built), and the step size: the default from the curvature and
-    gradient noise at the mode and at draws of the Laplace approximation
-    (:func:`~._sg_tuning.step_rule`), refused when it is too small for the
-    chains to mix (:func:`~._sg_tuning.refuse_if_too_slow`, a
-    :class:`~bayes_subsample.exceptions.SamplingError` before any draw). With
-    a diagonal metric (wide models) the Laplace approximation is diagonal and
-    the control variates are of order 1 (order 2 needs the ``p x p`` Hessian
-    sum): ``O(p)`` work a step."""
-    asked = sampler.batch_size
+
+def sg_settings(sampler, model, precondition=None):
+    """The hyperparameters of an SG sampler that depend on the model, resolved:
+    ``None`` is the default on ``model`` (with or without a Hessian, see
+    ``_MODEL_DEFAULTS``; ``friction``: the sampler's Laplace-path default, or
+    :data:`~._sg_tuning.START_FRICTION`); ``control_variates=True`` and
+    ``precondition=True`` need the mode and the Laplace approximation, and
+    are refused on a model without a Hessian. ``precondition`` overrides the
+    sampler's (SGHMC's deprecated ``mass``). Returns a dict with an entry per
+    hyperparameter the sampler has."""
+    laplace = model.has_hessian
+    given = dict(sampler.get_params())
+    if precondition is not None:
+        given["precondition"] = precondition
+    out = {}
+    for name, (with_hessian, without) in _MODEL_DEFAULTS.items():
+        if name not in given:
+            continue
+        value = given[name]
+        if value is None:
+            value = with_hessian if laplace else without
+        elif value and not laplace and name in ("control_variates", "precondition"):
+            raise ValueError(
+                f"{type(sampler).__name__}({name}=True) needs the posterior's mode and its "
+                f"Laplace approximation, which {type(model).__name__} does not provide (it "
+                f"has no Hessian); leave {name}=None (no {name.replace('_', ' ')} on such "
+                "models)")
+        out[name] = value
+    if "friction" in given:
+        friction = given["friction"]
+        if friction is None:
+            friction = _DEFAULT_FRICTION[sampler.name] if laplace else START_FRICTION
+        out["friction"] = float(friction)
+    return out
+
+
+def prepare_sg(sampler, model, *, precondition=None, cap_batch=False):
+    """The preparation of the SG samplers, on the hyperparameters resolved on
+    the model (:func:`sg_settings`).
+
+    With a Hessian: MAP / Laplace, control variates at the MAP (order 2 for
+    GLMs, 1 otherwise; their cache built), and the step size: the default
+    from the curvature and gradient noise at the mode and at draws of the
+    Laplace approximation (:func:`~._sg_tuning.step_rule`), refused when it
+    is too small for the chains to mix (:func:`~._sg_tuning.refuse_if_too_slow`,
+    a :class:`~bayes_subsample.exceptions.SamplingError` before any draw).
+    With a diagonal metric (wide models) the Laplace approximation is diagonal
+    and the control variates are of order 1 (order 2 needs the ``p x p``
+    Hessian sum): ``O(p)`` work a step. pSGLD (``sampler.name == "psgld"``)
+    has no control variates and moves ``theta`` with its own preconditioner;
+    its default step is SGLD's rule in that preconditioner's coordinates
+    (:func:`~._sg_tuning.psgld_rule`).
+
+    Without a Hessian (``model.has_hessian`` False): no mode, no Laplace
+    approximation, no control variates; the default step from the curvature
+    at ``model.init_params`` of a fixed seed (:func:`~._sg_tuning.step_at_start`,
+    :ref:`algo-sg-no-hessian`). ``cap_batch``: the step rule sees
+    ``min(batch_size, n)`` (EWSG's blocks)."""
+    settings = sg_settings(sampler, model, precondition)
+    asked = settings["batch_size"]
     if asked > max(model.n_data, SMALL_BATCH):
         # refused before any work (a minibatch buffer of batch_size rows is allocated)
         raise ValueError(f"{type(sampler).__name__}: batch_size={asked} is larger than the "
                          f"data (n={model.n_data}); use batch_size <= {model.n_data}")
-    precondition = sampler.precondition if precondition is None else precondition
+    batch_size = min(asked, model.n_data) if cap_batch else asked
+    common = dict(batch_size=int(asked), friction=settings.get("friction"),
+                  refresh_momentum=settings.get("refresh_momentum"))
+    psgld = sampler.name == "psgld"
+    if not model.has_hessian:
+        theta0 = model.check_theta(model.init_params(np.random.default_rng(START_SEED))).copy()
+        rule, n_evals, step = None, 0, sampler.step_size
+        if step is None:
+            lam = float("nan")
+            if not psgld:
+                lam, n_evals = start_curvature(model, theta0)
+                rule = StepRule(lam, 1.0, lam, float("nan"), n_evals, lam)
+            step = step_at_start(sampler.name, lam, model.n_data, settings.get("friction"))
+        return SGPrepared(theta_init=theta0, init_chol=None, n_evals=n_evals, step_size=float(step),
+                          precondition=False, step_rule=rule, laplace=False,
+                          second_moment=np.zeros(model.n_params) if psgld else None, **common)
+    precondition = False if psgld else settings["precondition"]
+    control_variates = False if psgld else settings["control_variates"]
     diagonal = diagonal_metric(sampler.metric, model)
     lap = prepare_laplace(model, diagonal=diagonal)
-    n_evals, cv = lap.n_evals, None
+    n_evals, cv, second_moment = lap.n_evals, None, None
     if control_variates:
         cv = TaylorControlVariate(model, lap.theta_init, order=cv_order(model, diagonal))
         cv.build_cache()
         n_evals += cv.n_evals
     rule = None
-    if sampler.step_size is None:
-        rule = step_rule(model, lap.theta_init, lap.init_chol, lap.precision, diagonal,
-                         precondition, cv, batch_size)
+    if psgld:
+        rule, G = psgld_rule(model, lap.theta_init, lap.init_chol, lap.precision, diagonal,
+                             batch_size, sampler.damping)
         n_evals += rule.n_evals
+        # the running mean of squared gradients that gives G (its stationary estimate)
+        second_moment = np.maximum(1.0 / G - sampler.damping, 0.0) ** 2
+    if sampler.step_size is None:
+        if not psgld:
+            rule = step_rule(model, lap.theta_init, lap.init_chol, lap.precision, diagonal,
+                             precondition, cv, batch_size)
+            n_evals += rule.n_evals
         q = rule.q
-        step = step_from_curvature(sampler.name, rule.lam, q, friction=friction)
-        refuse_if_too_slow(sampler, model, rule, batch_size, step, control_variates)
+        step = step_from_curvature(sampler.name, rule.lam, q, friction=settings.get("friction"))
+        refuse_if_too_slow(sampler, model, rule, batch_size, step, control_variates,
+                           friction=settings.get("friction"))
         if cv is not None and q < 0.1:
             needed = batch_size / q
             cure = (f"A batch_size of about {needed:.0f} restores it" if needed < model.n_data
@@ -340,8 +489,11 @@ def prepare_sg(sampler, model, *, control_variates, batch_size, friction=None,
                 "metric) are the better choice.", EfficiencyWarning, stacklevel=3)
     else:
         step = float(sampler.step_size)
+        if psgld:
+            rule = None
     return SGPrepared(**{**vars(lap), "n_evals": n_evals}, cv=cv, step_size=step,
-                      precondition=bool(precondition), step_rule=rule)
+                      precondition=bool(precondition), step_rule=rule,
+                      second_moment=second_moment, **common)
 
 
 def _diverged(name, step_size, where):
@@ -374,10 +526,17 @@ class SGInfo(NamedTuple):
 
 class _SGKernelBase(Kernel):
     """The gradient estimator, the coordinates the dynamics move (whitened by the
-    Laplace approximation when preconditioned), the runaway check and the
-    check of the chain's spread at the end of warmup (:class:`SteinCheck`).
-    Subclasses implement ``_advance(rng, state, stein)`` (one iteration, the
-    Stein sums added to ``stein`` unless None)."""
+    Laplace approximation when preconditioned; ``z = sqrt(n) theta`` on a model
+    without a Hessian, unless ``scale_without_laplace`` is False), the runaway
+    check and the check of the chain's spread at the end of warmup
+    (:class:`SteinCheck`; not on a model without a Hessian). Subclasses
+    implement ``_advance(rng, state, stein)`` (one iteration, the Stein sums
+    added to ``stein`` unless None)."""
+
+    #: on a model without a Hessian the dynamics move ``z = sqrt(n) theta``
+    #: (the metric ``n I``); False: ``theta`` itself (pSGLD, whose own
+    #: preconditioner is its metric)
+    scale_without_laplace = True
 
     def __init__(self, model, prepared, sampler, batch_size, n_steps, n_warmup):
         self.model = model
@@ -385,8 +544,17 @@ class _SGKernelBase(Kernel):
         self.n = model.n_data
         self.p = model.n_params
         self.gradient = GradientEstimator(model.compiled, model.prior.precision, prepared.cv)
-        self.shift, self.chol = prepared.theta_init, prepared.init_chol
-        self.precondition = prepared.precondition
+        self.laplace = prepared.laplace
+        if self.laplace:
+            self.shift, self.chol = prepared.theta_init, prepared.init_chol
+            self.precondition = prepared.precondition
+        else:
+            # no Laplace approximation: the per-datum scale, z = sqrt(n) theta, where
+            # the posterior's curvature is the average per-datum curvature
+            self.shift, self.chol = np.zeros(self.p), np.full(self.p, self.n ** -0.5)
+            self.precondition = self.scale_without_laplace
+            # the runaway check's unit: prior standard deviations
+            self._prior_sd = 1.0 / np.sqrt(np.asarray(model.prior.precision, dtype=np.float64))
         if self.precondition:
             self.gradient.whiten(self.shift, self.chol)
         self.step_size = float(prepared.step_size)
@@ -396,7 +564,10 @@ class _SGKernelBase(Kernel):
         self._g = np.empty(self.p)
         self._evals = 0
         self._warned = False
-        self.check = SteinCheck(self.p, n_warmup if sampler.check_spread else 0,
+        # a network's posterior is multimodal and no chain mixes across its modes: the
+        # check (which needs every coordinate to mix) applies with a Laplace approximation
+        checked = sampler.check_spread and self.laplace
+        self.check = SteinCheck(self.p, n_warmup if checked else 0,
                                 None if self.precondition else self.chol)
         self.rule = prepared.step_rule
 
@@ -418,6 +589,18 @@ class _SGKernelBase(Kernel):
 
     def _theta(self, position):
         """The draw of a position; raises if the chain ran away."""
+        if not self.laplace:
+            theta = (scale_draws(self.chol, position) if self.precondition
+                     else position.copy())
+            dist = float(np.max(np.abs(theta) / self._prior_sd))
+            if not dist < RUNAWAY_SD:
+                raise SamplingError(
+                    f"{self.name} ran away: a parameter is {dist:.3g} prior standard "
+                    f"deviations from 0; step_size={self.step_size:g} makes the discretised "
+                    "dynamics unstable for this posterior. Use a smaller step_size (the "
+                    "default is set from the curvature at the starting point, "
+                    "suggest_step_size).")
+            return theta
         if self.precondition:
             z, theta = position, self.shift + scale_draws(self.chol, position)
         else:
@@ -452,8 +635,11 @@ class _SGKernelBase(Kernel):
     def tuning(self):
         out = {"step_size": self.step_size, "batch_size": self.batch_size,
                "n_steps": self.n_steps, "data_passes": self._evals / self.n,
-               "precondition": self.precondition, "spread_check": dict(self.check.summary)}
-        if self.rule is not None:
+               "precondition": self.precondition and self.laplace,
+               "laplace": self.laplace, "spread_check": dict(self.check.summary)}
+        if self.rule is not None and not self.laplace:
+            out.update(curvature_at_start=self.rule.lam)
+        elif self.rule is not None:
             out.update(curvature=self.rule.lam, curvature_at_mode=self.rule.lam_mode,
                        noise_factor=1.0 / self.rule.q)
         return out
@@ -495,7 +681,12 @@ class SGLD(BaseSampler):
     ``grad log p + n/m sum_i grad l_{u_i}`` with ``control_variates=False``.
     Warmup iterations run the same dynamics (burn-in); nothing is adapted.
     ``prepare`` finds the MAP (start of the chains and ``theta*``); its full
-    passes are counted in ``Trace.n_evals_prepare``.
+    passes are counted in ``Trace.n_evals_prepare``. On a model without a
+    Hessian (``model.has_hessian`` False: :class:`~bayes_subsample.models.MLPModel`)
+    there is no MAP: each chain starts from ``model.init_params`` drawn from its
+    own generator, without control variates, in ``z = sqrt(n) theta``, with
+    ``eps = 2 / lam`` (``lam`` the posterior's largest curvature at such a
+    start) by default (:ref:`algo-sg-no-hessian`).
     {bias}
     Parameters
     ----------
@@ -504,24 +695,36 @@ class SGLD(BaseSampler):
         ``theta <- theta - h grad V + sqrt(2h) xi`` is ``eps = 2h``), in the
         whitened coordinates when ``precondition``. ``None`` uses
         :func:`suggest_step_size` (``0.3 q / lambda_max``, ``lambda_max = 1``
-        when preconditioned: 0.3 with control variates).
-    batch_size : int, default=32
-        Minibatch size ``m`` (iid indices, fresh at every step). With control
-        variates the gradient noise is small near the mode, so a small
-        minibatch suffices. At most the number of data (values up to 32 are
-        taken on fewer rows too); larger values are refused before any work.
-    control_variates : bool, default=True
-        Use Taylor control variates around the MAP.
+        when preconditioned: 0.3 with control variates). On a model without a
+        Hessian it is stated in ``z = sqrt(n) theta`` (``n`` times the step in
+        ``theta``), and ``None`` is ``2 / lam_z``, ``lam_z`` the largest
+        curvature at the start in ``z``.
+    batch_size : int, optional
+        Minibatch size ``m`` (iid indices, fresh at every step); ``None``: 32,
+        or 100 on a model without a Hessian. With control variates the
+        gradient noise is small near the mode, so a small minibatch suffices.
+        At most the number of data (values up to 32 are taken on fewer rows
+        too); larger values are refused before any work.
+    control_variates : bool, optional
+        Use Taylor control variates around the MAP; ``None``: True, or False
+        on a model without a Hessian (which has no MAP; True is refused there).
     n_steps : int, default=10
-        Langevin steps per retained iteration (thinning); ``n_samples`` of the
-        driver / estimators counts retained iterations. At the default step
-        size ten steps give draws with an inefficiency factor of about 2 on a
-        near-Gaussian posterior, at ``10 m`` gradient evaluations a draw.
-    precondition : bool, default=True
+        Langevin steps per retained iteration: the thinning. ``n_samples`` of
+        the driver / estimators counts retained iterations, so a run keeps
+        ``n_samples`` draws of ``n_steps * (n_warmup + n_samples)`` steps (a
+        network's ``p`` in the tens of thousands makes keeping every step
+        impossible: choose ``n_steps`` for the draws you can hold). At the
+        default step size ten steps give draws with an inefficiency factor of
+        about 2 on a near-Gaussian posterior, at ``10 m`` gradient evaluations
+        a draw.
+    precondition : bool, optional
         Run the dynamics in the whitened coordinates of the Laplace
         approximation (the identity metric there is the posterior precision at
         the mode in ``theta``). ``False``: the identity metric in ``theta``,
-        whose stable step size is set by the stiffest direction.
+        whose stable step size is set by the stiffest direction. ``None``:
+        True, or, on a model without a Hessian, the coordinates ``z = sqrt(n)
+        theta`` (the metric ``n I``; :ref:`algo-sg-no-hessian`; True is
+        refused there).
     {metric}
     {check}
 
@@ -554,21 +757,21 @@ class SGLD(BaseSampler):
     exact = False
     _parameter_constraints = {
         **shared_constraints("step_size", "batch_size", "control_variates", "n_steps",
-                             "precondition", "metric"),
+                             "precondition", "metric",
+                             optional=("batch_size", "control_variates", "precondition")),
         "check_spread": ["boolean"],
     }
 
-    def __init__(self, step_size=None, batch_size=32, control_variates=True, n_steps=10,
-                 precondition=True, metric="auto", check_spread=True):
+    def __init__(self, step_size=None, batch_size=None, control_variates=None, n_steps=10,
+                 precondition=None, metric="auto", check_spread=True):
         store_params(self, locals())
 
     def prepare(self, model, rng):
         self._validate_params()
-        return prepare_sg(self, model, control_variates=self.control_variates,
-                          batch_size=self.batch_size)
+        return prepare_sg(self, model)
 
     def build(self, model, prepared, n_warmup):
-        return SGLDKernel(model, prepared, self, self.batch_size, self.n_steps, n_warmup)
+        return SGLDKernel(model, prepared, self, prepared.batch_size, self.n_steps, n_warmup)
 
 
 # --------------------------------------------------------------------------------------
@@ -576,10 +779,10 @@ class SGLD(BaseSampler):
 # --------------------------------------------------------------------------------------
 class SGHMCKernel(_SGKernelBase):
     def __init__(self, model, prepared, sampler, n_warmup):
-        super().__init__(model, prepared, sampler, sampler.batch_size, sampler.n_steps,
+        super().__init__(model, prepared, sampler, prepared.batch_size, sampler.n_steps,
                          n_warmup)
-        self.friction = float(sampler.friction)
-        self.refresh = bool(sampler.refresh_momentum)
+        self.friction = float(prepared.friction)
+        self.refresh = bool(prepared.refresh_momentum)
         # the identity mass in the coordinates the dynamics move
         self.metric = Metric(dim=self.p)
         self._v, self._z, self._xi = np.empty(self.p), np.empty(self.p), np.empty(self.p)
@@ -618,36 +821,48 @@ class SGHMC(BaseSampler):
     with a fresh minibatch of ``batch_size`` iid indices per gradient and the
     same gradient estimate ``g_hat`` as :class:`SGLD` (control variates or
     plain). Warmup iterations run the same dynamics; nothing is adapted.
+    ``n_steps`` is the thinning (see :class:`SGLD`). On a model without a
+    Hessian the chains start as :class:`SGLD`'s, with ``M = n I``, friction
+    0.1, no refresh and ``eps = 0.3 min(lam_z^-1/2, 1 / friction)`` in ``z``
+    (:ref:`algo-sg-no-hessian`).
     {bias}
     Parameters
     ----------
     step_size : float, optional
-        ``eps`` (in the whitened coordinates when ``precondition``); ``None`` uses
+        ``eps`` (in the whitened coordinates when ``precondition``; in ``z =
+        sqrt(n) theta`` on a model without a Hessian); ``None`` uses
         :func:`suggest_step_size`.
-    batch_size : int, default=32
-        Minibatch size ``m`` per gradient; at most the number of data (values
-        up to 32 are taken on fewer rows too).
+    batch_size : int, optional
+        Minibatch size ``m`` per gradient; ``None``: 32, or 100 on a model
+        without a Hessian. At most the number of data (values up to 32 are
+        taken on fewer rows too).
     n_steps : int, default=10
         Steps per iteration (``L``; the HMC-ECS paper's SGHMC uses 20 on
         HIGGS). At the default step size (``0.3`` in whitened units with
         control variates) ten steps span a trajectory of about 3, which gives
         nearly independent draws on a near-Gaussian posterior.
-    friction : float, default=1.0
-        The damping rate: ``C = friction * M``, so ``C M^-1 p = friction * p``
-        and the injected noise is ``N(0, 2 friction eps M)``. With the identity
+    friction : float, optional
+        The damping rate (``None``: 1, or 0.1 on a model without a Hessian,
+        the EWSG paper's value for its MLP): ``C = friction * M``, so
+        ``C M^-1 p = friction * p`` and the injected noise is
+        ``N(0, 2 friction eps M)``. With the identity
         mass this is ``C = friction * I`` as in the paper; preconditioned, it
         keeps the damping rate the same in whitened coordinates (a literal
         ``C = I`` next to ``M ~ n`` would barely damp, leaving the momentum-kept
         dynamics non-ergodic).
-    control_variates : bool, default=True
-        Taylor control variates around the MAP.
-    precondition : bool, default=True
+    control_variates : bool, optional
+        Taylor control variates around the MAP; ``None``: True, or False on a
+        model without a Hessian (True is refused there).
+    precondition : bool, optional
         Mass matrix ``M``: the posterior precision at the MAP (True) or the
         identity (False). Replaces ``mass="laplace"`` / ``mass="identity"``
-        (``mass`` is deprecated).
+        (``mass`` is deprecated). ``None``: True, or, on a model without a
+        Hessian, ``M = n I`` (the dynamics in ``z = sqrt(n) theta`` with unit
+        mass; :ref:`algo-sg-no-hessian`; True is refused there).
     {metric}
-    refresh_momentum : bool, default=True
-        Redraw ``p ~ N(0, M)`` at the start of every iteration. Note that
+    refresh_momentum : bool, optional
+        Redraw ``p ~ N(0, M)`` at the start of every iteration (``None``: True,
+        or False on a model without a Hessian, as the EWSG paper's SGHMC). Note that
         with this first-order (``theta`` first) integrator a refresh discards
         the last gradient and the ``O(eps)`` correlation between ``theta`` and
         ``p`` that the discretised dynamics builds up, which adds a bias of
@@ -677,29 +892,29 @@ class SGHMC(BaseSampler):
     exact = False
     _parameter_constraints = {
         **shared_constraints("step_size", "batch_size", "n_steps", "friction", "control_variates",
-                             "precondition", "metric"),
-        "refresh_momentum": ["boolean"],
+                             "precondition", "metric",
+                             optional=("batch_size", "friction", "control_variates",
+                                       "precondition")),
+        "refresh_momentum": ["boolean", None],
         "mass": deprecated_constraint(StrOptions({"identity", "laplace"})),
         "check_spread": ["boolean"],
     }
 
-    def __init__(self, step_size=None, batch_size=32, n_steps=10, friction=1.0,
-                 control_variates=True, precondition=True, refresh_momentum=True,
+    def __init__(self, step_size=None, batch_size=None, n_steps=10, friction=None,
+                 control_variates=None, precondition=None, refresh_momentum=None,
                  mass=DEPRECATED, metric="auto", check_spread=True):
         store_params(self, locals())
 
     def prepare(self, model, rng):
         self._validate_params()
-        precondition = self.precondition
+        precondition = None
         if self.mass != DEPRECATED:
             warnings.warn("SGHMC(mass=...) is deprecated and will be removed in 0.3; use "
                           "SGHMC(precondition=True) for mass='laplace' and "
                           "precondition=False for mass='identity'", FutureWarning,
                           stacklevel=2)
             precondition = self.mass == "laplace"
-        return prepare_sg(self, model, control_variates=self.control_variates,
-                          batch_size=self.batch_size, friction=self.friction,
-                          precondition=precondition)
+        return prepare_sg(self, model, precondition=precondition)
 
     def build(self, model, prepared, n_warmup):
         return SGHMCKernel(model, prepared, self, n_warmup)
