@@ -21,7 +21,8 @@ from bayes_subsample.diagnostics import ess_bulk, mcse_mean
 from bayes_subsample.models import (FunctionModel, GaussianRegressionModel,
                                     LogisticRegressionModel)
 from bayes_subsample.samplers._sgmcmc_fast import GradientEstimator
-from bayes_subsample.samplers.sgmcmc import (SGHMC, SGLD, iterations_for_passes,
+from bayes_subsample.samplers.sghmc import SGHMC
+from bayes_subsample.samplers.sgmcmc import (SGLD, iterations_for_passes,
                                              suggest_step_size)
 
 N_GAUSS = 20

@@ -19,7 +19,7 @@ _REGISTERED = {
     "austerity": ("austerity", "AusterityMH", {}),
     "confidence": ("confidence", "ConfidenceMH", {}),
     "sgld": ("sgmcmc", "SGLD", {}),
-    "sghmc": ("sgmcmc", "SGHMC", {}),
+    "sghmc": ("sghmc", "SGHMC", {}),
     "ewsg": ("ewsg", "EWSG", {}),
     "psgld": ("psgld", "PSGLD", {}),
 }
