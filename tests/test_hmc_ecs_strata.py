@@ -402,8 +402,7 @@ def test_a_stage_whose_draws_are_far_below_the_mode_keeps_theta_star_and_restart
     lp_far = model.full_pass(window[20:].mean(axis=0))[0] + model.prior.log_prob(
         window[20:].mean(axis=0))
     assert lp_far < kernel.lp_best - 2 * model.n_params
-    kernel._window = list(window)
-    new = kernel._restratify(rng, state)
+    new = kernel.restratify(rng, state, list(window))
     assert kernel.stages[-1]["astray"] and kernel.cv is cv0 and kernel.metric is metric0
     # no exact pilot from a stage that went astray (its mean is not in the posterior)
     assert kernel.stages[-1]["pilot_accept"] is None and not kernel.piloted
@@ -423,9 +422,8 @@ def test_a_stage_near_the_mode_moves_theta_star_to_its_mean():
     model, kernel, state, rng = _stratified_kernel()
     sd = np.sqrt(np.diag(kernel.factors.cov))
     window = kernel.cv.theta_star + sd * rng.normal(size=(40, model.n_params))
-    kernel._window = list(window)
     lp_before = kernel.lp_best
-    new = kernel._restratify(rng, state)
+    new = kernel.restratify(rng, state, list(window))
     assert not kernel.stages[-1]["astray"]
     np.testing.assert_allclose(kernel.cv.theta_star, window[20:].mean(axis=0))
     np.testing.assert_array_equal(new.theta, state.theta)    # the chain goes on
@@ -449,9 +447,8 @@ def test_the_first_stage_near_the_mode_runs_an_exact_pilot_once(monkeypatch):
     assert not kernel.piloted
     for stage in range(2):
         window = kernel.cv.theta_star + sd * rng.normal(size=(40, model.n_params))
-        kernel._window = list(window)
         passes = model.n_full_passes
-        state = kernel._restratify(rng, state)
+        state = kernel.restratify(rng, state, list(window))
         made = model.n_full_passes - passes
         first = kernel.stages[-1]
         stage_points = window[20:][np.linspace(0, 19, warmup.STRATA_POINTS).astype(int)]
@@ -479,7 +476,7 @@ def test_the_exact_pilot_samples_the_full_data_posterior(monkeypatch):
     import bayes_subsample.samplers._ecs_warmup as warmup
     monkeypatch.setattr(warmup, "PILOT_ITERATIONS", 1500)
     model, kernel, state, rng = _stratified_kernel()
-    draws, accept = kernel._exact_pilot(rng, kernel.cv.theta_star)
+    draws, accept = kernel.exact_pilot(rng, kernel.cv.theta_star)
     assert draws.shape == (1500, model.n_params) and accept > 0.5
     ref = _quiet_sample(model, "nuts", n_samples=1500, n_warmup=500, n_chains=2,
                         random_state=0).draws.reshape(-1, model.n_params)

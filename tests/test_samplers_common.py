@@ -8,6 +8,7 @@ same posterior as a user ``FunctionModel``:
 * the kernel contract: ``prepare`` returns a ``Prepared``; ``State`` and ``Info``
   are NamedTuples; every ``Info`` has ``accept_prob`` (float in [0, 1]),
   ``accepted`` (bool), ``n_evals`` (int >= 0), and the trace records every field;
+  a step changes nothing on its kernel (every change is in the State it returns);
 * reproducibility: the same ``random_state`` gives identical draws for any
   ``n_jobs``;
 * compiled vs NumPy: the kernels on a compiled GLM and on the same posterior as
@@ -89,6 +90,91 @@ def test_kernel_contract_and_trace_fields(name, model):
     # signed draws, unless the sampler fell back to an exact chain on the full data
     full_data = trace.tuning[0].get("full_data", False)
     assert (trace.signs is not None) == (sampler.signed and not full_data)
+
+
+def _snapshot(value, seen=None):
+    """A deep copy of ``value`` for comparison: arrays, containers and the
+    ``vars`` of Python objects, recursively (each object once; those in ``seen``
+    not at all); compiled objects (no ``__dict__``) by identity."""
+    seen = set() if seen is None else seen
+    if isinstance(value, np.ndarray):
+        return ("array", value.copy())
+    if isinstance(value, (tuple, list)):
+        return (type(value), [_snapshot(v, seen) for v in value])
+    if isinstance(value, dict):
+        return (dict, {k: _snapshot(v, seen) for k, v in value.items()})
+    if isinstance(value, (int, float, complex, str, bytes, type(None), np.generic, type)):
+        return ("value", value)
+    if hasattr(value, "__dict__") and id(value) not in seen:
+        seen.add(id(value))
+        return ("object", id(value), _snapshot(vars(value), seen))
+    return ("identity", id(value))
+
+
+def _assert_same(a, b, where="kernel"):
+    assert a[0] == b[0], where
+    if a[0] == "array":
+        assert a[1].shape == b[1].shape and np.array_equal(a[1], b[1], equal_nan=True), where
+    elif a[0] in (tuple, list) or (isinstance(a[0], type) and issubclass(a[0], tuple)):
+        assert len(a[1]) == len(b[1]), where
+        for i, (x, y) in enumerate(zip(a[1], b[1])):
+            _assert_same(x, y, f"{where}[{i}]")
+    elif a[0] is dict:
+        assert a[1].keys() == b[1].keys(), where
+        for k in a[1]:
+            _assert_same(a[1][k], b[1][k], f"{where}[{k!r}]")
+    elif a[0] == "object":
+        assert a[1] == b[1], f"{where} was replaced"
+        for k in a[2][1]:
+            _assert_same(a[2][1][k], b[2][1].get(k, ("missing",)), f"{where}.{k}")
+        assert a[2][1].keys() == b[2][1].keys(), where
+    elif a[0] == "value":
+        assert a[1] == b[1] or (a[1] != a[1] and b[1] != b[1]), where     # NaN == NaN
+    else:
+        assert a[1] == b[1], f"{where} was replaced"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_step_changes_nothing_on_the_kernel(name, model):
+    """After warmup, ``step`` leaves ``vars(kernel)`` as it was, deeply (arrays,
+    containers, the Python objects it holds): the chain's state is all in the
+    State (so a kernel can serve any state, and stepping is a function). The
+    model is the data all chains share, compared by identity: its pass counter
+    counts what the chains read."""
+    sampler = SAMPLERS[name](**({"step_size": 1e-3} if name == "psgld" else {}))
+    prepared = sampler.prepare(model, np.random.default_rng(0))
+    kernel = sampler.build(model, prepared, 10)
+    rng = np.random.default_rng(1)
+    state = kernel.init(rng, prepared.theta_init.copy())
+    for i in range(10):
+        state, _ = kernel.warmup_step(rng, state, i)
+    state = kernel.end_warmup(state)
+    before = _snapshot(kernel, {id(model)})
+    moved = False
+    for _ in range(5):
+        theta = state.theta.copy()
+        state, _ = kernel.step(rng, state)
+        moved |= not np.array_equal(theta, state.theta)
+    assert moved
+    _assert_same(before, _snapshot(kernel, {id(model)}))
+
+
+def test_the_kernel_snapshot_sees_changes():
+    class Holder:
+        pass
+
+    outer, inner = Holder(), Holder()
+    outer.a, outer.inner, inner.v, inner.d = np.zeros(3), inner, 1.0, {"k": [np.ones(2)]}
+    before = _snapshot(outer)
+    for change in (lambda: outer.a.__setitem__(0, 1.0), lambda: setattr(inner, "v", 2.0),
+                   lambda: inner.d["k"][0].__setitem__(1, 0.0),
+                   lambda: setattr(inner, "new", 1), lambda: setattr(outer, "inner", Holder())):
+        change()
+        with pytest.raises(AssertionError):
+            _assert_same(before, _snapshot(outer))
+        outer.a[0], inner.v, inner.d["k"][0][1], outer.inner = 0.0, 1.0, 1.0, inner
+        inner.__dict__.pop("new", None)
+        _assert_same(before, _snapshot(outer))
 
 
 @pytest.mark.parametrize("name", NAMES)

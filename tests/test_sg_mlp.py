@@ -19,6 +19,8 @@ without a Hessian; doc/algorithms/sgmcmc.rst, ``algo-sg-no-hessian``).
 * The other samplers refuse the model with a clear error; control variates
   and Laplace preconditioning, which need a mode, are refused too.
 """
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from sklearn.datasets import load_digits
@@ -29,6 +31,7 @@ from bayes_subsample.diagnostics import mcse_mean
 from bayes_subsample.models import MLPModel, MultinomialLogisticModel
 from bayes_subsample.samplers import EWSG, PSGLD, SAMPLERS, SGHMC, SGLD, suggest_step_size
 from bayes_subsample.samplers._sg_tuning import START_STEP
+from bayes_subsample.samplers import _sgmcmc_fast, sgmcmc
 from bayes_subsample.samplers._sgmcmc_fast import GradientEstimator
 
 SG = ["sgld", "sghmc", "ewsg", "psgld"]
@@ -160,16 +163,27 @@ def test_no_hidden_layer_gradient_estimates_match(softmax_regression):
     np.testing.assert_allclose(g_mlp, to_mlp(g_glm), rtol=0, atol=1e-10 * np.abs(g_glm).max())
 
 
-def _one_step(model, sampler, theta0, seed):
+def _one_step(model, sampler, theta0, seed, monkeypatch):
+    """One SGLD step from ``theta0``: the new theta, the minibatch (seen by
+    wrapping the compiled loop the kernel calls) and the generator after it."""
+    seen = {}
+
+    def sgld_steps(*args):
+        done = _sgmcmc_fast.sgld_steps(*args)
+        seen["idx"] = args[6].copy()          # (gradient, z, eps, b, n_steps, rng, idx, ...)
+        return done
+
+    monkeypatch.setattr(sgmcmc, "_fast", SimpleNamespace(sgld_steps=sgld_steps))
     prepared = sampler.prepare(model, np.random.default_rng(0))
     kernel = sampler.build(model, prepared, 0)
     rng = np.random.default_rng(seed)
     state = kernel.init(rng, theta0)
     new, _ = kernel.step(rng, state)
-    return new.theta, kernel._idx.copy(), rng
+    return new.theta, seen["idx"], rng
 
 
-def test_no_hidden_layer_sgld_step_uses_the_same_random_numbers(softmax_regression):
+def test_no_hidden_layer_sgld_step_uses_the_same_random_numbers(softmax_regression,
+                                                                 monkeypatch):
     """One SGLD step from mapped starts, same seed: the same minibatch, and the
     same vector of standard normals, recovered from each step as
     ``(theta' - theta - eps/2 g) / sqrt(eps)``. So the MLP's draw is the GLM's
@@ -179,10 +193,12 @@ def test_no_hidden_layer_sgld_step_uses_the_same_random_numbers(softmax_regressi
     theta0 = np.random.default_rng(1).normal(size=glm.n_params) * 0.3
     # the MLP moves z = sqrt(n) theta, where the same step is n eps
     t_mlp, idx_mlp, rng_mlp = _one_step(mlp, SGLD(step_size=eps * mlp.n_data, batch_size=50,
-                                                  n_steps=1), to_mlp(theta0), seed=7)
+                                                  n_steps=1), to_mlp(theta0), seed=7,
+                                         monkeypatch=monkeypatch)
     t_glm, idx_glm, rng_glm = _one_step(glm, SGLD(step_size=eps, batch_size=50, n_steps=1,
                                                   control_variates=False, precondition=False,
-                                                  check_spread=False), theta0, seed=7)
+                                                  check_spread=False), theta0, seed=7,
+                                         monkeypatch=monkeypatch)
     np.testing.assert_array_equal(idx_mlp, idx_glm)
     assert rng_mlp.random() == rng_glm.random()          # as many draws from the stream
 

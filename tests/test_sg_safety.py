@@ -10,7 +10,9 @@ dynamics have closed-form stationary laws) or a long NUTS run, with
 tolerances from Monte Carlo standard errors; the compiled Stein sums are
 checked against NumPy.
 """
+import sys
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -27,6 +29,7 @@ from bayes_subsample.samplers._sg_check import MEAN_BOUND, MIN_ESS, RATIO_BOUNDS
 from bayes_subsample.samplers._sg_tuning import (CURVATURE_SLACK, MAX_SLOWDOWN, curvature_at,
                                                  laplace_points, noise_rows,
                                                  step_from_curvature, step_rule)
+from bayes_subsample.samplers import _sgmcmc_fast
 from bayes_subsample.samplers._sgmcmc_fast import STEIN_FIELDS
 
 
@@ -74,7 +77,7 @@ def _warm_kernel(sampler, model, n_warmup, seed=0):
     EWSG(batch_size=7, n_steps=1, index_chain_length=0),
     EWSG(batch_size=7, n_steps=1, index_chain_length=1, index_chain="persistent"),
 ], ids=["sgld", "sghmc", "ewsg-restart", "ewsg-persistent"])
-def test_stein_sums_match_numpy(sampler, dtype):
+def test_stein_sums_match_numpy(sampler, dtype, monkeypatch):
     """Each step adds (position, unbiased gradient estimate there) to the sums:
     SGLD's gradient at the position before the move, SGHMC's after the
     position update, EWSG's of the uniformly drawn block (the index chain's
@@ -91,18 +94,36 @@ def test_stein_sums_match_numpy(sampler, dtype):
     gen = np.random.default_rng(3)
     state = kernel.init(gen, prepared.theta_init.copy())
     state, _ = kernel.step(gen, state)             # EWSG persistent: J set
+    # the compiled loops, wrapped: they add to ``acc`` and show their gradient buffers
+    buffers = {}
+
+    def wrapped(name, *slots):
+        def call(*args):
+            args = args[:-1] + (acc,)                # (..., stein)
+            done = getattr(_sgmcmc_fast, name)(*args)
+            buffers.update(g=args[slots[0]].copy(),
+                           g_prop=args[slots[-1]].copy())
+            return done
+        return call
+
+    # the gradient buffers' places: sgld_steps(..., rng, idx, g, stein),
+    # sghmc_steps(..., rng, idx, g, v, z, xi, stein), ewsg_steps(..., rng, g_cur, g_prop, stein)
+    monkeypatch.setattr(sys.modules[type(kernel).__module__], "_fast", SimpleNamespace(
+        sgld_steps=wrapped("sgld_steps", 7), sghmc_steps=wrapped("sghmc_steps", 11),
+        ewsg_steps=wrapped("ewsg_steps", 12, 13)))
     for _ in range(6):
         z0 = state.position.copy()
-        state, _ = kernel._advance(gen, state, acc)
+        state, _ = kernel.step(gen, state)
         if isinstance(sampler, SGLD):
-            z, g = z0, kernel._g
+            z, g = z0, buffers["g"]
         elif isinstance(sampler, SGHMC):
-            z, g = state.position, kernel._g
+            z, g = state.position, buffers["g"]
         elif sampler.index_chain == "restart":
-            z, g = z0, -kernel._g_cur
+            z, g = z0, -buffers["g"]
         else:
-            z, g = z0, -kernel._g_prop
+            z, g = z0, -buffers["g_prop"]
         ref += np.concatenate([g * z, g, z, z * z, [1.0]])
+    assert acc[-1] == 6
     np.testing.assert_allclose(acc, ref, rtol=1e-12, atol=1e-12)
 
 

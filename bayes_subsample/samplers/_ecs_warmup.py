@@ -123,7 +123,7 @@ class ECSWarmup:
         if self.stratify:
             self._window.append(state.theta)
             if (iteration + 1) % self.stage_len == 0 and iteration + 1 <= self.last_stage:
-                state = self._restratify(rng, state)
+                state = self.restratify(rng, state, self._window)
                 self._window = []
         elif self.recentre:
             self._window.append(state.theta)
@@ -189,9 +189,9 @@ class ECSWarmup:
         self.tuner.restart()
         return state._replace(potential_energy=U)
 
-    def _restratify(self, rng, state):
-        """End of a stage of stratified warmup: theta* to the mean of the stage's
-        second half (one full pass for the sums), residuals of every row at
+    def restratify(self, rng, state, window):
+        """End of a stage of stratified warmup whose draws are ``window``: theta*
+        to the mean of the stage's second half (one full pass for the sums), residuals of every row at
         ``STRATA_POINTS`` of its draws (a pass each), then the exact stratum and
         the subsample size from them (``choose_strata``), the mass matrix from the
         new Hessian, a fresh subsample; the step-size adaptation restarts.
@@ -205,14 +205,14 @@ class ECSWarmup:
         and the chain restarts at theta*.
 
         The first stage that is not astray also runs a short exact pilot chain
-        from its mean (``_exact_pilot``); residuals at ``PILOT_POINTS`` of the
+        from its mean (:meth:`exact_pilot`); residuals at ``PILOT_POINTS`` of the
         pilot's later draws join the stage's. The subsampled chain's draws show
         where its perturbed target let it go: along directions only the prior
         bounds, the estimator's variance confines it, and rows that would free
         it never show large residuals at its draws. The pilot's draws go where
         the posterior goes.
         """
-        half = np.asarray(self._window[len(self._window) // 2:])
+        half = np.asarray(window[len(window) // 2:])
         centre = half.mean(axis=0)
         ref = self._reference_at(centre)
         if ref is None:
@@ -229,7 +229,7 @@ class ECSWarmup:
         points = _spread(half, STRATA_POINTS)
         pilot_accept = None
         if not astray and not self.piloted:
-            pilot, pilot_accept = self._exact_pilot(rng, centre)
+            pilot, pilot_accept = self.exact_pilot(rng, centre)
             points = np.vstack([points, _spread(pilot[len(pilot) // 2:], PILOT_POINTS)])
         R = residual_scan(cv, points)
         self.n_evals_setup += len(points) * self.n
@@ -256,7 +256,7 @@ class ECSWarmup:
                             "astray": bool(astray), "pilot_accept": pilot_accept})
         return state._replace(theta=pot.position, potential_energy=U, potential=pot)
 
-    def _exact_pilot(self, rng, theta0):
+    def exact_pilot(self, rng, theta0):
         """``PILOT_ITERATIONS`` transitions of the inner kernel on the full-data
         potential from ``theta0`` with the current metric, one full pass per
         gradient (counted): draws that go where the posterior goes. The step

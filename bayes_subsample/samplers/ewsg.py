@@ -38,6 +38,10 @@ class EWSGState(NamedTuple):
     partition: np.ndarray
     #: minibatches evaluated since the last reshuffle
     blocks_since_shuffle: int
+    #: per-datum evaluations of the chain's steps so far (warmup included)
+    n_evals: int = 0
+    #: whether the chain has warned that it visits suspect points (it warns once)
+    warned: bool = False
 
 
 class EWSGInfo(NamedTuple):
@@ -56,15 +60,14 @@ class EWSGKernel(_SGKernelBase):
         self.n_blocks = -(-self.n // self.batch_size)
         self.index_chain_length = int(sampler.index_chain_length)
         self.persistent = sampler.index_chain == "persistent"
-        self._g_cur = np.empty(self.p)
-        self._g_prop = np.empty(self.p)
 
     def init(self, rng, theta0):
         z = self._position(theta0)
         r = rng.standard_normal(self.p)               # r ~ N(0, I): its stationary law
         perm = np.arange(self.n, dtype=np.int64)
         _rng.shuffle(rng, perm)                       # the first random partition
-        return EWSGState(self._theta(z), z, r, -1, perm, 0)
+        theta, warned = self._theta(z, False)
+        return EWSGState(theta, z, r, -1, perm, 0, warned=warned)
 
     def _advance(self, rng, state, stein):
         z, r = state.position.copy(), state.momentum.copy()
@@ -72,16 +75,16 @@ class EWSGKernel(_SGKernelBase):
         done, n_acc, n_data = _fast.ewsg_steps(
             self.gradient, z, r, state.partition, chain, self.batch_size,
             self.index_chain_length, self.persistent, self.step_size, self.friction,
-            self.n_steps, rng, self._g_cur, self._g_prop, stein)
+            self.n_steps, rng, np.empty(self.p), np.empty(self.p), stein)
         if done < self.n_steps:
             raise _diverged("EWSG", self.step_size, f"step {done + 1} of an iteration")
         n_data *= self.gradient.evals_per_datum
-        self._evals += n_data
-        n_prop = self.index_chain_length * self.n_steps
-        info = EWSGInfo(1.0, True, int(n_data), n_acc / n_prop if n_prop else np.nan,
-                        self._evals / self.n)
         J = int(chain[0]) if self.persistent else -1
-        return EWSGState(self._theta(z), z, r, J, state.partition, int(chain[1])), info
+        state = self._moved(state, z, n_data, momentum=r, index=J,
+                            blocks_since_shuffle=int(chain[1]))
+        n_prop = self.index_chain_length * self.n_steps
+        return state, EWSGInfo(1.0, True, int(n_data), n_acc / n_prop if n_prop else np.nan,
+                               state.n_evals / self.n)
 
     def tuning(self):
         return {**super().tuning(), "friction": self.friction, "n_blocks": self.n_blocks,

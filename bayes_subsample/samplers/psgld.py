@@ -30,6 +30,10 @@ class PSGLDState(NamedTuple):
     position: np.ndarray
     #: ``V``, the running mean of the squared per-datum average gradients
     second_moment: np.ndarray
+    #: per-datum evaluations of the chain's steps so far (warmup included)
+    n_evals: int = 0
+    #: whether the chain has warned that it visits suspect points (it warns once)
+    warned: bool = False
 
 
 class PSGLDKernel(_SGKernelBase):
@@ -45,17 +49,19 @@ class PSGLDKernel(_SGKernelBase):
 
     def init(self, rng, theta0):
         z = self._position(theta0)
-        return PSGLDState(self._theta(z), z, self.v0.copy())
+        theta, warned = self._theta(z, False)
+        return PSGLDState(theta, z, self.v0.copy(), warned=warned)
 
     def _advance(self, rng, state, stein):
         z, v = state.position.copy(), state.second_moment.copy()
         done = _fast.psgld_steps(self.gradient, z, v, self.alpha, self.damping,
-                                 self.step_size, self.batch_size, self.n_steps, rng, self._idx,
-                                 self._g, stein)
+                                 self.step_size, self.batch_size, self.n_steps, rng,
+                                 *self._scratch(), stein)
         if done < self.n_steps:
             raise _diverged("pSGLD", self.step_size, f"step {done + 1} of an iteration")
-        return PSGLDState(self._theta(z), z, v), self._info(
-            self.n_steps * self.batch_size * self.gradient.evals_per_datum)
+        n_evals = self.n_steps * self.batch_size * self.gradient.evals_per_datum
+        state = self._moved(state, z, n_evals, second_moment=v)
+        return state, self._info(state, n_evals)
 
     def tuning(self):
         return {**super().tuning(), "alpha": self.alpha, "damping": self.damping}

@@ -29,21 +29,23 @@ class SGHMCKernel(_SGKernelBase):
         self.refresh = bool(prepared.refresh_momentum)
         # the identity mass in the coordinates the dynamics move
         self.metric = Metric(dim=self.p)
-        self._v, self._z, self._xi = np.empty(self.p), np.empty(self.p), np.empty(self.p)
 
     def init(self, rng, theta0):
         z = self._position(theta0)
-        return SGState(self._theta(z), z, rng.standard_normal(self.p))
+        theta, warned = self._theta(z, False)
+        return SGState(theta, z, rng.standard_normal(self.p), warned=warned)
 
     def _advance(self, rng, state, stein):
         z, mom = state.position.copy(), state.momentum.copy()
+        v, z_buf, xi = np.empty(self.p), np.empty(self.p), np.empty(self.p)
         done = _fast.sghmc_steps(self.gradient, z, mom, self.refresh, self.metric,
                                  self.step_size, self.friction, self.batch_size, self.n_steps,
-                                 rng, self._idx, self._g, self._v, self._z, self._xi, stein)
+                                 rng, *self._scratch(), v, z_buf, xi, stein)
         if done < self.n_steps:
             raise _diverged("SGHMC", self.step_size, f"step {done + 1} of an iteration")
-        return SGState(self._theta(z), z, mom), self._info(
-            self.n_steps * self.batch_size * self.gradient.evals_per_datum)
+        n_evals = self.n_steps * self.batch_size * self.gradient.evals_per_datum
+        state = self._moved(state, z, n_evals, momentum=mom)
+        return state, self._info(state, n_evals)
 
     def tuning(self):
         return {**super().tuning(), "friction": self.friction}

@@ -513,6 +513,10 @@ class SGState(NamedTuple):
     #: the coordinates the dynamics move (whitened: theta = theta_map + L position)
     position: np.ndarray
     momentum: Optional[np.ndarray] = None
+    #: per-datum evaluations of the chain's steps so far (warmup included)
+    n_evals: int = 0
+    #: whether the chain has warned that it visits suspect points (it warns once)
+    warned: bool = False
 
 
 class SGInfo(NamedTuple):
@@ -529,7 +533,9 @@ class _SGKernelBase(Kernel):
     check and the check of the chain's spread at the end of warmup
     (:class:`SteinCheck`; not on a model without a Hessian). Subclasses
     implement ``_advance(rng, state, stein)`` (one iteration, the Stein sums
-    added to ``stein`` unless None)."""
+    added to ``stein`` unless None) and return ``self._moved(...)``. A step
+    changes nothing on the kernel: the evaluation count and the one-time warning
+    are in the State, the scratch buffers are the step's own."""
 
     #: on a model without a Hessian the dynamics move ``z = sqrt(n) theta``
     #: (the metric ``n I``); False: ``theta`` itself (pSGLD, whose own
@@ -558,10 +564,6 @@ class _SGKernelBase(Kernel):
         self.step_size = float(prepared.step_size)
         self.batch_size = int(batch_size)
         self.n_steps = int(n_steps)
-        self._idx = np.empty(self.batch_size, dtype=np.int64)
-        self._g = np.empty(self.p)
-        self._evals = 0
-        self._warned = False
         # a network's posterior is multimodal and no chain mixes across its modes: the
         # check (which needs every coordinate to mix) applies with a Laplace approximation
         checked = sampler.check_spread and self.laplace
@@ -585,8 +587,21 @@ class _SGKernelBase(Kernel):
             return theta
         return solve_chol(self.chol, theta - self.shift)
 
-    def _theta(self, position):
-        """The draw of a position; raises if the chain ran away."""
+    def _scratch(self):
+        """A step's scratch buffers: the minibatch's indices and a gradient."""
+        return np.empty(self.batch_size, dtype=np.int64), np.empty(self.p)
+
+    def _moved(self, state, position, n_evals, **fields):
+        """The state after an iteration that made ``n_evals`` per-datum
+        evaluations and moved to ``position`` (other changed fields in ``fields``)."""
+        theta, warned = self._theta(position, state.warned)
+        return state._replace(theta=theta, position=position, warned=warned,
+                              n_evals=state.n_evals + int(n_evals), **fields)
+
+    def _theta(self, position, warned):
+        """The draw of a position, and whether the chain has warned that it visits
+        suspect points (it warns once, if not ``warned``); raises if the chain
+        ran away."""
         if not self.laplace:
             theta = (scale_draws(self.chol, position) if self.precondition
                      else position.copy())
@@ -598,7 +613,7 @@ class _SGKernelBase(Kernel):
                     "dynamics unstable for this posterior. Use a smaller step_size (the "
                     "default is set from the curvature at the starting point, "
                     "suggest_step_size).")
-            return theta
+            return theta, warned
         if self.precondition:
             z, theta = position, self.shift + scale_draws(self.chol, position)
         else:
@@ -616,23 +631,23 @@ class _SGKernelBase(Kernel):
                 f"{self.name} ran away: the chain is {dist:.3g} posterior standard deviations "
                 f"(of the Laplace approximation) from the mode; step_size={self.step_size:g} "
                 f"makes the discretised dynamics unstable for this posterior. {cure}")
-        if dist > SUSPECT_SD and not self._warned:
-            self._warned = True
+        if dist > SUSPECT_SD and not warned:
+            warned = True
             warnings.warn(
                 f"{self.name} visits points {dist:.3g} posterior standard deviations (of the "
                 f"Laplace approximation) from the mode: step_size={self.step_size:g} is most "
                 "likely too large for this posterior (the draws are then wrong although "
                 "finite). Check the summaries with a smaller step_size.", ConvergenceWarning,
                 stacklevel=2)
-        return theta
+        return theta, warned
 
-    def _info(self, n_evals):
-        self._evals += n_evals
-        return SGInfo(1.0, True, int(n_evals), self._evals / self.n)
+    def _info(self, state, n_evals):
+        """The Info of the step that made ``n_evals`` evaluations and led to ``state``."""
+        return SGInfo(1.0, True, int(n_evals), state.n_evals / self.n)
 
     def tuning(self):
         out = {"step_size": self.step_size, "batch_size": self.batch_size,
-               "n_steps": self.n_steps, "data_passes": self._evals / self.n,
+               "n_steps": self.n_steps,
                "precondition": self.precondition and self.laplace,
                "laplace": self.laplace, "spread_check": dict(self.check.summary)}
         if self.rule is not None and not self.laplace:
@@ -649,16 +664,18 @@ class _SGKernelBase(Kernel):
 class SGLDKernel(_SGKernelBase):
     def init(self, rng, theta0):
         z = self._position(theta0)
-        return SGState(self._theta(z), z)
+        theta, warned = self._theta(z, False)
+        return SGState(theta, z, warned=warned)
 
     def _advance(self, rng, state, stein):
         z = state.position.copy()
         done = _fast.sgld_steps(self.gradient, z, self.step_size, self.batch_size,
-                                self.n_steps, rng, self._idx, self._g, stein)
+                                self.n_steps, rng, *self._scratch(), stein)
         if done < self.n_steps:
             raise _diverged("SGLD", self.step_size, f"step {done + 1} of an iteration")
-        return SGState(self._theta(z), z), self._info(
-            self.n_steps * self.batch_size * self.gradient.evals_per_datum)
+        n_evals = self.n_steps * self.batch_size * self.gradient.evals_per_datum
+        state = self._moved(state, z, n_evals)
+        return state, self._info(state, n_evals)
 
 
 class SGLD(BaseSampler):
