@@ -15,7 +15,14 @@ estimators: it only stores hyperparameters (scikit-learn ``get_params`` /
 Kernels follow BlackJAX's shape: ``State`` is a ``NamedTuple`` holding the
 whole state of a chain (``state.theta`` is the draw; subsampling kernels keep
 their subsample in it), ``Info`` a ``NamedTuple`` of the step's diagnostics,
-recorded by the driver field by field. Every ``Info`` has the fields
+recorded by the driver field by field. ``step`` changes nothing on the kernel
+(tested on every registered sampler): what a chain carries from step to step
+is in its State, so one kernel serves any state. Warmup is the exception, by
+design: ``warmup_step`` adapts the kernel's step size, metric and (HMC-ECS) its
+reference point and strata, and ``end_warmup`` fixes them. A State may own
+mutable buffers (a subsample's rows, a permutation) that the next step
+updates in place: a step consumes the State it is given. Every ``Info`` has
+the fields
 
 * ``accept_prob`` (float): MH acceptance probability ``min(1, ratio)`` (1.0
   without a correction; the 0/1 decision for decision-based samplers);
