@@ -574,6 +574,19 @@ class CompiledModel(Model):
                                           self.check_theta(theta), self.check_indices(idx))
 
 
+class RowsModel(CompiledModel):
+    """A compiled model over rows ``X`` (its compiled object's ``rows``): the
+    GLMs, the multinomial model and linear regression with the noise sampled."""
+
+    @property
+    def row_norm_max(self):
+        """``max_k ||x_k||`` including the intercept column (computed once; the
+        confidence sampler's range bounds)."""
+        if self.__dict__.get("_row_norm_max") is None:
+            self._row_norm_max = float(self._cy.rows.row_norm_max())
+        return self._row_norm_max
+
+
 class FunctionModel(Model):
     """A user model from NumPy-vectorised per-datum functions.
 

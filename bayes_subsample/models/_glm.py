@@ -17,7 +17,7 @@ from scipy.linalg import solve_triangular
 
 from .._hashing import array_digest
 from .._threads import available_cores, threads_for_pass
-from ._base import CompiledModel, GaussianPrior, _digest, coefficient_scales
+from ._base import GaussianPrior, RowsModel, _digest, coefficient_scales
 from ._cymodel import CyGaussian, CyLogistic, CyPoisson, count_binary
 from ._rows import all_finite, make_rows
 
@@ -432,7 +432,7 @@ def set_glm_fields(model, shape, y, family, fit_intercept, prior_scale,
     model.prior = GaussianPrior(scales, model.n_params)
 
 
-class GLM(CompiledModel):
+class GLM(RowsModel):
     """Canonical GLM posterior with an independent Gaussian prior.
 
     Parameters
@@ -476,7 +476,6 @@ class GLM(CompiledModel):
         self.weights = check_weights(weights, self.n_data)
         self.n_threads = available_cores() if n_threads is None else max(1, int(n_threads))
         self._cy = self._make_compiled()
-        self._row_norm_max = None
         self._y_absmax = None
 
     def _make_compiled(self):
@@ -604,13 +603,6 @@ class GLM(CompiledModel):
         return sub
 
     # ---- range bounds for the confidence sampler (doc/algorithms/building_blocks.rst) --
-    @property
-    def row_norm_max(self):
-        """``max_k ||x_k||`` including the intercept column (computed once)."""
-        if self._row_norm_max is None:
-            self._row_norm_max = float(self._cy.rows.row_norm_max())
-        return self._row_norm_max
-
     def scale_problem(self):
         """Which input's scale overflows float64 in this model's sums, as a
         message, or None (one pass over X for its largest row norm)."""

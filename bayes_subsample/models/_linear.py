@@ -33,7 +33,7 @@ import numpy as np
 from scipy import linalg, optimize, sparse, special
 
 from .._threads import available_cores, threads_for_pass
-from ._base import CompiledModel, GaussianPrior, _digest, coefficient_scales
+from ._base import GaussianPrior, RowsModel, _digest, coefficient_scales
 from ._cylinear import CyGaussianScale
 from ._glm import (check_design, check_targets, check_weights, design_fingerprint,
                    design_size, max_weight, normal_equations)
@@ -77,7 +77,7 @@ def data_scale(y, weights=None):
     return big if big > 0 and np.isfinite(big) else 1.0
 
 
-class GaussianScaleRegressionModel(CompiledModel):
+class GaussianScaleRegressionModel(RowsModel):
     """Bayesian linear regression posterior with the noise scale ``sigma``
     sampled: ``y_k ~ N(x_k^T beta, sigma^2)``, ``theta = (beta, log(sigma / s))``.
 
@@ -179,7 +179,6 @@ class GaussianScaleRegressionModel(CompiledModel):
         self.n_threads = available_cores() if n_threads is None else max(1, int(n_threads))
         self._cy = self._make_compiled()
         self._stats = None
-        self._row_norm_max = None
         self._max_residual = {}
         if sufficient_statistics is True or (sufficient_statistics == "auto"
                                              and self.n_cols <= STATISTICS_MAX):
@@ -445,13 +444,6 @@ class GaussianScaleRegressionModel(CompiledModel):
                 "sigma_sd": math.sqrt(max(b / (a - 1) - sigma_mean**2, 0.0))}
 
     # ---- range bounds for the confidence sampler ------------------------------------------
-    @property
-    def row_norm_max(self):
-        """``max_k ||x_k||`` including the intercept column (computed once)."""
-        if self._row_norm_max is None:
-            self._row_norm_max = float(self._cy.rows.row_norm_max())
-        return self._row_norm_max
-
     def max_abs_residual(self, beta):
         """``max_k |y_k - x_k beta|`` (one pass over the data, kept per ``beta``)."""
         beta = np.ascontiguousarray(beta, dtype=np.float64)

@@ -28,7 +28,7 @@ from scipy import sparse
 from scipy.special import logsumexp, softmax
 
 from .._threads import available_cores, threads_for_pass
-from ._base import CompiledModel, GaussianPrior, _digest, coefficient_scales
+from ._base import GaussianPrior, RowsModel, _digest, coefficient_scales
 from ._cymultinomial import CyMultinomial
 from ._glm import (check_design, check_weights, design_fingerprint, design_size, max_weight,
                    psd_factor, row_form_norms)
@@ -98,7 +98,7 @@ def multinomial_residual_reference(X, y, theta, theta_star, n_classes, intercept
     return d
 
 
-class MultinomialLogisticModel(CompiledModel):
+class MultinomialLogisticModel(RowsModel):
     """Multinomial (softmax) logistic regression posterior with an independent
     Gaussian prior; one coefficient vector per class (see the module notes for
     the layout of ``theta`` and why the posterior is proper).
@@ -164,7 +164,6 @@ class MultinomialLogisticModel(CompiledModel):
         self.prior = GaussianPrior(scales.ravel(), self.n_params)
         self.n_threads = available_cores() if n_threads is None else max(1, int(n_threads))
         self._cy = self._make_compiled()
-        self._row_norm_max = None
 
     def _make_compiled(self):
         # getattr: models pickled before weights existed rebuild unweighted
@@ -259,13 +258,6 @@ class MultinomialLogisticModel(CompiledModel):
         return sub
 
     # ---- range bounds (the confidence sampler) ---------------------------------------------
-    @property
-    def row_norm_max(self):
-        """``max_k ||x_k||`` including the intercept column (computed once)."""
-        if self._row_norm_max is None:
-            self._row_norm_max = float(self._cy.rows.row_norm_max())
-        return self._row_norm_max
-
     def _spread(self, h):
         """``max_{a,b} ||h_a - h_b||`` over the class blocks of ``h`` (n_params,):
         ``R`` times it bounds ``max_c x . h_c - min_c x . h_c`` for every row."""

@@ -191,8 +191,9 @@ class ECSWarmup:
 
     def restratify(self, rng, state, window):
         """End of a stage of stratified warmup whose draws are ``window``: theta*
-        to the mean of the stage's second half (one full pass for the sums), residuals of every row at
-        ``STRATA_POINTS`` of its draws (a pass each), then the exact stratum and
+        to the mean of the stage's second half (one full pass for the sums),
+        residuals of every row at ``STRATA_POINTS`` of its draws (a pass each),
+        then the exact stratum and
         the subsample size from them (``choose_strata``), the mass matrix from the
         new Hessian, a fresh subsample; the step-size adaptation restarts.
 
