@@ -126,22 +126,30 @@ def rmsprop_scale(model, points, rows, batch_size, damping):
     log posterior on a minibatch of ``batch_size`` iid rows (its mean squared
     plus its variance, from the per-datum gradients on ``rows``, in chunks of
     at most 2^18 entries)."""
-    n, p = model.n_data, model.n_params
-    m = len(rows)
-    chunk = max(1, (1 << 18) // p)
-    V = np.zeros(p)
+    V = np.zeros(model.n_params)
     for theta in points:
-        s1, s2 = np.zeros(p), np.zeros(p)
-        for start in range(0, m, chunk):
-            G = model.grad_terms(theta, rows[start:start + chunk])
-            s1 += G.sum(axis=0)
-            s2 += np.einsum("ij,ij->j", G, G)
-        mean = s1 / m
-        var = np.maximum(s2 / m - mean * mean, 0.0)
-        gbar = mean + model.prior.grad_log_prob(theta) / n
+        mean, var = _row_moments(lambda idx: model.grad_terms(theta, idx), rows,
+                                 model.n_params)
+        gbar = mean + model.prior.grad_log_prob(theta) / model.n_data
         V += gbar * gbar + var / batch_size
     V /= len(points)
-    return 1.0 / (damping + np.sqrt(V)), len(points) * m
+    return 1.0 / (damping + np.sqrt(V)), len(points) * len(rows)
+
+
+def _row_moments(per_row, rows, p):
+    """The mean and variance over ``rows`` of the per-row ``p``-vectors
+    ``per_row(idx)`` returns for a chunk ``idx`` of them (an ``(len(idx), p)``
+    array), in chunks of at most 2^18 entries (no ``rows x p`` array on wide
+    models)."""
+    m = len(rows)
+    chunk = max(1, (1 << 18) // p)
+    s1, s2 = np.zeros(p), np.zeros(p)
+    for start in range(0, m, chunk):
+        G = per_row(rows[start:start + chunk])
+        s1 += G.sum(axis=0)
+        s2 += np.einsum("ij,ij->j", G, G)
+    mean = s1 / m
+    return mean, np.maximum(s2 / m - mean * mean, 0.0)
 
 
 def psgld_rule(model, theta_map, chol_cov, precision, diagonal, batch_size, damping):
@@ -214,21 +222,18 @@ def gradient_noise(model, cv, chol, precondition, batch_size, points=None, rows=
         points = laplace_points(cv.theta_star, chol)
     n, p = model.n_data, model.n_params
     idx = noise_rows(n) if rows is None else rows
-    m = len(idx)
-    chunk = max(1, (1 << 18) // p)
+
+    def residual_gradients(theta, chunk):
+        G = cv.residuals(theta, chunk)[1]
+        if precondition:
+            G = G * chol if np.ndim(chol) == 1 else G @ chol
+        return G
+
     var = np.zeros(p)
     for theta in points:
-        s1, s2 = np.zeros(p), np.zeros(p)
-        for start in range(0, m, chunk):
-            _, G = cv.residuals(theta, idx[start:start + chunk])
-            if precondition:
-                G = G * chol if np.ndim(chol) == 1 else G @ chol
-            s1 += G.sum(axis=0)
-            s2 += np.einsum("ij,ij->j", G, G)
-        mean = s1 / m
-        var += np.maximum(s2 / m - mean * mean, 0.0)
+        var += _row_moments(lambda chunk: residual_gradients(theta, chunk), idx, p)[1]
     v = float(np.max(var)) / len(points) * n * (n / batch_size)
-    return v, len(points) * m * model.compiled.cv_cost
+    return v, len(points) * len(idx) * model.compiled.cv_cost
 
 
 class StepRule(NamedTuple):
