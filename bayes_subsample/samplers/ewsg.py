@@ -21,8 +21,8 @@ from .. import _rng
 from .._params import store_params
 from . import _sgmcmc_fast as _fast
 from ._base import BaseSampler, shared_constraints
-from .sgmcmc import (_BIAS_NOTE, _CHECK_PARAM, _METRIC_PARAM, _diverged, _SGKernelBase,
-                     prepare_sg)
+from .sgmcmc import (SG_INFO_FIELDS, _BIAS_NOTE, _CHECK_PARAM, _METRIC_PARAM, _diverged,
+                     _SGKernelBase, prepare_sg)
 
 __all__ = ["EWSG"]
 
@@ -44,12 +44,9 @@ class EWSGState(NamedTuple):
     warned: bool = False
 
 
-class EWSGInfo(NamedTuple):
-    accept_prob: float
-    accepted: bool
-    n_evals: int
-    index_accept: float       # fraction of index proposals accepted (nan when M = 0)
-    data_passes: float
+#: SG_INFO_FIELDS and ``index_accept``, the fraction of index proposals
+#: accepted (nan when M = 0)
+EWSGInfo = NamedTuple("EWSGInfo", SG_INFO_FIELDS + [("index_accept", float)])
 
 
 class EWSGKernel(_SGKernelBase):
@@ -83,8 +80,8 @@ class EWSGKernel(_SGKernelBase):
         state = self._moved(state, z, n_data, momentum=r, index=J,
                             blocks_since_shuffle=int(chain[1]))
         n_prop = self.index_chain_length * self.n_steps
-        return state, EWSGInfo(1.0, True, int(n_data), n_acc / n_prop if n_prop else np.nan,
-                               state.n_evals / self.n)
+        return state, EWSGInfo(1.0, True, int(n_data), state.n_evals / self.n,
+                               n_acc / n_prop if n_prop else np.nan)
 
     def tuning(self):
         return {**super().tuning(), "friction": self.friction, "n_blocks": self.n_blocks,

@@ -519,11 +519,11 @@ class SGState(NamedTuple):
     warned: bool = False
 
 
-class SGInfo(NamedTuple):
-    accept_prob: float
-    accepted: bool
-    n_evals: int
-    data_passes: float        # cumulative passes of the chain's steps (warmup included)
+#: the fields of every SG kernel's Info: ``data_passes`` is the cumulative
+#: passes of the chain's steps (warmup included)
+SG_INFO_FIELDS = [("accept_prob", float), ("accepted", bool), ("n_evals", int),
+                  ("data_passes", float)]
+SGInfo = NamedTuple("SGInfo", SG_INFO_FIELDS)
 
 
 class _SGKernelBase(Kernel):
