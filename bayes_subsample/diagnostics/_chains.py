@@ -2,8 +2,9 @@
 ESS, MCSE of the mean and of quantiles."""
 import numpy as np
 
-from ._core import (_by_columns, _check_draws, _check_prob, _ess_core, _ess_mean_core,
-                    _ess_quantile_core, _finish, _rhat_core, _split_chains, _z_scale)
+from ._core import (_by_columns, _check_draws, _check_prob, _columnwise, _ess_core,
+                    _ess_mean_core, _ess_quantile_core, _finish, _rhat_core, _split_chains,
+                    _z_scale)
 
 __all__ = ["rhat", "ess_bulk", "ess_quantile", "ess_tail", "ess_mean", "mcse_mean",
            "mcse_quantile"]
@@ -61,10 +62,11 @@ def ess_bulk(draws):
 
     Returns
     -------
-    ess : float or ndarray
+    ess : float or ndarray of shape draws.shape[2:]
+        The ESS of the ranks: robust to heavy tails, what R-hat's bulk part
+        pairs with.
     """
-    a, shape = _check_draws(draws)
-    return _finish(_by_columns(_ess_bulk_core, a), shape)
+    return _columnwise(_ess_bulk_core, draws)
 
 
 def _ess_bulk_core(a):
@@ -87,8 +89,7 @@ def ess_quantile(draws, prob):
     ess : float or ndarray
     """
     prob = _check_prob(prob)
-    a, shape = _check_draws(draws)
-    return _finish(_by_columns(_ess_quantile_core, a, prob), shape)
+    return _columnwise(_ess_quantile_core, draws, prob)
 
 
 def ess_tail(draws, prob=0.05):
@@ -124,10 +125,11 @@ def ess_mean(draws):
 
     Returns
     -------
-    ess : float or ndarray
+    ess : float or ndarray of shape draws.shape[2:]
+        The ESS of the draws themselves: the one behind the mean's MCSE
+        (infinite variance makes it meaningless).
     """
-    a, shape = _check_draws(draws)
-    return _finish(_by_columns(_ess_mean_core, a), shape)
+    return _columnwise(_ess_mean_core, draws)
 
 
 def mcse_mean(draws):
@@ -142,10 +144,10 @@ def mcse_mean(draws):
 
     Returns
     -------
-    mcse : float or ndarray
+    mcse : float or ndarray of shape draws.shape[2:]
+        In the draws' units.
     """
-    a, shape = _check_draws(draws)
-    return _finish(_by_columns(_mcse_mean_core, a), shape)
+    return _columnwise(_mcse_mean_core, draws)
 
 
 def _mcse_mean_core(a):

@@ -74,6 +74,13 @@ def _check_draws(draws):
 _BLOCK_VALUES = 1 << 18
 
 
+def _columnwise(core, draws, *args):
+    """``core(a, *args)`` of the checked ``draws`` ``a``, by blocks of columns
+    (``_by_columns``), shaped as the draws' parameters (a float for 2-d draws)."""
+    a, shape = _check_draws(draws)
+    return _finish(_by_columns(core, a, *args), shape)
+
+
 def _by_columns(core, a, *args):
     """``core(a, *args)`` of a column-wise diagnostic, on blocks of ``a``'s columns
     (parameters) concatenated: the result is the same, and its temporaries
