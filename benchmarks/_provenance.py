@@ -75,9 +75,7 @@ def stamp(result, cmd=None):
     start of the run, and ``load_average_after`` now); the keys come first in
     the JSON file."""
     start = dict(started(), **({"command": cmd} if cmd else {}))
-    head = {k: v for k, v in start.items()
-            if k not in result and not (k == "load_average_before" and (
-                "load_average" in result or "load_average_start" in result))}
+    head = {k: v for k, v in start.items() if k not in result}
     out = {**head, **result}
     out.setdefault("load_average_after", list(os.getloadavg()))
     return out

@@ -6,6 +6,8 @@ benchmarks' JSON output.
 else (a hand-edited figure, or JSON updated without regenerating the table).
 """
 import importlib.util
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -60,3 +62,21 @@ def test_replace_in_readme_needs_its_markers():
     gen = _generator()
     with pytest.raises(ValueError, match="markers"):
         gen.replace_in_readme("no markers here", "| a |")
+
+
+#: the provenance keys every result carries (benchmarks/_provenance.py)
+HEADER = ("command", "commit", "version", "machine", "python", "date",
+          "load_average_before", "load_average_after")
+
+
+def test_every_benchmark_result_carries_its_provenance():
+    results = sorted((ROOT / "benchmarks" / "results").glob("*.json"))
+    if not results:
+        pytest.skip("benchmarks/ is not in this checkout")
+    for path in results:
+        head = json.loads(path.read_text())
+        assert all(key in head for key in HEADER), (path.name, set(HEADER) - set(head))
+        # first, in this order (the load after the run is written when it ends)
+        assert list(head)[:len(HEADER) - 1] == list(HEADER[:-1]), path.name
+        assert head["command"].startswith(("python benchmarks/", "PYTHONPATH=")), path.name
+        assert re.fullmatch(r"[0-9a-f]{40}(\+dirty)?", head["commit"]), path.name
