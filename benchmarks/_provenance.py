@@ -75,8 +75,8 @@ def stamp(result, cmd=None):
     start of the run, and ``load_average_after`` now); the keys come first in
     the JSON file."""
     start = dict(started(), **({"command": cmd} if cmd else {}))
-    head = {k: v for k, v in start.items() if k not in result}
-    out = {**head, **result}
+    out = {k: result.get(k, v) for k, v in start.items()}
+    out.update((k, v) for k, v in result.items() if k not in out)
     out.setdefault("load_average_after", list(os.getloadavg()))
     return out
 
