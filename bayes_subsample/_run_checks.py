@@ -70,10 +70,10 @@ def _warn_nan_evaluations(model, before):
     stall at its border, with nothing else to say why."""
     n, name, theta = model.nan_evaluations
     if n > before:
-        from .models._base import _show_theta
+        from .models._base import show_theta
         warnings.warn(
             f"the model's {name} returned NaN in {n - before:,} calls while the chains ran "
-            f"(first at theta = {_show_theta(theta)}); proposals there were rejected as if "
+            f"(first at theta = {show_theta(theta)}); proposals there were rejected as if "
             "of zero density (HMC, NUTS: divergent), so the chains may stall at the border "
             "of that region, or in it: make the functions finite (-inf for a point outside "
             "the support)",

@@ -375,9 +375,9 @@ class Trace:
             )
         if warn:
             for m in msgs:
-                warnings.warn(m, ConvergenceWarning, stacklevel=_user_stacklevel())
+                warnings.warn(m, ConvergenceWarning, stacklevel=user_stacklevel())
             for m in efficiency:
-                warnings.warn(m, EfficiencyWarning, stacklevel=_user_stacklevel())
+                warnings.warn(m, EfficiencyWarning, stacklevel=user_stacklevel())
         return msgs + efficiency
 
     def to_inference_data(self):
@@ -414,7 +414,7 @@ class Trace:
                 f"{lengths}, interrupted={self.interrupted})")
 
 
-def _user_stacklevel():
+def user_stacklevel():
     """Stack level of the first frame outside this package (so warnings point
     at the user's call, e.g. ``clf.fit(X, y)``)."""
     pkg = os.path.dirname(os.path.abspath(__file__))

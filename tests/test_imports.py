@@ -1,8 +1,10 @@
 """Lazy imports: ``import bayes_subsample`` and the command line's ``--help`` do not
 load scikit-learn, scipy.stats or pandas, and every public name is still there."""
+import ast
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 from _subprocess_env import package_env
@@ -72,3 +74,50 @@ def test_registry_is_a_mapping_of_factories():
     finally:
         del reg["mine"]
     assert "mine" not in reg
+
+
+def _private_imports_across_packages(root):
+    """``(file, line, target, name)`` of every import, in the package at ``root``,
+    of an underscore name (not a module) from another of its subpackages (the
+    top-level modules count as one)."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        package = parts[:-1]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = package[:len(package) - node.level + 1]
+                target = (*base, *(node.module.split(".") if node.module else ()))
+            else:
+                target = tuple((node.module or "").split("."))
+            if target[0] != root.name:
+                continue
+
+            def subpackage(mod):
+                return mod[1] if len(mod) > 1 and (root / mod[1]).is_dir() else ""
+
+            if subpackage(target) == subpackage(parts):
+                continue
+            where = root.parent.joinpath(*target)
+            for alias in node.names:
+                name = alias.name
+                is_module = ((where / name).with_suffix(".py").exists() or (where / name).is_dir()
+                             or any(where.glob(name + ".*")))
+                if name.startswith("_") and not name.startswith("__") and not is_module:
+                    found.append((str(path.relative_to(root.parent)), node.lineno,
+                                  ".".join(target), name))
+    return found
+
+
+def test_no_private_name_is_imported_across_subpackages(tmp_path):
+    root = Path(bayes_subsample.__file__).parent
+    assert _private_imports_across_packages(root) == []
+    # the scan sees one
+    pkg = tmp_path / "pkg"
+    (pkg / "a").mkdir(parents=True)
+    (pkg / "b").mkdir()
+    (pkg / "a" / "_m.py").write_text("_X = 1\n")
+    (pkg / "b" / "m.py").write_text("from ..a._m import _X\nfrom ..a import _m\n")
+    assert _private_imports_across_packages(pkg) == [("pkg/b/m.py", 1, "pkg.a._m", "_X")]

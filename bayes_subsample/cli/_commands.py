@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 
 from .._interrupt import exit_status, stop_description
-from ..diagnostics import _MIN_DRAWS
+from ..diagnostics import MIN_DRAWS
 from ..samplers import SAMPLERS
 from ._data import _check_model_target, data_files, load_data
 from ._report import (PROG, CLIError, OutputError, _fmt_fraction, _image_path, _legend, _npz_path,
@@ -280,9 +280,9 @@ def cmd_fit(args):
         arrays[f"stats_{k}"] = v
     # an interrupted run may have kept too few draws for a summary
     common = tr.common_draws().shape[1]
-    summary = tr.summary() if common >= _MIN_DRAWS else None
+    summary = tr.summary() if common >= MIN_DRAWS else None
     table = (str(summary) if summary is not None else
-             f"no summary: {common} draws in the shortest chain, {_MIN_DRAWS} needed")
+             f"no summary: {common} draws in the shortest chain, {MIN_DRAWS} needed")
     info = _summary_json(est, data, args, sampler, notes, summary)
     text = (table if summary_path.suffix.lower() == ".txt"
             else json.dumps(info, indent=2)) + "\n"

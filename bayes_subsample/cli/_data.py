@@ -66,16 +66,16 @@ def _first_rows(b, n, std, cols):
     without standardisation: (X, y, mean, scale). With ``std`` the columns
     ``cols`` of those rows are standardised as the sample's loader does it with
     ``standardize=True`` (mean and scale None without ``std``)."""
-    from ..datasets._base import _standardize_inplace
+    from ..datasets._base import standardize_inplace
 
     X = np.array(b.data[:n])  # a copy, standardised in place
-    mean, scale = _standardize_inplace(X, cols) if std else (None, None)
+    mean, scale = standardize_inplace(X, cols) if std else (None, None)
     return X, b.target[:n], mean, scale
 
 
 def _named_dataset(name, args):
     from .. import datasets as ds
-    from ..datasets._covtype import _COVTYPE_N_QUANTITATIVE
+    from ..datasets._covtype import COVTYPE_N_QUANTITATIVE
 
     std = args.standardize
     dtype = np.dtype(args.dtype)
@@ -90,7 +90,7 @@ def _named_dataset(name, args):
     if name == "covtype-sample":
         b = ds.load_covtype_sample(dtype=dtype)
         # the quantitative columns; the indicators stay 0/1
-        X, y, _, _ = _first_rows(b, n, std, range(_COVTYPE_N_QUANTITATIVE))
+        X, y, _, _ = _first_rows(b, n, std, range(COVTYPE_N_QUANTITATIVE))
         return _Data(X, y, b.feature_names, DATASETS[name])
     full = {"covtype": ds.load_covtype, "higgs": ds.load_higgs, "kddcup99": ds.load_kddcup99}
     if name in full:
@@ -167,11 +167,11 @@ def load_data(args):
             if path.suffix or os.sep in spec:
                 raise CLIError(f"no such file: {spec}")
             raise CLIError(f"{spec!r} is neither a file nor a named dataset ({names})")
-        from ..datasets._files import _load_file  # scikit-learn: not for --help
+        from ..datasets._files import load_file_for_cli  # scikit-learn: not for --help
 
         try:
             header = {"auto": "auto", "yes": True, "no": False}[getattr(args, "header", "auto")]
-            f = _load_file(path, args.target, args.format, target_option="--target",
+            f = load_file_for_cli(path, args.target, args.format, target_option="--target",
                            header=header, header_option="--header")
         except ValueError as exc:
             raise CLIError(str(exc)) from exc

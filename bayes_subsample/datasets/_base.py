@@ -355,7 +355,7 @@ def _iter_parsed(
             yield arr
 
 
-def _standardize_inplace(X, cols, chunk_rows=1 << 16):
+def standardize_inplace(X, cols, chunk_rows=1 << 16):
     """Centre and scale columns ``cols`` of X in place; return (mean, scale).
 
     Statistics are accumulated in float64 block by block (no full-size
@@ -386,7 +386,7 @@ def _standardize_inplace(X, cols, chunk_rows=1 << 16):
 
 def _standardize_meta(X, cols):
     """Standardise columns ``cols`` of X in place; the statistics as cache metadata."""
-    mean, scale = _standardize_inplace(X, cols)
+    mean, scale = standardize_inplace(X, cols)
     return {"feature_mean": mean.tolist(), "feature_scale": scale.tolist()}
 
 
@@ -638,7 +638,7 @@ def _load_or_build(name, source, options, build, cache, cache_dir):
 
     if not cache:
         return in_memory()
-    from .._trace import _user_stacklevel
+    from .._trace import user_stacklevel
 
     entry = _cache_entry(name, source, options, cache_dir)
     # the source's content, not only its size and modification time (in the
@@ -656,13 +656,13 @@ def _load_or_build(name, source, options, build, cache, cache_dir):
                 f"The cache entry {entry} is damaged: {exc}. Deleting it and rebuilding it "
                 f"from {source}.",
                 RuntimeWarning,
-                stacklevel=_user_stacklevel(),
+                stacklevel=user_stacklevel(),
             )
             stale = False
         if not _remove_entry(entry) and stale:
             warnings.warn(f"The cache entry {entry} was built from an older {source} and "
                           "cannot be deleted; reading the file without the cache.",
-                          RuntimeWarning, stacklevel=_user_stacklevel())
+                          RuntimeWarning, stacklevel=user_stacklevel())
             return in_memory()
     try:
         _write_entry(entry, build, source_digest)
@@ -675,7 +675,7 @@ def _load_or_build(name, source, options, build, cache, cache_dir):
             "Free space there, or set another cache folder (cache_dir=, "
             f"${CACHE_DIR_ENV}).",
             RuntimeWarning,
-            stacklevel=_user_stacklevel(),
+            stacklevel=user_stacklevel(),
         )
         return in_memory()
     try:

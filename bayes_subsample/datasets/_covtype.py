@@ -60,7 +60,7 @@ COVTYPE_CLASS_NAMES = [
     "Douglas-fir",
     "Krummholz",
 ]
-_COVTYPE_N_QUANTITATIVE = 10
+COVTYPE_N_QUANTITATIVE = 10
 
 _COVTYPE_DESCR = """\
 UCI Covertype (Blackard, Colorado State University; CC BY 4.0)
@@ -214,7 +214,7 @@ def _load_covtype_file(
     X, y, meta = _load_table(
         what, path, parsed, split, n_features=54, target_dtype=np.float64 if binary else np.int64,
         dtype=dtype, standardize=standardize, add_intercept=add_intercept, n_rows=n_rows,
-        cache=cache, cache_dir=cache_dir, standardize_cols=range(_COVTYPE_N_QUANTITATIVE),
+        cache=cache, cache_dir=cache_dir, standardize_cols=range(COVTYPE_N_QUANTITATIVE),
         options={"binary": bool(binary)}, expect=expect,
     )
     if return_X_y:

@@ -90,10 +90,10 @@ def load_file(path, target=None, format=None, header="auto"):
     >>> d.data.shape, d.feature_names, d.target.tolist()
     ((2, 2), ['a', 'b'], [0.0, 1.0])
     """
-    return _load_file(path, target, format, header=header)
+    return load_file_for_cli(path, target, format, header=header)
 
 
-def _load_file(path, target=None, format=None, *, target_option="target", header="auto",
+def load_file_for_cli(path, target=None, format=None, *, target_option="target", header="auto",
                header_option="header"):
     """:func:`load_file`; ``target_option`` and ``header_option`` are how
     messages name ``target`` and ``header`` (the command line says

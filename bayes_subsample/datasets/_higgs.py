@@ -9,7 +9,7 @@ from sklearn.utils import Bunch
 
 from ._base import (_PACKAGE_DATA, _SHIPPED_FIX, _check_dtype, _check_n_rows, _damaged, _Expect,
                     _expand_path, _feature_stats, _find_file, _iter_parsed, _load_table,
-                    _open_binary, _read, _redownload, _Source, _standardize_inplace,
+                    _open_binary, _read, _redownload, _Source, standardize_inplace,
                     _with_intercept)
 
 _SOURCE = _Source(
@@ -445,7 +445,7 @@ def load_higgs_sample(
         b.target = np.concatenate([p.target for p in parts])
         b.filename = [p.filename for p in parts]
     if standardize:
-        b.feature_mean, b.feature_scale = _standardize_inplace(b.data, range(28))
+        b.feature_mean, b.feature_scale = standardize_inplace(b.data, range(28))
     if add_intercept:
         b.data = _with_intercept(b.data, b.data.dtype)
         b.feature_names = b.feature_names + ["intercept"]

@@ -38,7 +38,7 @@ Edge cases (chosen to match ArviZ where ArviZ defines a value):
 
 from ._chains import (ess_bulk, ess_mean, ess_quantile, ess_tail, mcse_mean, mcse_quantile,
                       rhat)
-from ._core import _MIN_DRAWS  # noqa: F401  (the CLI's minimum for a summary)
+from ._core import MIN_DRAWS  # noqa: F401  (the CLI's minimum for a summary)
 from ._cost import RCTSummary, computing_time, rct_summary, relative_computing_time
 from ._single import autocorrelation, ess_single, integrated_autocorr_time
 from ._summary import Summary, summary

@@ -5,7 +5,7 @@ import numpy as np
 from scipy import fft as sp_fft
 from scipy import special
 
-_MIN_DRAWS = 4
+MIN_DRAWS = 4
 _CONST_TOL = np.finfo(float).resolution
 
 
@@ -36,8 +36,8 @@ def _check_chain(x, axis):
     if arr.ndim == 0:
         raise ValueError("x must be at least 1-D (a chain of draws), got a scalar")
     arr = np.moveaxis(arr, axis, 0)
-    if arr.shape[0] < _MIN_DRAWS:
-        raise ValueError(f"x must have at least {_MIN_DRAWS} draws, got {arr.shape[0]}")
+    if arr.shape[0] < MIN_DRAWS:
+        raise ValueError(f"x must have at least {MIN_DRAWS} draws, got {arr.shape[0]}")
     return arr
 
 
@@ -58,9 +58,9 @@ def _check_draws(draws):
     n_chains, n_draws = arr.shape[:2]
     if n_chains < 1:
         raise ValueError("draws must contain at least one chain")
-    if n_draws < _MIN_DRAWS:
+    if n_draws < MIN_DRAWS:
         raise ValueError(
-            f"draws must have at least {_MIN_DRAWS} draws per chain, got {n_draws} "
+            f"draws must have at least {MIN_DRAWS} draws per chain, got {n_draws} "
             f"(draws.shape={arr.shape}; expected (n_chains, n_draws[, ...]))"
         )
     shape = None if arr.ndim == 2 else arr.shape[2:]

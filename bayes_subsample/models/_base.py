@@ -96,7 +96,7 @@ def _digest(*arrays):
 _PASS_LOCK = threading.Lock()
 
 
-def _show_theta(theta, limit=8):
+def show_theta(theta, limit=8):
     """``theta`` for a message: its values, the first ``limit`` of a long one."""
     t = np.asarray(theta, dtype=np.float64).ravel()
     shown = np.array2string(t[:limit], precision=4, separator=", ")
@@ -311,7 +311,7 @@ class Model:
         point ``theta`` if given), naming the input at fault when the model can
         tell: for a Python model (:class:`FunctionModel`, a user's subclass)
         its own functions, else the scale of the data or of the prior."""
-        at = "" if theta is None else f" (theta = {_show_theta(theta)})"
+        at = "" if theta is None else f" (theta = {show_theta(theta)})"
         problem = self.scale_problem()
         if problem is None and python_terms(self):
             problem = (f"The model's own functions ({type(self).__name__}: loglik, grad, hess) "
@@ -706,7 +706,7 @@ class FunctionModel(Model):
         if not bad:
             return super().overflow_error(where, theta)
         return ValueError(f"the log-posterior or its derivatives are not finite {where} "
-                          f"(theta = {_show_theta(theta)}): the model's {'; '.join(bad)}. "
+                          f"(theta = {show_theta(theta)}): the model's {'; '.join(bad)}. "
                           "Check the FunctionModel's functions at that theta.")
 
     def loglik_terms(self, theta, idx):
