@@ -21,8 +21,8 @@ from .. import _rng
 from .._params import store_params
 from . import _sgmcmc_fast as _fast
 from ._base import BaseSampler, shared_constraints
-from .sgmcmc import (SG_INFO_FIELDS, _BIAS_NOTE, _CHECK_PARAM, _METRIC_PARAM, _diverged,
-                     _SGKernelBase, prepare_sg)
+from .sgmcmc import (SG_INFO_FIELDS, _BIAS_NOTE, _CHECK_PARAM, _METRIC_PARAM, _SGKernelBase,
+                     prepare_sg)
 
 __all__ = ["EWSG"]
 
@@ -50,6 +50,8 @@ EWSGInfo = NamedTuple("EWSGInfo", SG_INFO_FIELDS + [("index_accept", float)])
 
 
 class EWSGKernel(_SGKernelBase):
+    label = "EWSG"
+
     def __init__(self, model, prepared, sampler, n_warmup):
         batch_size = int(min(prepared.batch_size, model.n_data))
         super().__init__(model, prepared, sampler, batch_size, sampler.n_steps, n_warmup)
@@ -73,11 +75,9 @@ class EWSGKernel(_SGKernelBase):
             self.gradient, z, r, state.partition, chain, self.batch_size,
             self.index_chain_length, self.persistent, self.step_size, self.friction,
             self.n_steps, rng, np.empty(self.p), np.empty(self.p), stein)
-        if done < self.n_steps:
-            raise _diverged("EWSG", self.step_size, f"step {done + 1} of an iteration")
         n_data *= self.gradient.evals_per_datum
         J = int(chain[0]) if self.persistent else -1
-        state = self._moved(state, z, n_data, momentum=r, index=J,
+        state = self._moved(state, done, z, n_data, momentum=r, index=J,
                             blocks_since_shuffle=int(chain[1]))
         n_prop = self.index_chain_length * self.n_steps
         return state, EWSGInfo(1.0, True, int(n_data), state.n_evals / self.n,

@@ -18,7 +18,7 @@ from sklearn.utils._param_validation import Interval
 from .._params import store_params
 from . import _sgmcmc_fast as _fast
 from ._base import BaseSampler, shared_constraints
-from .sgmcmc import _BIAS_NOTE, _CHECK_PARAM, _diverged, _SGKernelBase, prepare_sg
+from .sgmcmc import _BIAS_NOTE, _CHECK_PARAM, _SGKernelBase, prepare_sg
 
 __all__ = ["PSGLD"]
 
@@ -37,6 +37,8 @@ class PSGLDState(NamedTuple):
 
 
 class PSGLDKernel(_SGKernelBase):
+    label = "pSGLD"
+
     # the preconditioner is the metric: the dynamics move theta on every model
     scale_without_laplace = False
 
@@ -57,11 +59,7 @@ class PSGLDKernel(_SGKernelBase):
         done = _fast.psgld_steps(self.gradient, z, v, self.alpha, self.damping,
                                  self.step_size, self.batch_size, self.n_steps, rng,
                                  *self._scratch(), stein)
-        if done < self.n_steps:
-            raise _diverged("pSGLD", self.step_size, f"step {done + 1} of an iteration")
-        n_evals = self.n_steps * self.batch_size * self.gradient.evals_per_datum
-        state = self._moved(state, z, n_evals, second_moment=v)
-        return state, self._info(state, n_evals)
+        return self._iteration(state, done, z, second_moment=v)
 
     def tuning(self):
         return {**super().tuning(), "alpha": self.alpha, "damping": self.damping}

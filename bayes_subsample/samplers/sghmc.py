@@ -16,12 +16,14 @@ from . import _sgmcmc_fast as _fast
 from ._base import BaseSampler, shared_constraints
 from ._hamiltonian import Metric
 from .sgmcmc import (_BIAS_NOTE, _CHECK_PARAM, _EXAMPLE_DATA, _METRIC_PARAM, SGLD, SGState,
-                     _diverged, _SGKernelBase, prepare_sg)
+                     _SGKernelBase, prepare_sg)
 
 __all__ = ["SGHMC"]
 
 
 class SGHMCKernel(_SGKernelBase):
+    label = "SGHMC"
+
     def __init__(self, model, prepared, sampler, n_warmup):
         super().__init__(model, prepared, sampler, prepared.batch_size, sampler.n_steps,
                          n_warmup)
@@ -41,11 +43,7 @@ class SGHMCKernel(_SGKernelBase):
         done = _fast.sghmc_steps(self.gradient, z, mom, self.refresh, self.metric,
                                  self.step_size, self.friction, self.batch_size, self.n_steps,
                                  rng, *self._scratch(), v, z_buf, xi, stein)
-        if done < self.n_steps:
-            raise _diverged("SGHMC", self.step_size, f"step {done + 1} of an iteration")
-        n_evals = self.n_steps * self.batch_size * self.gradient.evals_per_datum
-        state = self._moved(state, z, n_evals, momentum=mom)
-        return state, self._info(state, n_evals)
+        return self._iteration(state, done, z, momentum=mom)
 
     def tuning(self):
         return {**super().tuning(), "friction": self.friction}

@@ -537,6 +537,8 @@ class _SGKernelBase(Kernel):
     changes nothing on the kernel: the evaluation count and the one-time warning
     are in the State, the scratch buffers are the step's own."""
 
+    #: the sampler's name in messages
+    label = None
     #: on a model without a Hessian the dynamics move ``z = sqrt(n) theta``
     #: (the metric ``n I``); False: ``theta`` itself (pSGLD, whose own
     #: preconditioner is its metric)
@@ -591,9 +593,13 @@ class _SGKernelBase(Kernel):
         """A step's scratch buffers: the minibatch's indices and a gradient."""
         return np.empty(self.batch_size, dtype=np.int64), np.empty(self.p)
 
-    def _moved(self, state, position, n_evals, **fields):
+    def _moved(self, state, done, position, n_evals, **fields):
         """The state after an iteration that made ``n_evals`` per-datum
-        evaluations and moved to ``position`` (other changed fields in ``fields``)."""
+        evaluations and moved to ``position`` (other changed fields in
+        ``fields``); raises if it stopped at a non-finite state after ``done`` of
+        its ``n_steps`` steps."""
+        if done < self.n_steps:
+            raise _diverged(self.label, self.step_size, f"step {done + 1} of an iteration")
         theta, warned = self._theta(position, state.warned)
         return state._replace(theta=theta, position=position, warned=warned,
                               n_evals=state.n_evals + int(n_evals), **fields)
@@ -641,9 +647,12 @@ class _SGKernelBase(Kernel):
                 stacklevel=2)
         return theta, warned
 
-    def _info(self, state, n_evals):
-        """The Info of the step that made ``n_evals`` evaluations and led to ``state``."""
-        return SGInfo(1.0, True, int(n_evals), state.n_evals / self.n)
+    def _iteration(self, state, done, position, **fields):
+        """``(state, info)`` after an iteration of ``n_steps`` minibatch
+        gradients (:meth:`_moved`)."""
+        n_evals = self.n_steps * self.batch_size * self.gradient.evals_per_datum
+        state = self._moved(state, done, position, n_evals, **fields)
+        return state, SGInfo(1.0, True, int(n_evals), state.n_evals / self.n)
 
     def tuning(self):
         out = {"step_size": self.step_size, "batch_size": self.batch_size,
@@ -662,6 +671,8 @@ class _SGKernelBase(Kernel):
 # SGLD
 # --------------------------------------------------------------------------------------
 class SGLDKernel(_SGKernelBase):
+    label = "SGLD"
+
     def init(self, rng, theta0):
         z = self._position(theta0)
         theta, warned = self._theta(z, False)
@@ -671,11 +682,7 @@ class SGLDKernel(_SGKernelBase):
         z = state.position.copy()
         done = _fast.sgld_steps(self.gradient, z, self.step_size, self.batch_size,
                                 self.n_steps, rng, *self._scratch(), stein)
-        if done < self.n_steps:
-            raise _diverged("SGLD", self.step_size, f"step {done + 1} of an iteration")
-        n_evals = self.n_steps * self.batch_size * self.gradient.evals_per_datum
-        state = self._moved(state, z, n_evals)
-        return state, self._info(state, n_evals)
+        return self._iteration(state, done, z)
 
 
 class SGLD(BaseSampler):
