@@ -44,7 +44,8 @@ import numpy as np
 from libc.math cimport log, fabs, exp, isfinite
 from libc.stdint cimport int64_t
 from bayes_subsample._rng cimport bitgen_t, get_bitgen, rng_index, rng_uniform_open
-from bayes_subsample.models._cymodel cimport CyModel, CyGLM
+from bayes_subsample.models._cymodel cimport CyModel
+from bayes_subsample.models._cyglm cimport CyGLM
 from bayes_subsample.models._cymultinomial cimport CyMultinomial
 from bayes_subsample.models._cylinear cimport CyGaussianScale
 from bayes_subsample.models._scale_terms cimport ScaleConsts, scale_terms_block
