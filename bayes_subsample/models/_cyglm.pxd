@@ -55,6 +55,12 @@ cdef class CyGLM(CyTermModel):
             for i in range(c):
                 eta[i] += self.offset[s + i]
 
+    # eta[i] = x_{idx[i]} . theta (+ offset_{idx[i]}): the linear predictors of c data
+    cdef inline void predict(self, const int64_t* idx, Py_ssize_t c, const double* theta,
+                             double* eta) noexcept nogil:
+        self.rows.dot(idx, c, theta, eta)
+        self.add_offset(idx, c, eta)
+
     # y_k as a double, whichever way the targets are stored
     cdef inline double target(self, Py_ssize_t k) noexcept nogil:
         return <double> self.y8[k] if self.labels8 else self.y[k]
@@ -90,10 +96,6 @@ cdef class CyGLM(CyTermModel):
     cdef double pass_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta,
                            bint want_ll, double* grad, double* neg_hess,
                            Py_ssize_t hess_every, bint diag=*) noexcept nogil
-    # term_values with dt = the derivatives of the terms in eta (or NULL)
-    cdef int _values(self, int order, const double* theta_star, const double* eta_star,
-                     const double* theta, const int64_t* idx, Py_ssize_t m, double* t,
-                     double* dt) noexcept nogil
     # one chunk of the term_* loops (idx: the chunk's c indices)
     cdef void _setup(self, Chunk* b, int order, const double* theta_star,
                      const double* eta_star, const int64_t* idx, Py_ssize_t c) noexcept nogil

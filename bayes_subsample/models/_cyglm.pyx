@@ -220,8 +220,7 @@ cdef class CyGLM(CyTermModel):
             for i in range(c):
                 b.eta_star[i] = eta_star[idx[i]]
         else:
-            self.rows.dot(idx, c, theta_star, b.eta_star)
-            self.add_offset(idx, c, b.eta_star)
+            self.predict(idx, c, theta_star, b.eta_star)
         self.cv_consts(c, b.eta_star, b.c0, b.c1, b.c2)
 
     cdef void _terms(self, Chunk* b, int order, Py_ssize_t c, const double* eta, bint want_t,
@@ -241,8 +240,7 @@ cdef class CyGLM(CyTermModel):
         s = 0
         while s < m:
             c = _imin(MODEL_CHUNK, m - s)
-            self.rows.dot(idx + s, c, theta, b.eta)
-            self.add_offset(idx + s, c, b.eta)
+            self.predict(idx + s, c, theta, b.eta)
             self._setup(&b, order, theta_star, eta_star, idx + s, c)
             self._terms(&b, order, c, b.eta, True, t + s, &b.dt[0] if dt == NULL else dt + s)
             self.weigh(idx + s, c, t + s)
@@ -250,11 +248,6 @@ cdef class CyGLM(CyTermModel):
                 self.weigh(idx + s, c, dt + s)
             s += c
         return 0
-
-    cdef int term_values(self, int order, const double* theta_star, const double* eta_star,
-                         const double* theta, const int64_t* idx, Py_ssize_t m,
-                         double* out) noexcept nogil:
-        return self._values(order, theta_star, eta_star, theta, idx, m, out, NULL)
 
     cdef int term_diffs(self, int order, const double* theta_star, const double* eta_star,
                         const double* theta, const double* theta_new, const int64_t* idx,
@@ -286,8 +279,7 @@ cdef class CyGLM(CyTermModel):
         s = 0
         while s < m:
             c = _imin(MODEL_CHUNK, m - s)
-            self.rows.dot(idx + s, c, theta, b.eta)
-            self.add_offset(idx + s, c, b.eta)
+            self.predict(idx + s, c, theta, b.eta)
             self._setup(&b, order, theta_star, eta_star, idx + s, c)
             self._terms(&b, order, c, b.eta, total != NULL, b.t, b.dt)
             self.weigh(idx + s, c, b.dt)
@@ -389,8 +381,7 @@ cdef class CyGLM(CyTermModel):
         cdef double[::1] out = np.empty(ix.shape[0])
         if ix.shape[0]:
             with nogil:
-                self.rows.dot(&ix[0], ix.shape[0], &th[0], &out[0])
-                self.add_offset(&ix[0], ix.shape[0], &out[0])
+                self.predict(&ix[0], ix.shape[0], &th[0], &out[0])
         return np.asarray(out)
 
     def offsets(self, idx=None):

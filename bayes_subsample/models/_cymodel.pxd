@@ -124,4 +124,11 @@ cdef class CyModel:
 # a compiled model that implements the term_* loops by Taylor order: the kernel
 # methods above (loglik, cv_residuals, ...) are those loops at a fixed order
 cdef class CyTermModel(CyModel):
-    pass
+    # t[i] = t_{idx[i]}(theta), the terms by order as term_values computes them
+    # (term_values is this with dt = NULL), and if dt is not NULL their
+    # derivatives in the datum's linear predictors (1 for a GLM, K for the
+    # multinomial model, 2 for the noise-scale model: in eta and in tau); both
+    # times the datum's weight when weighted
+    cdef int _values(self, int order, const double* theta_star, const double* eta_star,
+                     const double* theta, const int64_t* idx, Py_ssize_t m, double* t,
+                     double* dt) noexcept nogil

@@ -235,7 +235,19 @@ cdef class CyTermModel(CyModel):
     """A compiled model whose ``term_values`` / ``term_diffs`` /
     ``term_grad_sum`` loops take the Taylor order (``LOGLIK`` for the
     log-likelihood): the kernel methods are those loops at a fixed order
-    (abstract: the GLMs, the multinomial and the Gaussian-scale model)."""
+    (abstract: the GLMs, the multinomial and the Gaussian-scale model). Each
+    writes ``_values`` (the terms and their derivatives), ``term_diffs`` and
+    ``term_grad_sum``; ``term_values`` is ``_values`` without the derivatives."""
+
+    cdef int _values(self, int order, const double* theta_star, const double* eta_star,
+                     const double* theta, const int64_t* idx, Py_ssize_t m, double* t,
+                     double* dt) noexcept nogil:
+        return -1
+
+    cdef int term_values(self, int order, const double* theta_star, const double* eta_star,
+                         const double* theta, const int64_t* idx, Py_ssize_t m,
+                         double* out) noexcept nogil:
+        return self._values(order, theta_star, eta_star, theta, idx, m, out, NULL)
 
     cdef int loglik(self, const double* theta, const int64_t* idx, Py_ssize_t m,
                     double* out) noexcept nogil:
