@@ -21,7 +21,7 @@ Up to ``DENSE_METRIC_MAX`` (2,000) parameters HMC-ECS uses dense ``p x p``
 matrices, whatever the format of X: the second-order control variates'
 Hessian sum ``B`` and the dense mass matrix (the posterior precision at
 theta*) with its Cholesky factors. The largest of them is the full data pass
-with ``hessian=True`` (``CyGLM.full_sums`` in ``models/_cymodel.pyx``): it
+with ``hessian=True`` (``CyGLM.full_sums`` in ``models/_cyglm.pyx``): it
 callocs one ``p x p`` block per slot of rows (at most 64 slots, as many as
 fit 256 MB, at least one) before summing them. Before such a configuration
 runs, its dense ``p x p`` bytes are estimated (below); one whose buffers would
@@ -54,7 +54,7 @@ import subprocess
 
 from _procmem import rss_ratios, run_child, run_info, write_result
 
-#: rows per chunk of the compiled full pass (``PASS_CHUNK`` in models/_cymodel.pyx)
+#: rows per chunk of the compiled full pass (``PASS_CHUNK`` in models/_cyglm.pyx)
 PASS_CHUNK = 4096
 
 _CHILD = r"""

@@ -24,7 +24,7 @@ from scipy.special import expit, gammaln
 
 from bayes_subsample import _optimize, sample
 from bayes_subsample.control_variates import TaylorControlVariate
-from bayes_subsample.models._cymodel import CyLogistic, count_binary
+from bayes_subsample.models._cyglm import CyLogistic, count_binary
 from bayes_subsample.models._rows import make_rows
 from bayes_subsample.samplers import HMCECS
 from bayes_subsample.models import (

@@ -15,7 +15,7 @@ from bayes_subsample.models import (
     LogisticRegressionModel,
     PoissonRegressionModel,
 )
-from bayes_subsample.models._cymodel import _simd_exp, _simd_log1p01
+from bayes_subsample.models._cyglm import _simd_exp, _simd_log1p01
 from bayes_subsample.models._rows import all_finite, make_rows
 
 

@@ -20,7 +20,7 @@ from ..models import (GaussianRegressionModel, GaussianScaleRegressionModel,
                       LogisticRegressionModel, MultinomialLogisticModel)
 from ..models._glm import normal_equations
 from ..models._linear import NOISE_PRIOR_SCALE
-from ..models._cymodel import count_binary
+from ..models._cyglm import count_binary
 from ..models._dask import is_dask_array
 from ._base import MAX_PREDICT_DRAWS, BayesianGLMBase, all_or_nothing, times_coef
 from ._priors import target_stats

@@ -8,7 +8,8 @@ sampler kernels take as a typed argument: the GLMs' family classes, or a
 """
 from ._base import FunctionModel, GaussianPrior, Model, SubsetModel, WeightedModel
 from ._callback import CyCallbackModel
-from ._cymodel import CyGLM, CyModel
+from ._cyglm import CyGLM
+from ._cymodel import CyModel
 from ._cylinear import CyGaussianScale
 from ._cymultinomial import CyMultinomial
 from ._multinomial import MultinomialLogisticModel

@@ -1,5 +1,5 @@
 # Validation of the arguments of the compiled models' Python-callable methods,
-# shared by _cymodel, _cymultinomial and _cylinear. ``model`` is any compiled
+# shared by _cymodel, _cyglm, _cymultinomial and _cylinear. ``model`` is any compiled
 # model (its readonly n_params, n_data and cache_width are read).
 from bayes_subsample.models._rows cimport Rows
 

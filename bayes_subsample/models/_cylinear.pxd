@@ -60,14 +60,12 @@ cdef class CyGaussianScale(CyTermModel):
     # (weighted models only: callers branch on has_weight)
     cdef void _weigh_terms(self, const int64_t* idx, Py_ssize_t c, double* t,
                            double* dt) noexcept nogil
-    # t[i] = the terms by order of idx[i]; dt[2i], dt[2i + 1] (if dt is not NULL) their
-    # derivatives in eta and tau
-    cdef int _values(self, int order, const double* theta_star, const double* eta_star,
-                     const double* theta, const int64_t* idx, Py_ssize_t m, double* t,
-                     double* dt) noexcept nogil
-    # the eta* of a chunk: from the cache, else x . theta_star
-    cdef void _eta_star(self, const double* theta_star, const double* eta_star,
-                        const int64_t* idx, Py_ssize_t c, double* out) noexcept nogil
+    # (_values, CyTermModel's: dt[2i], dt[2i + 1] the derivatives in eta and tau)
+    # a chunk's targets to yb and, for residuals, its eta* to es (from the cache, else
+    # x . theta_star); returns es, or NULL for the log-likelihood
+    cdef const double* _setup(self, int order, const double* theta_star,
+                              const double* eta_star, const int64_t* idx, Py_ssize_t c,
+                              double* yb, double* es) noexcept nogil
     # rows [start, stop) of the raw-sums pass, in row order
     cdef double _range_sums(self, Py_ssize_t start, Py_ssize_t stop, const double* beta,
                             double* srx, double* sxx) noexcept nogil

@@ -139,14 +139,23 @@ cdef class CyGaussianScale(CyTermModel):
                 dt[2 * i + 1] *= wk
 
     # ---- the loops over chunks of indices ------------------------------------------------
-    cdef void _eta_star(self, const double* theta_star, const double* eta_star,
-                        const int64_t* idx, Py_ssize_t c, double* out) noexcept nogil:
+    cdef const double* _setup(self, int order, const double* theta_star,
+                              const double* eta_star, const int64_t* idx, Py_ssize_t c,
+                              double* yb, double* es) noexcept nogil:
+        """The chunk's targets to ``yb`` and, for residuals, its eta* to ``es`` (from
+        the cache ``eta_star`` if given, else ``x . theta_star``); returns ``es``, or
+        NULL for the log-likelihood (``order < 0``)."""
         cdef Py_ssize_t i
+        for i in range(c):
+            yb[i] = self.y[idx[i]]
+        if order < 0:
+            return NULL
         if eta_star != NULL:
             for i in range(c):
-                out[i] = eta_star[idx[i]]
+                es[i] = eta_star[idx[i]]
         else:
-            self.rows.dot(idx, c, theta_star, out)
+            self.rows.dot(idx, c, theta_star, es)
+        return es
 
     cdef int _values(self, int order, const double* theta_star, const double* eta_star,
                      const double* theta, const int64_t* idx, Py_ssize_t m, double* t,
@@ -159,22 +168,14 @@ cdef class CyGaussianScale(CyTermModel):
         self.consts(order, theta, theta_star, &k)
         while s < m:
             c = _imin(MODEL_CHUNK, m - s)
-            for i in range(c):
-                yb[i] = self.y[idx[s + i]]
             self.rows.dot(idx + s, c, theta, eta)
-            if order >= 0:
-                self._eta_star(theta_star, eta_star, idx + s, c, es)
-            scale_terms_block(&k, c, yb, eta, es if order >= 0 else NULL, t + s,
-                              NULL if dt == NULL else dt + 2 * s)
+            scale_terms_block(&k, c, yb, eta,
+                              self._setup(order, theta_star, eta_star, idx + s, c, yb, es),
+                              t + s, NULL if dt == NULL else dt + 2 * s)
             if self.has_weight:
                 self._weigh_terms(idx + s, c, t + s, NULL if dt == NULL else dt + 2 * s)
             s += c
         return 0
-
-    cdef int term_values(self, int order, const double* theta_star, const double* eta_star,
-                         const double* theta, const int64_t* idx, Py_ssize_t m,
-                         double* out) noexcept nogil:
-        return self._values(order, theta_star, eta_star, theta, idx, m, out, NULL)
 
     cdef int term_diffs(self, int order, const double* theta_star, const double* eta_star,
                         const double* theta, const double* theta_new, const int64_t* idx,
@@ -186,18 +187,15 @@ cdef class CyGaussianScale(CyTermModel):
         cdef double es[MODEL_CHUNK]
         cdef double t[MODEL_CHUNK]
         cdef Py_ssize_t s = 0, c, i
+        cdef const double* esc
         self.consts(order, theta, theta_star, &k)
         self.consts(order, theta_new, theta_star, &k_new)
         while s < m:
             c = _imin(MODEL_CHUNK, m - s)
-            for i in range(c):
-                yb[i] = self.y[idx[s + i]]
             self.rows.dot2(idx + s, c, theta, theta_new, eta, eta_new)
-            if order >= 0:
-                self._eta_star(theta_star, eta_star, idx + s, c, es)
-            scale_terms_block(&k, c, yb, eta, es if order >= 0 else NULL, t, NULL)
-            scale_terms_block(&k_new, c, yb, eta_new, es if order >= 0 else NULL, out + s,
-                              NULL)
+            esc = self._setup(order, theta_star, eta_star, idx + s, c, yb, es)
+            scale_terms_block(&k, c, yb, eta, esc, t, NULL)
+            scale_terms_block(&k_new, c, yb, eta_new, esc, out + s, NULL)
             for i in range(c):
                 out[s + i] = out[s + i] - t[i]
             self.weigh(idx + s, c, out + s)
@@ -216,24 +214,22 @@ cdef class CyGaussianScale(CyTermModel):
         cdef double r[MODEL_CHUNK]
         cdef Py_ssize_t s = 0, c, i, p1 = self.n_cols
         cdef double tsum = 0.0, gtau = 0.0, bsum
+        cdef const double* esc
         memset(grad, 0, self.n_params * sizeof(double))
         self.consts(order, theta, theta_star, &k)
         while s < m:
             c = _imin(MODEL_CHUNK, m - s)
-            for i in range(c):
-                yb[i] = self.y[idx[s + i]]
             self.rows.dot(idx + s, c, theta, eta)
-            if order >= 0:
-                self._eta_star(theta_star, eta_star, idx + s, c, es)
+            esc = self._setup(order, theta_star, eta_star, idx + s, c, yb, es)
             if self.has_weight:
-                scale_terms_block(&k, c, yb, eta, es if order >= 0 else NULL, t, dt)
+                scale_terms_block(&k, c, yb, eta, esc, t, dt)
                 self._weigh_terms(idx + s, c, t, dt)
                 bsum = 0.0
                 for i in range(c):
                     bsum += t[i]
                 tsum += bsum
             else:
-                tsum += scale_terms_block(&k, c, yb, eta, es if order >= 0 else NULL, t, dt)
+                tsum += scale_terms_block(&k, c, yb, eta, esc, t, dt)
             for i in range(c):
                 r[i] = dt[2 * i]
                 gtau += dt[2 * i + 1]

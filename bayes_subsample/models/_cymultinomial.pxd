@@ -45,11 +45,7 @@ cdef class CyMultinomial(CyTermModel):
     # b.C[i * (2K + 1) :] = the cache of datum idx[i] at theta_star
     cdef void _caches(self, Scratch* b, const double* theta_star, const int64_t* idx,
                       Py_ssize_t c) noexcept nogil
-    # t[i] = the terms by order (LOGLIK or residual order); dt[i * K + k] = d t / d eta_k
-    # (if not NULL); both times w_{idx[i]} when weighted
-    cdef int _values(self, int order, const double* theta_star, const double* eta_star,
-                     const double* theta, const int64_t* idx, Py_ssize_t m, double* t,
-                     double* dt) noexcept nogil
+    # (_values, CyTermModel's: dt[i * K + k] = d t / d eta_k)
     # slots of the full pass (a function of n and p only)
     cdef Py_ssize_t _n_slots(self) noexcept nogil
     # rows [start, stop) of the full pass: ll[0] = sum l, grad += sum grad l, lower

@@ -221,11 +221,6 @@ cdef class CyMultinomial(CyTermModel):
         free(mem)
         return 0
 
-    cdef int term_values(self, int order, const double* theta_star, const double* eta_star,
-                         const double* theta, const int64_t* idx, Py_ssize_t m,
-                         double* out) noexcept nogil:
-        return self._values(order, theta_star, eta_star, theta, idx, m, out, NULL)
-
     cdef int term_diffs(self, int order, const double* theta_star, const double* eta_star,
                         const double* theta, const double* theta_new, const int64_t* idx,
                         Py_ssize_t m, double* out) noexcept nogil:

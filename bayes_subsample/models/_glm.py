@@ -18,7 +18,7 @@ from scipy.linalg import solve_triangular
 from .._hashing import array_digest
 from .._threads import available_cores, threads_for_pass
 from ._base import GaussianPrior, RowsModel, _digest, coefficient_scales
-from ._cymodel import CyGaussian, CyLogistic, CyPoisson, count_binary
+from ._cyglm import CyGaussian, CyLogistic, CyPoisson, count_binary
 from ._rows import all_finite, make_rows
 
 __all__ = ["GLM", "LogisticRegressionModel", "PoissonRegressionModel", "GaussianRegressionModel",

@@ -2,7 +2,7 @@
 # eta, and the Taylor control-variate residuals d, d' (doc/algorithms/building_blocks.rst),
 # one set of inline nogil functions per family, and at the end the three
 # functions ``glm_terms``, ``glm_cv_consts``, ``glm_cv_residual`` that call the
-# set of a ``Family``. ``CyGLM`` (``_cymodel.pyx``) loops over chunks of data
+# set of a ``Family``. ``CyGLM`` (``_cyglm.pyx``) loops over chunks of data
 # with those; nothing else computes these terms.
 #
 # Log-likelihood l(eta) = (y eta - b(eta)) / phi + c(y):

@@ -2,56 +2,45 @@
 # auto_pickle=False: the pickling Cython generated for these classes crashed the
 # interpreter (it reads their memoryviews); pickle now raises TypeError, and the
 # models pickle by rebuilding their compiled objects (models/_base.py)
-"""The subsampled potential of HMC with energy-conserving subsampling for GLMs
+"""The subsampled potential of HMC with energy-conserving subsampling
 (doc/algorithms/hmc_ecs.rst): the Taylor control-variate proxy plus the
 difference estimator on a subsample, and the block update of the subsample.
 The inner Hamiltonian kernel is the shared one of ``_hamiltonian.pyx``.
 
-Three kinds of compiled model are served: the scalar GLMs (``CyGLM``: one linear
-predictor per row), multinomial logistic regression (``CyMultinomial``: K
-linear predictors per row, ``theta`` of shape (K, p1)) and linear regression
-with the noise's log scale sampled (``CyGaussianScale``: one linear predictor
-per row and the log scale, ``theta = (beta, t)``). The estimator (the
-residual sums, their variance, the per-row weights ``c_i``) is common; a row's
-residual derivative is then a K-vector and the weights a (m, K) matrix, and
-the BLAS calls become matrix products (``eta = Xu Theta^T``, ``grad = C^T Xu``).
-The noise-scale model has the GLMs' rows and products, with K = 2 derivatives
-per row (in eta and in the log scale): the gradient's coefficients are
-``Xu^T c_eta`` (the weights' even entries, a strided BLAS vector) and its last
-entry ``sum c_tau``.
+Three kinds of compiled model are served: the scalar GLMs (``CyGLM``),
+multinomial logistic regression (``CyMultinomial``) and linear regression with
+the noise's log scale sampled (``CyGaussianScale``). Their rows are read,
+cached and evaluated by ``ECSRows`` (``_ecs_rows.pyx``), the one part that
+knows which kind it reads; this module holds what is common: the estimator
+(the residual sums, their variance, the per-row weights ``c_i`` of the
+gradient) and the subsample update. A row has K residual derivatives (1 for
+the GLMs, K classes for the multinomial model, 2 for the noise-scale model:
+in eta and in the log scale), so the weights are an (m, K) matrix.
 
-The subsample rows live in a contiguous float64 buffer ``Xu`` (intercept
-column included, gathered by the model's ``Rows``), with their targets and
-the cached control-variate constants at theta*, organised in blocks of equal
-size: the G blocks of the perturbed estimator, or the m-row batches of the
-signed block-Poisson estimator. An evaluation at theta is three passes over
-this cache-resident buffer: ``eta = Xu theta`` (BLAS dgemv), the per-row
-residuals ``d_i, d'_i`` (the model family's ``cv_terms``; the Taylor-series
-path needs no exp/log near theta*), and ``grad = Xu^T c`` (dgemv) with the
-per-row weights ``c_i`` of the estimator. Residuals are kept in two banks
+The subsample rows live in a ``RowBlock`` (their contiguous float64 copies,
+targets and the cached control-variate constants at theta*), organised in
+blocks of equal size: the G blocks of the perturbed estimator, or the m-row
+batches of the signed block-Poisson estimator. Residuals are kept in two banks
 (the position's and the trajectory's) so an accepted HMC move is a bank swap
 and a one-block subsample update re-evaluates only that block. The cost per
 iteration is ``m/G + L m`` per-datum evaluations whatever n is.
 
 Rows read in place (``direct``): the subsample is kept as row indices only and
-every evaluation reads the model's rows through its ``Rows`` (``dot``,
-``add_xt``). A sparse (CSR) row then costs its stored entries instead of the
-``p`` of a dense copy, and no ``m x p`` buffer exists: the layout for wide
-sparse data. Below order 2 the core keeps no ``p x p`` Hessian sum ``B``.
+every evaluation reads the model's rows through its ``Rows``; the layout for
+wide sparse data. Below order 2 the core keeps no ``p x p`` Hessian sum ``B``.
 """
 cimport cython
 import numpy as np
 from libc.math cimport log, fabs, exp, isfinite
 from libc.stdint cimport int64_t
 from bayes_subsample._rng cimport bitgen_t, get_bitgen, rng_index, rng_uniform_open
-from bayes_subsample.models._cymodel cimport CyModel, CyGLM
-from bayes_subsample.models._cymultinomial cimport CyMultinomial
-from bayes_subsample.models._cylinear cimport CyGaussianScale
-from bayes_subsample.models._scale_terms cimport ScaleConsts, scale_terms_block
-from bayes_subsample.models._softmax_terms cimport softmax_cache, softmax_residual
-from bayes_subsample.models._rows cimport Rows, row_dot
+from bayes_subsample.models._cymodel cimport CyModel
+from bayes_subsample.models._cyglm import CyGLM
+from bayes_subsample.models._cymultinomial import CyMultinomial
+from bayes_subsample.models._cylinear import CyGaussianScale
+from bayes_subsample.samplers._ecs_rows cimport ECSRows, RowBlock
 from bayes_subsample.samplers._hamiltonian cimport Potential
-from scipy.linalg.cython_blas cimport dgemv, dgemm
+
 
 DEF MODE_PERTURBED = 0
 DEF MODE_SIGNED = 1
@@ -85,18 +74,12 @@ cdef class ECSCore(Potential):
     """
 
     # configuration
-    cdef CyGLM glm                 # the model: one of these three
-    cdef CyMultinomial mult
-    cdef CyGaussianScale lin
-    cdef Rows rows                 # the model's rows
-    cdef bint multi
-    cdef bint scale                # the noise-scale model (lin)
+    cdef ECSRows src               # the model's rows (the kind of model behind them)
+    cdef bint multi                # multinomial (the gradient is a K x p1 matrix)
     cdef readonly bint direct      # rows read in place (no gathered copy)
     cdef bint has_B                # the Hessian sum B is kept (order 2)
     cdef readonly int order, mode
     cdef readonly double n_data
-    cdef Py_ssize_t n_features
-    cdef bint intercept
     # linear predictors per row (1 for GLMs), columns per row (intercept
     # included), doubles of a row's multinomial cache (eta*, p*, lse*)
     cdef readonly Py_ssize_t K, p1, W
@@ -106,15 +89,12 @@ cdef class ECSCore(Potential):
     cdef double[:, ::1] B
     cdef double L_star
     cdef bint has_reference
-    # subsample rows
+    # subsample rows and their cached constants
     cdef readonly Py_ssize_t n_blocks, block_size, m
     cdef int64_t[::1] idx
-    cdef double[:, ::1] Xu
-    cdef double[::1] yu, es, c0, c1, c2       # GLMs: eta* and Taylor constants per row
+    cdef RowBlock sub
     # the model's row weights (sample_weight), copied with each buffered row
     cdef readonly bint weighted
-    cdef double[::1] wu, ewu, pwu
-    cdef double[:, ::1] MC                    # multinomial: the cache per row (m, W)
     # residuals d_i and their derivatives d'_i in the row's K linear predictors, at
     # the position's and the trajectory's theta (two banks)
     cdef double[:, ::1] D, DP      # (2, m), (2, m K)
@@ -137,14 +117,14 @@ cdef class ECSCore(Potential):
     cdef readonly Py_ssize_t n_exact
     cdef int64_t[::1] eidx, smap
     cdef bint has_map
-    cdef double[:, ::1] eXu, eMC
-    cdef double[::1] eyu, ees, ec0, ec1, ec2, eD, eDP, eeta
+    cdef RowBlock ex
+    cdef double[::1] eD, eDP, eeta
     cdef double esum[2]
     cdef double[:, ::1] egrad      # (2, p): the exact rows' gradient per bank
     # proposal block (perturbed u-update)
     cdef int64_t[::1] pidx
-    cdef double[:, ::1] pXu, pMC
-    cdef double[::1] pyu, pes, pc0, pc1, pc2, pD, pDP, peta
+    cdef RowBlock prop
+    cdef double[::1] pD, pDP, peta
 
     def __init__(self, CyModel model, int order, prior_precision, mode="perturbed",
                  bint direct=False):
@@ -152,36 +132,13 @@ cdef class ECSCore(Potential):
             raise ValueError(f"mode must be one of {sorted(MODES)}, got {mode!r}")
         if order not in (0, 1, 2):
             raise ValueError(f"order must be 0, 1 or 2, got {order}")
-        if isinstance(model, CyGLM):
-            self.glm = model
-            self.multi = False
-            self.n_features = self.glm.n_features
-            self.intercept = self.glm.intercept
-            self.K = 1
-        elif isinstance(model, CyGaussianScale):
-            self.lin = model
-            self.multi = False
-            self.scale = True
-            self.n_features = self.lin.n_features
-            self.intercept = self.lin.intercept
-            self.K = 2           # derivatives per row: in eta and in the log scale
-        elif isinstance(model, CyMultinomial):
-            self.mult = model
-            self.multi = True
-            self.n_features = self.mult.n_features
-            self.intercept = self.mult.intercept
-            self.K = self.mult.n_classes
-        else:
-            raise TypeError("ECSCore serves the compiled GLMs, multinomial regression and the "
-                            f"noise-scale linear regression, got {type(model).__name__}")
-        self.rows = model.rows
-        self.weighted = model.has_weight
-        if direct and self.multi:
-            raise ValueError("direct row access serves the models with one linear predictor "
-                             "per row (GLMs, the noise-scale linear regression)")
+        self.src = ECSRows(model, order, direct)
+        self.multi = self.src.multi
+        self.K = self.src.K
+        self.weighted = self.src.weighted
         self.direct = direct
-        self.p1 = self.n_features + self.intercept
-        self.W = 2 * self.K + 1
+        self.p1 = self.src.p1
+        self.W = self.src.W
         self.order = order
         self.mode = MODES[mode]
         self.n_data = model.n_data
@@ -215,18 +172,15 @@ cdef class ECSCore(Potential):
         self.A = np.ascontiguousarray(A, dtype=np.float64).copy()
         self.has_B = self.order == 2
         self.B = np.ascontiguousarray(B, dtype=np.float64).copy() if self.has_B else None
+        self.src.theta_star = self.theta_star
         with nogil:
             if self.m > 0:
-                self._cache_rows(&self.idx[0], self.Xu, self.es, self.c0, self.c1, self.c2,
-                                 self.MC, self.m)
+                self.src.cache_rows(&self.idx[0], self.sub, self.m)
             if self.n_exact > 0:
-                self._cache_rows(&self.eidx[0], self.eXu, self.ees, self.ec0, self.ec1,
-                                 self.ec2, self.eMC, self.n_exact)
+                self.src.cache_rows(&self.eidx[0], self.ex, self.n_exact)
 
     cdef Py_ssize_t _rows_available(self):
-        if self.scale:
-            return self.lin.n_data
-        return self.mult.n_data if self.multi else self.glm.n_data
+        return self.src.n_data
 
     def set_population(self, double n):
         """The number of data ``n`` the estimator scales to, when the model this
@@ -269,15 +223,7 @@ cdef class ECSCore(Potential):
         self.smap = sampled.copy()
         self.has_map = True
         self.n_data = sampled.shape[0]
-        self.eXu = np.empty((1 if self.direct else ec, self.p1))
-        self.eyu = np.empty(ec)
-        self.ewu = np.empty(ec)
-        g = 1 if self.multi else ec
-        self.ees = np.empty(g)
-        self.ec0 = np.empty(g)
-        self.ec1 = np.empty(g)
-        self.ec2 = np.empty(g)
-        self.eMC = np.empty((ec if self.multi else 1, self.W if self.multi else 1))
+        self.ex = self.src.block(e)
         self.eD = np.empty(ec)
         self.eDP = np.empty(ec * K)
         self.eeta = np.empty(ec * K)
@@ -287,10 +233,9 @@ cdef class ECSCore(Potential):
         self.egrad = np.zeros((2, self.dim))
         if e:
             with nogil:
-                self._copy_rows(&self.eidx[0], self.eXu, self.eyu, self.ewu, e)
+                self.src.copy_rows(&self.eidx[0], self.ex, e)
                 if self.has_reference:
-                    self._cache_rows(&self.eidx[0], self.eXu, self.ees, self.ec0, self.ec1,
-                                     self.ec2, self.eMC, e)
+                    self.src.cache_rows(&self.eidx[0], self.ex, e)
 
     @property
     def exact_rows(self):
@@ -313,27 +258,9 @@ cdef class ECSCore(Potential):
         self.has_stream = True
 
     def set_source(self, CyModel model, idx):
-        """Read later rows from ``model`` (the same kind and width as before; the
-        buffered subsample is kept) through the index stream ``idx``."""
-        if self.multi:
-            if not (isinstance(model, CyMultinomial) and model.n_params == self.dim
-                    and model.n_classes == self.K):
-                raise TypeError("set_source needs a model of the same kind and width")
-            self.mult = model
-            self.rows = model.rows
-        elif self.scale:
-            if not (isinstance(model, CyGaussianScale) and model.n_params == self.dim):
-                raise TypeError("set_source needs a model of the same kind and width")
-            self.lin = model
-            self.rows = model.rows
-        else:
-            if not (isinstance(model, CyGLM) and model.n_params == self.dim
-                    and type(model) is type(self.glm)):
-                raise TypeError("set_source needs a model of the same kind and width")
-            self.glm = model
-            self.rows = model.rows
-        if model.has_weight != self.weighted:
-            raise TypeError("set_source needs a model weighted as the first one was")
+        """Read later rows from ``model`` (the same kind, width and weighting as
+        before; the buffered subsample is kept) through the index stream ``idx``."""
+        self.src.set_model(model)
         self.set_index_stream(idx)
 
     @property
@@ -352,46 +279,28 @@ cdef class ECSCore(Potential):
             raise ValueError("the number of rows must be a multiple of block_size")
         if idx.shape[0] and (idx.min() < 0 or idx.max() >= self._rows_available()):
             raise IndexError("subsample index out of range")
-        cdef Py_ssize_t m = idx.shape[0], p = self.p1, K = self.K
-        cdef Py_ssize_t mc = max(m, 1), w = self.W if self.multi else 1
-        cdef Py_ssize_t g = 1 if self.multi else mc   # GLM-only buffers: dummies for multinomial
+        cdef Py_ssize_t m = idx.shape[0], K = self.K, mc = max(m, 1), bs = block_size
         self.m = m
         self.cost = m + self.n_exact
         self.block_size = block_size
         self.n_blocks = m // block_size
         self.idx = idx.copy()
-        cdef Py_ssize_t bs = block_size, bg = 1 if self.multi else bs
-        self.Xu = np.empty((1 if self.direct else mc, p))
-        self.yu = np.empty(mc)
-        self.wu = np.empty(mc)
-        self.es = np.empty(g)
-        self.c0 = np.empty(g)
-        self.c1 = np.empty(g)
-        self.c2 = np.empty(g)
-        self.MC = np.empty((mc if self.multi else 1, w))
+        self.sub = self.src.block(m)
         self.D = np.zeros((2, mc))
         self.DP = np.zeros((2, mc * K))
         self.eta_buf = np.zeros(mc * K)
         self.cw = np.zeros(mc * K)
         # proposal block buffers (one block)
         self.pidx = np.empty(bs, dtype=np.int64)
-        self.pXu = np.empty((1 if self.direct else bs, p))
-        self.pyu = np.empty(bs)
-        self.pwu = np.empty(bs)
-        self.pes = np.empty(bg)
-        self.pc0 = np.empty(bg)
-        self.pc1 = np.empty(bg)
-        self.pc2 = np.empty(bg)
-        self.pMC = np.empty((bs if self.multi else 1, w))
+        self.prop = self.src.block(bs)
         self.pD = np.empty(bs)
         self.pDP = np.empty(bs * K)
         self.peta = np.empty(bs * K)
         if m:
             with nogil:
-                self._copy_rows(&self.idx[0], self.Xu, self.yu, self.wu, m)
+                self.src.copy_rows(&self.idx[0], self.sub, m)
                 if self.has_reference:
-                    self._cache_rows(&self.idx[0], self.Xu, self.es, self.c0, self.c1, self.c2,
-                                     self.MC, m)
+                    self.src.cache_rows(&self.idx[0], self.sub, m)
 
     # ---- accessors --------------------------------------------------------------------
     @property
@@ -404,218 +313,21 @@ cdef class ECSCore(Potential):
         return d.reshape(self.n_blocks, self.block_size).sum(axis=1) if self.m else np.zeros(0)
 
     # ---- nogil internals ----------------------------------------------------------------
-    cdef void _copy_rows(self, const int64_t* idx, double[:, ::1] Xdst, double[::1] ydst,
-                         double[::1] wdst, Py_ssize_t count) noexcept nogil:
-        """The rows' targets to ``ydst``, their weights to ``wdst`` (weighted
-        models) and (unless ``direct``) the rows to ``Xdst``."""
-        cdef Py_ssize_t i
-        if self.weighted:
-            for i in range(count):
-                wdst[i] = self._source_weight(idx[i])
-        if self.direct:
-            for i in range(count):
-                ydst[i] = self.lin.y[idx[i]] if self.scale else self.glm.target(idx[i])
-        elif self.multi:
-            self.mult.gather_rows(idx, count, &Xdst[0, 0], &ydst[0])
-        elif self.scale:
-            self.lin.gather_rows(idx, count, &Xdst[0, 0], &ydst[0])
-        else:
-            self.glm.gather_rows(idx, count, &Xdst[0, 0], &ydst[0])
-
-    cdef void _cache_rows(self, const int64_t* idx, double[:, ::1] Xs, double[::1] es,
-                          double[::1] c0, double[::1] c1, double[::1] c2, double[:, ::1] MC,
-                          Py_ssize_t count) noexcept nogil:
-        """The rows' constants at theta* (GLMs: eta*, c0, c1, c2; multinomial: the
-        cache eta*, p*, lse* of ``_softmax_terms``; the noise-scale model: eta*);
-        ``idx``: the rows (read in place when ``direct``), ``Xs`` their copies
-        otherwise."""
-        cdef Py_ssize_t i, k, p1 = self.p1, K = self.K
-        if self.multi:
-            for i in range(count):
-                for k in range(K):
-                    MC[i, k] = row_dot(&Xs[i, 0], &self.theta_star[k * p1], p1, False)
-                softmax_cache(K, &MC[i, 0], &MC[i, 0])
-            return
-        if self.direct:
-            self.rows.dot(idx, count, &self.theta_star[0], &es[0])
-        else:
-            for i in range(count):
-                es[i] = row_dot(&Xs[i, 0], &self.theta_star[0], p1, False)
-        if not self.scale:
-            self.glm.add_offset(idx, count, &es[0])
-            self.glm.cv_consts(count, &es[0], &c0[0], &c1[0], &c2[0])
-
-    # ---- rows with one linear predictor (the GLMs, the noise-scale model) ----------------
-    cdef void _row_eta(self, const int64_t* idx, double[:, ::1] Xs, Py_ssize_t count,
-                       const double* th, double* eta) noexcept nogil:
-        """``eta[i] = x_i . theta`` of ``count`` rows: read in place (``direct``), or
-        from their copies ``Xs`` by BLAS (``Xs`` (count x p, row-major) is a
-        column-major p x count matrix; BLAS reads its first d rows, the features,
-        and the intercept is added here)."""
-        cdef int pp = <int> self.p1, dd = <int> self.n_features, cc = <int> count, one = 1
-        cdef double alpha = 1.0, beta = 0.0
-        cdef char trans = b'T'
-        cdef Py_ssize_t i
-        if self.direct:
-            self.rows.dot(idx, count, th, eta)
-        else:
-            dgemv(&trans, &dd, &cc, &alpha, &Xs[0, 0], &pp, <double*> th, &one, &beta, eta,
-                  &one)
-            if self.intercept:
-                for i in range(count):
-                    eta[i] += th[dd]
-        if not self.scale:
-            self.glm.add_offset(idx, count, eta)
-
-    cdef inline double _source_weight(self, int64_t k) noexcept nogil:
-        if self.scale:
-            return self.lin.row_weight(k)
-        return self.mult.row_weight(k) if self.multi else self.glm.row_weight(k)
-
-    cdef double _weigh_rows(self, Py_ssize_t count, const double* w, double* D,
-                            double* DP) noexcept nogil:
-        """Scale each row's residual and its K derivatives by the row's weight
-        (weighted models; nothing otherwise); returns the sum of the residuals."""
-        cdef Py_ssize_t i, k, K = self.K
-        cdef double s = 0.0
-        if self.weighted:
-            for i in range(count):
-                D[i] *= w[i]
-                for k in range(K):
-                    DP[i * K + k] *= w[i]
-        for i in range(count):
-            s += D[i]
-        return s
-
-    cdef double _row_terms(self, const double* th, Py_ssize_t count, const double* y,
-                           const double* w, const double* eta, const double* es,
-                           const double* c0, const double* c1, const double* c2, double* D,
-                           double* DP) noexcept nogil:
-        """The residuals ``D`` of ``count`` rows at th and their derivatives ``DP``
-        (K per row: in eta, and for the noise-scale model in its log scale),
-        times the rows' weights ``w`` (weighted models); returns their sum."""
-        cdef ScaleConsts kc
-        cdef double s
-        if self.scale:
-            self.lin.consts(self.order, th, &self.theta_star[0], &kc)
-            s = scale_terms_block(&kc, count, y, eta, es, D, DP)
-            return self._weigh_rows(count, w, D, DP) if self.weighted else s
-        self.glm.cv_terms(self.order, count, y, eta, es, c0, c1, c2, D, DP)
-        return self._weigh_rows(count, w, D, DP)
-
-    cdef void _row_grad(self, const int64_t* idx, double[:, ::1] Xs, Py_ssize_t count,
-                        double* c, double* out) noexcept nogil:
-        """``out[:dim] = sum_i (c[i K] x_i, c[i K + 1])``: the gradient of ``count`` rows
-        with weights ``c`` (K per row; the second, the noise-scale model's weight in
-        its log scale, is the last entry). Direct rows compact ``c`` in place."""
-        cdef int pp = <int> self.p1, dd = <int> self.n_features, cc = <int> count, one = 1
-        cdef int kk = <int> self.K
-        cdef double alpha = 1.0, beta = 0.0, csum = 0.0
-        cdef char notrans = b'N'
-        cdef Py_ssize_t i, K = self.K
-        for i in range(self.dim):
-            out[i] = 0.0
-        if self.scale:
-            for i in range(count):
-                csum += c[i * K + 1]
-            out[self.p1] = csum
-            csum = 0.0
-        if self.direct:
-            for i in range(1, count):
-                c[i] = c[i * K]              # forward: i K >= i
-            self.rows.add_xt(idx, count, c, out)
-            return
-        dgemv(&notrans, &dd, &cc, &alpha, &Xs[0, 0], &pp, c, &kk, &beta, out, &one)
-        if self.intercept:
-            for i in range(count):
-                csum += c[i * K]
-            out[dd] = csum
-
-    cdef double _block_residuals(self, const int64_t* idx, double[:, ::1] Xs, double[::1] ys,
-                                 double[::1] ws, double[::1] es,
-                                 double[::1] c0, double[::1] c1, double[::1] c2,
-                                 double[:, ::1] MC, Py_ssize_t start, Py_ssize_t stop,
-                                 const double* th, double* eta, double* Dout,
-                                 double* DPout) noexcept nogil:
-        """Residuals of rows [start, stop) at th (row-by-row dot products, for
-        small blocks): d_i to Dout[i - start], d'_i (K values) to DPout[(i -
-        start) K:]; returns sum d_i."""
-        cdef Py_ssize_t i, k, p1 = self.p1, K = self.K
-        cdef double s = 0.0
-        if not self.multi:
-            if self.direct:
-                self.rows.dot(idx + start, stop - start, th, eta)
-            else:
-                for i in range(start, stop):
-                    eta[i - start] = row_dot(&Xs[i, 0], th, p1, False)
-            if not self.scale:
-                self.glm.add_offset(idx + start, stop - start, eta)
-            return self._row_terms(th, stop - start, &ys[start], &ws[start], eta, &es[start],
-                                   &c0[start], &c1[start], &c2[start], Dout, DPout)
-        for i in range(start, stop):
-            for k in range(K):
-                eta[(i - start) * K + k] = row_dot(&Xs[i, 0], th + k * p1, p1, False)
-            Dout[i - start] = softmax_residual(self.order, K, <int> ys[i],
-                                               &eta[(i - start) * K], &MC[i, 0],
-                                               &DPout[(i - start) * K])
-        return self._weigh_rows(stop - start, &ws[start], Dout, DPout)
-
     cdef double _evaluate(self, const double* th, int bank, double* gradU) noexcept nogil:
         """Evaluate every buffered row at th into ``bank``; returns U, writes grad U."""
-        cdef int pp = <int> self.p1, mm = <int> self.m
-        cdef int kk = <int> self.K
-        cdef double alpha = 1.0, beta = 0.0
-        cdef char trans = b'T', notrans = b'N'
-        cdef Py_ssize_t i, K = self.K
         if self.n_exact > 0:
             self._evaluate_exact(th, bank)
-        if self.m == 0:
-            return self._combine(th, bank, gradU)
-        if self.multi:
-            # eta (m x K, row-major) = Xu Theta^T: in BLAS's column-major terms the
-            # K x m matrix Theta (p1 x K) ^T Xu^T (p1 x m), intercept column included
-            dgemm(&trans, &notrans, &kk, &mm, &pp, &alpha, <double*> th, &pp, &self.Xu[0, 0],
-                  &pp, &beta, &self.eta_buf[0], &kk)
-            for i in range(self.m):
-                self.D[bank, i] = softmax_residual(self.order, K, <int> self.yu[i],
-                                                   &self.eta_buf[i * K], &self.MC[i, 0],
-                                                   &self.DP[bank, i * K])
-            if self.weighted:
-                self._weigh_rows(self.m, &self.wu[0], &self.D[bank, 0], &self.DP[bank, 0])
-            return self._combine(th, bank, gradU)
-        self._row_eta(&self.idx[0], self.Xu, self.m, th, &self.eta_buf[0])
-        self._row_terms(th, self.m, &self.yu[0], &self.wu[0], &self.eta_buf[0], &self.es[0],
-                        &self.c0[0],
-                        &self.c1[0], &self.c2[0], &self.D[bank, 0], &self.DP[bank, 0])
+        if self.m > 0:
+            self.src.evaluate(&self.idx[0], self.sub, self.m, th, &self.eta_buf[0],
+                              &self.D[bank, 0], &self.DP[bank, 0])
         return self._combine(th, bank, gradU)
 
     cdef void _evaluate_exact(self, const double* th, int bank) noexcept nogil:
         """The exact stratum at th: the sum of its residuals to ``esum[bank]``,
         their gradient (weight 1 per row) to ``egrad[bank]``."""
-        cdef int pp = <int> self.p1, ee = <int> self.n_exact
-        cdef int kk = <int> self.K
-        cdef double alpha = 1.0, beta = 0.0, s = 0.0
-        cdef char trans = b'T', notrans = b'N'
-        cdef Py_ssize_t i, e = self.n_exact
-        if not self.multi:
-            self._row_eta(&self.eidx[0], self.eXu, e, th, &self.eeta[0])
-            self.esum[bank] = self._row_terms(th, e, &self.eyu[0], &self.ewu[0], &self.eeta[0],
-                                              &self.ees[0],
-                                              &self.ec0[0], &self.ec1[0], &self.ec2[0],
-                                              &self.eD[0], &self.eDP[0])
-            self._row_grad(&self.eidx[0], self.eXu, e, &self.eDP[0], &self.egrad[bank, 0])
-            return
-        dgemm(&trans, &notrans, &kk, &ee, &pp, &alpha, <double*> th, &pp,
-              &self.eXu[0, 0], &pp, &beta, &self.eeta[0], &kk)
-        for i in range(e):
-            self.eD[i] = softmax_residual(self.order, self.K, <int> self.eyu[i],
-                                          &self.eeta[i * self.K], &self.eMC[i, 0],
-                                          &self.eDP[i * self.K])
-        s = self._weigh_rows(e, &self.ewu[0], &self.eD[0], &self.eDP[0])
-        # gradient: the K x p1 matrix eDP^T eXu
-        dgemm(&notrans, &trans, &pp, &kk, &ee, &alpha, &self.eXu[0, 0], &pp,
-              &self.eDP[0], &kk, &beta, &self.egrad[bank, 0], &pp)
-        self.esum[bank] = s
+        self.esum[bank] = self.src.evaluate(&self.eidx[0], self.ex, self.n_exact, th,
+                                            &self.eeta[0], &self.eD[0], &self.eDP[0])
+        self.src.grad(&self.eidx[0], self.ex, self.n_exact, &self.eDP[0], &self.egrad[bank, 0])
 
     cdef double _combine(self, const double* th, int bank, double* gradU) noexcept nogil:
         """Log-likelihood estimate and gradient from a bank's residuals; returns
@@ -626,9 +338,6 @@ cdef class ECSCore(Potential):
         cdef Py_ssize_t K = self.K
         cdef double n = self.n_data, Q, dbar, ssd, r, stot = 0.0, lp = 0.0
         cdef double est, dh, a = self.a_const, sgn = 1.0, cn, sb_sum, f
-        cdef int pp = <int> self.p1, mm = <int> m, kk = <int> K
-        cdef double alpha = 1.0, beta = 0.0
-        cdef char notrans = b'N', trans = b'T'
         # Q(theta) and its gradient
         for j in range(p):
             self.delta[j] = th[j] - self.theta_star[j]
@@ -677,15 +386,11 @@ cdef class ECSCore(Potential):
         if self.n_exact > 0:
             est += self.esum[bank]
         self.loglik_hat = est
-        # grad = gq + Xu^T c (features by BLAS, the intercept's entry is sum c;
-        # multinomial: the K x p1 matrix C^T Xu, in BLAS's terms Xu^T (p1 x m) C (m x K))
+        # grad = gq + sum_i c_i (x) x_i (the rows' gradient with the weights c)
         for j in range(p):
             gradU[j] = 0.0
-        if m > 0 and self.multi:
-            dgemm(&notrans, &trans, &pp, &kk, &mm, &alpha, &self.Xu[0, 0], &pp, &self.cw[0],
-                  &kk, &beta, gradU, &pp)
-        elif m > 0:
-            self._row_grad(&self.idx[0], self.Xu, m, &self.cw[0], gradU)
+        if m > 0:
+            self.src.grad(&self.idx[0], self.sub, m, &self.cw[0], gradU)
         if self.n_exact > 0:
             for j in range(p):
                 gradU[j] += self.egrad[bank, j]
@@ -726,7 +431,7 @@ cdef class ECSCore(Potential):
         if self.m == 0:
             raise RuntimeError("no subsample rows: call set_rows first")
         cdef bitgen_t* bg = get_bitgen(generator)
-        cdef Py_ssize_t g, i, j, bs = self.block_size, m = self.m, p = self.p1, K = self.K
+        cdef Py_ssize_t g, i, j, bs = self.block_size, m = self.m, K = self.K
         cdef Py_ssize_t sb = self.sb, start
         cdef double s_new, stot = 0.0, dbar_new, ssd = 0.0, r, n = self.n_data
         cdef double sigma2_new, est_new, log_ratio, log_u, alpha
@@ -747,12 +452,10 @@ cdef class ECSCore(Potential):
                 for i in range(bs):
                     self.pidx[i] = rng_index(bg, <int64_t> n)
             log_u = log(rng_uniform_open(bg))
-            self._copy_rows(&self.pidx[0], self.pXu, self.pyu, self.pwu, bs)
-            self._cache_rows(&self.pidx[0], self.pXu, self.pes, self.pc0, self.pc1, self.pc2,
-                             self.pMC, bs)
-            s_new = self._block_residuals(&self.pidx[0], self.pXu, self.pyu, self.pwu,
-                                          self.pes, self.pc0, self.pc1, self.pc2, self.pMC, 0, bs, &self.theta[0],
-                                          &self.peta[0], &self.pD[0], &self.pDP[0])
+            self.src.copy_rows(&self.pidx[0], self.prop, bs)
+            self.src.cache_rows(&self.pidx[0], self.prop, bs)
+            s_new = self.src.block_residuals(&self.pidx[0], self.prop, 0, bs, &self.theta[0],
+                                             &self.peta[0], &self.pD[0], &self.pDP[0])
             start = g * bs
             for i in range(m):
                 if i < start or i >= start + bs:
@@ -772,22 +475,9 @@ cdef class ECSCore(Potential):
             alpha = 1.0 if log_ratio >= 0 else exp(log_ratio)
             if isfinite(log_ratio) and log_u < log_ratio:
                 accepted = True
+                self.src.move_rows(self.sub, start, self.prop, bs)
                 for i in range(bs):
                     self.idx[start + i] = self.pidx[i]
-                    if not self.direct:
-                        for j in range(p):
-                            self.Xu[start + i, j] = self.pXu[i, j]
-                    self.yu[start + i] = self.pyu[i]
-                    if self.weighted:
-                        self.wu[start + i] = self.pwu[i]
-                    if self.multi:
-                        for j in range(self.W):
-                            self.MC[start + i, j] = self.pMC[i, j]
-                    else:
-                        self.es[start + i] = self.pes[i]
-                        self.c0[start + i] = self.pc0[i]
-                        self.c1[start + i] = self.pc1[i]
-                        self.c2[start + i] = self.pc2[i]
                     self.D[sb, start + i] = self.pD[i]
                     for j in range(K):
                         self.DP[sb, (start + i) * K + j] = self.pDP[i * K + j]
@@ -804,21 +494,17 @@ cdef class ECSCore(Potential):
         cdef Py_ssize_t count = idx.shape[0], nb = count // batch_size, b
         cdef int64_t[::1] iv = idx if count else np.zeros(1, dtype=np.int64)
         cdef Py_ssize_t k = max(count, 1), K = self.K
-        cdef double[:, ::1] Xs = np.empty((1 if self.direct else k, self.p1))
-        cdef double[::1] ys = np.empty(k), ws = np.empty(k), es = np.empty(k)
+        cdef RowBlock rows = self.src.block(count)
         cdef double[::1] eta = np.empty(k * K)
-        cdef double[::1] c0 = np.empty(k), c1 = np.empty(k), c2 = np.empty(k)
-        cdef double[:, ::1] MC = np.empty((k if self.multi else 1, self.W))
         cdef double[::1] Dtmp = np.empty(k), DPtmp = np.empty(k * K)
         cdef double[::1] S = np.empty(nb)
         with nogil:
             if count:
-                self._copy_rows(&iv[0], Xs, ys, ws, count)
-                self._cache_rows(&iv[0], Xs, es, c0, c1, c2, MC, count)
+                self.src.copy_rows(&iv[0], rows, count)
+                self.src.cache_rows(&iv[0], rows, count)
             for b in range(nb):
-                S[b] = self._block_residuals(&iv[0], Xs, ys, ws, es, c0, c1, c2, MC,
-                                             b * batch_size,
-                                             (b + 1) * batch_size, &self.theta[0],
-                                             &eta[b * batch_size * K], &Dtmp[b * batch_size],
-                                             &DPtmp[b * batch_size * K])
+                S[b] = self.src.block_residuals(&iv[0], rows, b * batch_size,
+                                                (b + 1) * batch_size, &self.theta[0],
+                                                &eta[b * batch_size * K], &Dtmp[b * batch_size],
+                                                &DPtmp[b * batch_size * K])
         return np.asarray(S), np.asarray(Dtmp)[:count]

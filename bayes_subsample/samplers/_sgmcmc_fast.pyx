@@ -238,6 +238,23 @@ cdef inline void _stein_add(double* acc, const double* g, const double* z, doubl
     acc[4 * p] += 1.0
 
 
+cdef inline int _minibatch_gradient(GradientEstimator est, bitgen_t* bg, const double* theta,
+                                    int64_t* idx, Py_ssize_t batch_size, double scale,
+                                    double* g, double* acc) noexcept nogil:
+    """One step's gradient estimate ``g`` at ``theta`` on ``batch_size`` fresh iid
+    indices (drawn into ``idx``) and, with a Stein buffer ``acc``, the pair
+    ``(theta, g)`` added to it; returns the estimator's code (0, or -1 after an
+    error it keeps)."""
+    cdef Py_ssize_t i
+    for i in range(batch_size):
+        idx[i] = rng_index(bg, est.n_data)
+    if est.estimate(theta, idx, batch_size, scale, 1.0, g) != 0:
+        return -1
+    if acc != NULL:
+        _stein_add(acc, g, theta, 1.0, est.dim)
+    return 0
+
+
 def sgld_steps(GradientEstimator est, double[::1] theta, double step_size,
                Py_ssize_t batch_size, Py_ssize_t n_steps, generator, int64_t[::1] idx,
                double[::1] g, double[::1] stein=None):
@@ -254,13 +271,9 @@ def sgld_steps(GradientEstimator est, double[::1] theta, double step_size,
     cdef double* acc = _stein_buffer(stein, p)
     with generator.bit_generator.lock, nogil:
         for s in range(n_steps):
-            for i in range(batch_size):
-                idx[i] = rng_index(bg, n)
-            rc = est.estimate(&theta[0], &idx[0], batch_size, scale, 1.0, &g[0])
+            rc = _minibatch_gradient(est, bg, &theta[0], &idx[0], batch_size, scale, &g[0], acc)
             if rc != 0:
                 break
-            if acc != NULL:
-                _stein_add(acc, &g[0], &theta[0], 1.0, p)
             for j in range(p):
                 theta[j] += half * g[j] + noise * rng_normal(bg)
             if not _all_finite(&theta[0], p):
@@ -291,13 +304,9 @@ def psgld_steps(GradientEstimator est, double[::1] theta, double[::1] v, double 
         raise ValueError(f"v must have length {p}")
     with generator.bit_generator.lock, nogil:
         for s in range(n_steps):
-            for i in range(batch_size):
-                idx[i] = rng_index(bg, n)
-            rc = est.estimate(&theta[0], &idx[0], batch_size, scale, 1.0, &g[0])
+            rc = _minibatch_gradient(est, bg, &theta[0], &idx[0], batch_size, scale, &g[0], acc)
             if rc != 0:
                 break
-            if acc != NULL:
-                _stein_add(acc, &g[0], &theta[0], 1.0, p)
             for j in range(p):
                 gb = g[j] * inv_n
                 v[j] = alpha * v[j] + keep * gb * gb
@@ -335,13 +344,9 @@ def sghmc_steps(GradientEstimator est, double[::1] theta, double[::1] mom, bint 
             metric.kinetic(&mom[0], &v[0])
             for j in range(p):
                 theta[j] += step_size * v[j]
-            for i in range(batch_size):
-                idx[i] = rng_index(bg, n)
-            rc = est.estimate(&theta[0], &idx[0], batch_size, scale, 1.0, &g[0])
+            rc = _minibatch_gradient(est, bg, &theta[0], &idx[0], batch_size, scale, &g[0], acc)
             if rc != 0:
                 break
-            if acc != NULL:
-                _stein_add(acc, &g[0], &theta[0], 1.0, p)
             metric.sample_momentum(bg, &z[0], &xi[0])
             for j in range(p):
                 # C M^-1 p_old with C = friction * M is friction * p_old
