@@ -430,15 +430,13 @@ class BayesianGLMBase(BaseEstimator):
 
         Examples
         --------
-        >>> import numpy as np
         >>> from bayes_subsample import BayesianLogisticRegression
-        >>> rng = np.random.default_rng(0)
-        >>> X = rng.normal(size=(200, 2)); y = (X[:, 0] + rng.normal(size=200) > 0).astype(int)
-        >>> clf = BayesianLogisticRegression(n_samples=200, n_warmup=200, n_chains=2,
-        ...                                  random_state=0).fit(X, y)
-        >>> s = clf.summary()
+        >>> from bayes_subsample.datasets import make_logistic_data
+        >>> X, y = make_logistic_data(300, 2, random_state=0)
+        >>> s = BayesianLogisticRegression(n_samples=200, n_warmup=200, n_chains=2,
+        ...                                random_state=0).fit(X, y).summary()
         >>> s.names, s.priors[0]
-        (['coef[0]', 'coef[1]', 'intercept'], 'normal(0, 2.553)')
+        (['coef[0]', 'coef[1]', 'intercept'], 'normal(0, 2.401)')
         """
         check_is_fitted(self)
         return self.trace_.summary()
