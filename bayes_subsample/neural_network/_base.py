@@ -8,7 +8,6 @@ weights through a NumPy forward pass, chunked over rows, so a fitted
 estimator holds its draws and nothing of ``X``."""
 from __future__ import annotations
 
-import functools
 import warnings
 from numbers import Integral, Real
 
@@ -42,24 +41,6 @@ class InputScaleWarning(UserWarning):
     """The inputs are far from unit scale (raw 0-255 pixels, say): the
     network's N(0, prior_scale^2) prior and its default step sizes assume
     features of order one."""
-
-
-def all_or_nothing(fit):
-    """If ``fit`` raises (an error, or an interrupt before any draw), the
-    fitted attributes are put back as they were (or the estimator stays
-    unfitted)."""
-    @functools.wraps(fit)
-    def wrapper(self, *args, **kwargs):
-        params = set(self.get_params(deep=False))
-        before = {k: v for k, v in vars(self).items() if k not in params}
-        try:
-            return fit(self, *args, **kwargs)
-        except BaseException:
-            for k in [k for k in vars(self) if k not in params]:
-                delattr(self, k)
-            vars(self).update(before)
-            raise
-    return wrapper
 
 
 def _hidden_sizes(hidden_layer_sizes):

@@ -14,7 +14,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 
 from .._params import store_params
-from ._base import ATTRS_DOC, INTERRUPT_NOTE, PARAMS_DOC, BaseBayesianMLP, all_or_nothing
+from ..linear_model._base import all_or_nothing
+from ._base import ATTRS_DOC, INTERRUPT_NOTE, PARAMS_DOC, BaseBayesianMLP
 
 __all__ = ["BayesianMLPClassifier", "BayesianMLPRegressor"]
 
