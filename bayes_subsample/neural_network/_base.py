@@ -399,8 +399,9 @@ PARAMS_DOC = """
 ATTRS_DOC = """
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
-        Names of the features, when ``X`` has string column names.
+    feature_names_in_ : ndarray of str
+        Names of the features (one per feature), when ``X`` has string
+        column names.
     n_layers_ : int
         Layers, input and output included.
     n_outputs_ : int
