@@ -31,6 +31,12 @@ Usage::
     python benchmarks/bench_bnn.py                       # about 45 minutes on 2 cores
     python benchmarks/bench_bnn.py --passes 20 --samplers sghmc,ewsg
     python benchmarks/bench_bnn.py --quick               # scikit-learn's digits, seconds
+    python benchmarks/bench_bnn.py --timing-only         # + interleaved times, 1 minute
+
+``--timing-only`` times SGHMC and EWSG passes and ``MLPClassifier`` epochs in
+alternation (three rounds of two each, one BLAS thread) and stores them, with
+their own command and load, in the ``timing`` entry of the results: a fairer
+ratio on a shared machine than the main run's, whose fits run minutes apart.
 """
 from __future__ import annotations
 
@@ -47,7 +53,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.neural_network import MLPClassifier
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from _provenance import stamp  # noqa: E402  (first: the header as the run starts)
+from _provenance import command, stamp  # noqa: E402  (first: the header as the run starts)
 from bayes_subsample import BayesianMLPClassifier, sample
 from bayes_subsample.models import MLPModel
 from bayes_subsample.neural_network._base import forward
@@ -230,6 +236,31 @@ def run_ood(data, args, seed):
     return out
 
 
+def run_timing(data, args):
+    """Seconds per data pass of SGHMC and EWSG and per epoch of ``MLPClassifier``,
+    interleaved (``--timing-repeats`` rounds of two passes or epochs each, all
+    on one BLAS thread), so that the machine's load weighs on each alike."""
+    Xtr, _, ytr, _ = data
+    model = MLPModel(Xtr, ytr, hidden_layer_sizes=args.hidden, n_classes=10)
+    out = {"repeats": args.timing_repeats, "passes_per_round": 2,
+           "load_average_before": list(os.getloadavg()),
+           "sghmc": [], "ewsg": [], "MLPClassifier": []}
+    for _ in range(args.timing_repeats):
+        two = _mlp_classifier(args, 0, max_iter=2)
+        out["MLPClassifier"].append(_fit_quietly(two, Xtr, ytr) / two.n_iter_)
+        for name in ("sghmc", "ewsg"):
+            est = BayesianMLPClassifier(hidden_layer_sizes=args.hidden, sampler=name,
+                                        n_passes=2, n_samples=2)
+            sampler, n_warmup = est._plan(resolve_sampler(name), model.n_data)
+            trace = sample(model, sampler, n_samples=2, n_warmup=n_warmup, n_chains=1,
+                           random_state=0, check_convergence=False)
+            seconds = trace.wall_time["warmup"][0] + trace.wall_time["sampling"][0]
+            out[name].append(float(seconds / trace.stats["data_passes"][0, -1]))
+    out["load_average_after"] = list(os.getloadavg())
+    out["median"] = {k: float(np.median(out[k])) for k in ("sghmc", "ewsg", "MLPClassifier")}
+    return out
+
+
 # ---- the report --------------------------------------------------------------------------
 def table(result):
     rows = ["| method | test acc (predictive) | train acc | test log loss | ECE (15 bins) | "
@@ -272,6 +303,10 @@ def main(argv=None):
     ap.add_argument("--ood-sampler", default="sghmc")
     ap.add_argument("--sklearn-max-iter", type=int, default=None,
                     help="MLPClassifier's max_iter (default: its own, 200)")
+    ap.add_argument("--timing-only", action="store_true",
+                    help="only the interleaved timing of SGHMC, EWSG and MLPClassifier, "
+                    "written into the 'timing' entry of --out (the rest kept)")
+    ap.add_argument("--timing-repeats", type=int, default=3)
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: scikit-learn's digits, 64-32-10, 10 passes, 10 draws")
     ap.add_argument("--out", default=None,
@@ -287,6 +322,20 @@ def main(argv=None):
         label = "MNIST"
     args.hidden = tuple(args.hidden)
     out_path = args.out or (None if args.quick else os.path.join(HERE, "results", "bnn.json"))
+    if args.timing_only:
+        with threadpool_limits(1, user_api="blas"):
+            timing = run_timing(data, args)
+        timing = {"command": command(), "date": time.strftime("%Y-%m-%d %H:%M"), **timing}
+        print(json.dumps(timing["median"]))
+        if out_path:
+            result = {}
+            if os.path.exists(out_path):
+                with open(out_path) as f:
+                    result = json.load(f)
+            result["timing"] = timing
+            with open(out_path, "w") as f:
+                json.dump(result, f, indent=1)
+        return timing
     names = args.samplers.split(",")
     result = {"data": label, "n_train": int(len(data[2])), "n_test": int(len(data[3])),
               "architecture": [int(data[0].shape[1]), *args.hidden, 10],

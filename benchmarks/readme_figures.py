@@ -231,6 +231,16 @@ def _bnn_rows(res):
         f"epoch, in the same run | {times}; `MLPClassifier` {sk['seconds_per_epoch']:.2f} s "
         f"on one BLAS thread, {sk['seconds_per_epoch_default_blas_threads']:.2f} s on BLAS's "
         f"default threads | {cmd} |")
+    timing = res.get("timing")
+    if timing:
+        med = timing["median"]
+        rows.append(
+            f"| same, seconds per data pass and per epoch measured in alternation ("
+            f"{timing['repeats']} rounds of {timing['passes_per_round']}, one BLAS thread; "
+            f"median) | SGHMC {med['sghmc']:.2f} s, EWSG {med['ewsg']:.2f} s; `MLPClassifier` "
+            f"{med['MLPClassifier']:.2f} s: SGHMC / MLPClassifier "
+            f"{med['sghmc'] / med['MLPClassifier']:.2f}, EWSG / SGHMC "
+            f"{med['ewsg'] / med['sghmc']:.2f} | `{timing['command'].strip()}` |")
     ood = res.get("ood")
     if ood:
         b, m = ood["bayesian"], ood["MLPClassifier"]
