@@ -24,9 +24,9 @@ a point estimate of the same network, which is confidently wrong about much
 of what it has not seen.
 
 The four MNIST IDX files are read from ``$BAYES_SUBSAMPLE_DATA/mnist/``; this
-example uses 10,000 training images and 30 passes per sampler (a few minutes
-on two cores; ``benchmarks/bench_bnn.py`` runs the full experiment, 60,000
-images and 200 passes). ``BAYES_SUBSAMPLE_QUICK=1`` (or missing files) runs on
+example uses 10,000 training images and 30 passes per sampler (6 minutes on
+two shared cores; ``benchmarks/bench_bnn.py`` runs the full experiment,
+60,000 images and 200 passes). ``BAYES_SUBSAMPLE_QUICK=1`` (or missing files) runs on
 scikit-learn's 8x8 digits instead, in seconds. The figure
 ``plot_bnn_mnist.png`` goes to the current folder or to
 ``$BAYES_SUBSAMPLE_EXAMPLES_OUT``.
