@@ -13,7 +13,7 @@ import uuid
 from joblib.parallel import get_active_backend
 
 from ._chains import _Recorder, _advance
-from ._threads import available_cores, limit_threads
+from ._threads import available_cores, limit_threads, one_blas_thread
 
 
 def _dask_backend():
@@ -100,7 +100,7 @@ def _chain_on_worker(job, ch, warm_done, main_done, last_warm, last_main, stop_n
     warm.n_done[0], main.n_done[0] = warm_done, main_done
     model = job.model
     threads = max(1, available_cores() // max(1, worker.state.nthreads))
-    with limit_threads(threads):
+    with limit_threads(threads), one_blas_thread():
         _advance(ch, job.sampler, model, job.prepared, job.n_warmup, job.n_target, warm, main,
                  0, _StopFlag(stop_name))
     passes, rows = job.report()

@@ -43,6 +43,9 @@ FULL_DATA_READS = 1.0
 FULL_DATA_MIN_ROWS = 10_000
 #: the registered samplers that read every row at every step, whatever the data
 FULL_DATA_SAMPLERS = ("mh", "hmc", "nuts")
+#: the registered samplers whose iteration is ``n_steps`` minibatch steps (the
+#: thinning): many of them make an iteration read as much as a full pass
+THINNED_SG_SAMPLERS = ("sgld", "sghmc", "ewsg", "psgld")
 #: rows per chunk of the passes over a dense X (bounded temporaries)
 _CHUNK = 1 << 16
 #: two-valued columns beyond this many are not checked for separated classes
@@ -239,7 +242,13 @@ def likely_causes(X=None, *, labels=None, n_classes=None, feature_names=None,
     if (evals_per_iteration is not None and n_data and n_data >= FULL_DATA_MIN_ROWS
             and evals_per_iteration >= FULL_DATA_READS * n_data):
         passes = f"about {evals_per_iteration / n_data:.3g} full passes per iteration"
-        if sampler_name in FULL_DATA_SAMPLERS:
+        if sampler_name in THINNED_SG_SAMPLERS:
+            causes.append(
+                f"each recorded iteration of the sampler {sampler_name!r} is many minibatch "
+                f"steps (n_steps, the thinning: {passes}), so the fit costs its budget of "
+                "data passes: fewer passes (n_passes for the neural-network estimators), "
+                "fewer iterations or a smaller n_steps cost less")
+        elif sampler_name in FULL_DATA_SAMPLERS:
             causes.append(
                 f"the sampler {sampler_name!r} reads all {n_data} rows at every step "
                 f"({passes}): on data this large a subsampling sampler (sampler='hmc_ecs', "

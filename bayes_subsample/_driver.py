@@ -19,7 +19,7 @@ from ._interrupt import run_stoppable, stop_description, stop_signals
 from ._run_checks import (_chain_marks, _check_count, _check_model, _check_param_names,
                           _resume_plan, _warn_nan_evaluations)
 from ._seeding import seed_sequence
-from ._threads import available_cores, limit_threads
+from ._threads import available_cores, limit_threads, one_blas_thread
 from ._trace import Trace
 from .samplers import resolve_sampler
 
@@ -343,9 +343,10 @@ def _run_chains(run, warm, main, n_jobs, progress):
     t0 = time.perf_counter()
     try:
         # Ctrl-C, SIGTERM or SIGHUP: the chains stop at the end of their
-        # current iteration
-        if run_stoppable(run_all, stop, name="bayes_subsample-chains") is not None:
-            interrupted.set()
+        # current iteration. BLAS on one thread while they run (see _threads)
+        with one_blas_thread():
+            if run_stoppable(run_all, stop, name="bayes_subsample-chains") is not None:
+                interrupted.set()
     finally:
         if bar is not None:
             bar.close()

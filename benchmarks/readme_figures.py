@@ -206,6 +206,53 @@ def _epsilon_verify_rows(res):
     return rows
 
 
+def _bnn_rows(res):
+    """The MNIST Bayesian-network rows of ``bnn.json`` (bench_bnn.py): the
+    posterior predictive of each sampler against ``MLPClassifier``, the times,
+    and the out-of-distribution entropy."""
+    if res is None or not res.get("data", "").startswith("MNIST"):
+        return []
+    cmd = f"`{res.get('command', 'python benchmarks/bench_bnn.py').strip()}`"
+    arch = "-".join(str(a) for a in res["architecture"])
+    label = {"ewsg": "EWSG", "sghmc": "SGHMC", "sgld": "SGLD", "psgld": "pSGLD"}
+    runs = [r for r in res["runs"] if r["seed"] == 0]
+    sk = next(r for r in res["sklearn"] if r["seed"] == 0)
+    fig = "; ".join(f"{label.get(r['sampler'], r['sampler'])} {r['test']['accuracy']:.4f} "
+                    f"(ECE {r['test']['ece']:.4f})" for r in runs)
+    fig += (f"; `MLPClassifier(hidden_layer_sizes=(100,), batch_size=100)` "
+            f"{sk['test']['accuracy']:.4f} (ECE {sk['test']['ece']:.4f}, {sk['epochs']} epochs)")
+    rows = [f"| Bayesian MLP on MNIST, {arch} relu, N(0, 1) prior, batch 100, "
+            f"{res['passes']:g} data passes, {res['n_samples']} kept networks: posterior-"
+            f"predictive test accuracy (expected calibration error, 15 bins) | {fig} | {cmd} |"]
+    per = {r["sampler"]: r["seconds_per_pass"] for r in runs}
+    times = ", ".join(f"{label.get(k, k)} {v:.2f} s" for k, v in per.items())
+    rows.append(
+        f"| same, seconds per data pass (one BLAS thread) against `MLPClassifier`'s per "
+        f"epoch, in the same run | {times}; `MLPClassifier` {sk['seconds_per_epoch']:.2f} s "
+        f"on one BLAS thread, {sk['seconds_per_epoch_default_blas_threads']:.2f} s on BLAS's "
+        f"default threads | {cmd} |")
+    timing = res.get("timing")
+    if timing:
+        med = timing["median"]
+        rows.append(
+            f"| same, seconds per data pass and per epoch measured in alternation ("
+            f"{timing['repeats']} rounds of {timing['passes_per_round']}, one BLAS thread; "
+            f"median) | SGHMC {med['sghmc']:.2f} s, EWSG {med['ewsg']:.2f} s; `MLPClassifier` "
+            f"{med['MLPClassifier']:.2f} s: SGHMC / MLPClassifier "
+            f"{med['sghmc'] / med['MLPClassifier']:.2f}, EWSG / SGHMC "
+            f"{med['ewsg'] / med['sghmc']:.2f} | `{timing['command'].strip()}` |")
+    ood = res.get("ood")
+    if ood:
+        b, m = ood["bayesian"], ood["MLPClassifier"]
+        rows.append(
+            f"| same, fitted on digits 0-4: mean predictive entropy on the test digits 5-9 "
+            f"(unseen) and 0-4 (seen) | `BayesianMLPClassifier` ({label.get(ood['sampler'])}) "
+            f"{b['unseen']['mean_entropy']:.3f} and {b['seen']['mean_entropy']:.3f}; "
+            f"`MLPClassifier` {m['unseen']['mean_entropy']:.3f} and "
+            f"{m['seen']['mean_entropy']:.3f} | {cmd} |")
+    return rows
+
+
 def _span(values, fmt):
     """``lo-hi`` of the values (one value when they agree at that precision)."""
     lo, hi = format(min(values), fmt), format(max(values), fmt)
@@ -299,6 +346,7 @@ def table(headline=False):
     rows += _priors_rows(_load("priors.json"))
     rows += _epsilon_rows(_load("epsilon_search.json"))
     rows += _epsilon_verify_rows(_load("epsilon_verify.json"))
+    rows += _bnn_rows(_load("bnn.json"))
     mrf = _load("mrf.json")
     if mrf is not None:
         by_eps = {r["epsilon"]: r for r in mrf["results"]}

@@ -22,6 +22,12 @@ The stochastic-gradient samplers run here with an explicit step size
 the rest, blobs), whose posterior they refuse at their default step, before
 any draw (tested in ``test_sgmcmc.py``).
 
+The Bayesian networks (``BayesianMLPClassifier``, ``BayesianMLPRegressor``) run
+for each of their four samplers on fast settings of their own (``FAST_MLP``:
+400 data passes of the tiny check data sets, 10 kept networks of 16 hidden
+units, ``random_state=0``): a few hundred minibatch steps, enough for the
+checks that ask for a fitted model to beat chance.
+
 Known failures (``KNOWN_FAILURES``) run as strict xfails, each with its reason.
 scikit-learn's sample-weight equivalence checks (``NOT_EXACT_FOR_MCMC``) ask
 for predictions equal to 1e-7 between a weighted fit and a fit on repeated
@@ -39,8 +45,11 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from bayes_subsample import (
     BayesianLinearRegression,
     BayesianLogisticRegression,
+    BayesianMLPClassifier,
+    BayesianMLPRegressor,
     BayesianPoissonRegression,
 )
+from bayes_subsample.neural_network._base import SG_SAMPLERS
 from bayes_subsample.samplers import EWSG, SAMPLERS, SGHMC, SGLD
 
 #: the fast settings (see the module docstring)
@@ -54,6 +63,11 @@ ESTIMATORS = [
     for cls in (BayesianLogisticRegression, BayesianLinearRegression, BayesianPoissonRegression)
     for sampler in SAMPLERS
 ]
+#: the fast settings of the networks (see the module docstring)
+FAST_MLP = {"hidden_layer_sizes": (16,), "n_passes": 400, "n_samples": 10, "random_state": 0}
+ESTIMATORS += [cls(sampler=sampler, **FAST_MLP)
+               for cls in (BayesianMLPClassifier, BayesianMLPRegressor)
+               for sampler in SG_SAMPLERS]
 
 #: estimator class name -> the checks that must fail with the counts error
 COUNTS_ERROR = {

@@ -186,6 +186,10 @@ def test_causes_name_the_columns_and_the_fix():
     assert "read all 50000 rows at every iteration so far" in warm
     assert "costs less than estimated" in warm
     assert likely_causes(sampler_name="mh", n_data=500, evals_per_iteration=500) == []
+    # SG samplers: an iteration is n_steps minibatch steps (the thinning), not a full read
+    (sg,) = likely_causes(sampler_name="sghmc", n_data=60_000, evals_per_iteration=60_000)
+    assert "many minibatch steps" in sg and "about 1 full passes" in sg
+    assert "read all" not in sg
 
 
 def test_classes_separated_along_indicator_columns_are_found():

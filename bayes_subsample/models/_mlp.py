@@ -130,7 +130,9 @@ class MLPModel(CompiledModel):
     ``"psgld"``) run on it without a mode or a Laplace approximation: each
     chain starts from :meth:`init_params` drawn from its own generator
     (:ref:`algo-sg-no-hessian`); the other samplers refuse it. The
-    scikit-learn estimators built on it come in a later release.
+    scikit-learn estimators built on it are
+    :class:`~bayes_subsample.BayesianMLPClassifier` and
+    :class:`~bayes_subsample.BayesianMLPRegressor`.
 
     Parameters
     ----------
