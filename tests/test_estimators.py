@@ -721,6 +721,21 @@ def test_warm_start_equals_one_longer_fit(clf_data, sampler):
     assert not long.trace_.resumable
 
 
+def test_pickling_leaves_a_warm_start_able_to_continue():
+    """Pickling a fitted estimator copies its state; the estimator keeps what a
+    warm start continues from (linear regression's trace as sampled, before
+    its intercept is shifted back to mean(y))."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = X @ [1.0, -0.5, 0.2] + 3.0 + rng.normal(size=300)
+    args = {"sampler": "mh", "n_warmup": 100, "n_chains": 2, "random_state": 0}
+    long = BayesianLinearRegression(n_samples=200, **args).fit(X, y)
+    est = BayesianLinearRegression(n_samples=100, warm_start=True, **args).fit(X, y)
+    pickle.dumps(est)
+    est.fit(X, y)
+    np.testing.assert_array_equal(est.posterior_draws_, long.posterior_draws_)
+
+
 def test_warm_start_completes_an_interrupted_fit(clf_data):
     X, y = clf_data
     full = BayesianLogisticRegression(sampler=InterruptingMH(after=10**9), random_state=0,

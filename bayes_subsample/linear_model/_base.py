@@ -450,7 +450,7 @@ class BayesianGLMBase(BaseEstimator):
         return self.trace_.to_inference_data()
 
     def __getstate__(self):
-        state = super().__getstate__()
+        state = dict(super().__getstate__())      # a copy: the object's own dict otherwise
         # the trace as sampled (shifted intercept) serves only warm_start, which
         # a pickled estimator cannot do (the chain states are not pickled)
         state.pop("_sampled_trace", None)
