@@ -53,7 +53,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.neural_network import MLPClassifier
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from _provenance import command, stamp  # noqa: E402  (first: the header as the run starts)
+from _provenance import command, commit, stamp  # noqa: E402  (first: the header as the run starts)
 from bayes_subsample import BayesianMLPClassifier, sample
 from bayes_subsample.models import MLPModel
 from bayes_subsample.neural_network._base import forward
@@ -325,14 +325,17 @@ def main(argv=None):
     if args.timing_only:
         with threadpool_limits(1, user_api="blas"):
             timing = run_timing(data, args)
-        timing = {"command": command(), "date": time.strftime("%Y-%m-%d %H:%M"), **timing}
+        timing = {"command": command(), "commit": commit(),
+                  "date": time.strftime("%Y-%m-%d %H:%M"), **timing}
         print(json.dumps(timing["median"]))
         if out_path:
             result = {}
             if os.path.exists(out_path):
                 with open(out_path) as f:
                     result = json.load(f)
+            # the latest run is 'timing' (the README's figure); every run is kept
             result["timing"] = timing
+            result.setdefault("timing_runs", []).append(timing)
             with open(out_path, "w") as f:
                 json.dump(result, f, indent=1)
         return timing
