@@ -297,7 +297,8 @@ def main(argv=None):
     ap.add_argument("--n-samples", type=int, default=100, help="networks kept per run")
     ap.add_argument("--every", type=float, default=10, help="passes between curve points")
     ap.add_argument("--samplers", default=",".join(SAMPLER_NAMES))
-    ap.add_argument("--seeds", type=int, default=1, help="seeds 0 .. SEEDS-1 per sampler")
+    ap.add_argument("--seeds", type=int, default=1, help="seeds FIRST .. FIRST+SEEDS-1 per sampler")
+    ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--hidden", type=int, nargs="*", default=[100])
     ap.add_argument("--no-ood", action="store_true", help="skip the out-of-distribution check")
     ap.add_argument("--ood-sampler", default="sghmc")
@@ -347,7 +348,7 @@ def main(argv=None):
     # predictions on one BLAS thread too (predictable on a shared machine;
     # the fits' times do not include them)
     _blas = threadpool_limits(1, user_api="blas")
-    for seed in range(args.seeds):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         result["sklearn"].append(run_sklearn(data, args, seed))
         print(f"MLPClassifier seed {seed}: test acc {result['sklearn'][-1]['test']['accuracy']:.4f}"
               f", {result['sklearn'][-1]['seconds_per_epoch']:.2f} s / epoch", flush=True)
