@@ -31,7 +31,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import time
@@ -49,26 +48,11 @@ from bayes_subsample.models import MLPModel
 from bayes_subsample.samplers import SAMPLERS
 from bayes_subsample.samplers._sg_tuning import START_STEP
 from _provenance import stamp  # noqa: E402
+from bench_bnn import load_mnist  # noqa: E402  (the four IDX files, pixels / 255)
 
 SAMPLER_NAMES = ("sgld", "sghmc", "ewsg", "psgld")
 FACTORS = (0.1, 1 / 3, 1.0, 3.0, 10.0)
 KEEP = 100
-
-
-def _idx(path, images):
-    with gzip.open(path) as f:
-        buf = f.read()
-    if images:
-        return np.frombuffer(buf, np.uint8, offset=16).reshape(-1, 784)
-    return np.frombuffer(buf, np.uint8, offset=8).astype(np.int64)
-
-
-def load_mnist(folder):
-    f = lambda name: os.path.join(folder, name + ".gz")          # noqa: E731
-    Xtr = _idx(f("train-images-idx3-ubyte"), True).astype(np.float32) / np.float32(255)
-    Xte = _idx(f("t10k-images-idx3-ubyte"), True).astype(np.float32) / np.float32(255)
-    return Xtr, Xte, _idx(f("train-labels-idx1-ubyte"), False), _idx(
-        f("t10k-labels-idx1-ubyte"), False)
 
 
 def problems(args):
