@@ -50,8 +50,6 @@ EWSGInfo = NamedTuple("EWSGInfo", SG_INFO_FIELDS + [("index_accept", float)])
 
 
 class EWSGKernel(_SGKernelBase):
-    label = "EWSG"
-
     def __init__(self, model, prepared, sampler, n_warmup):
         batch_size = int(min(prepared.batch_size, model.n_data))
         super().__init__(model, prepared, sampler, batch_size, sampler.n_steps, n_warmup)

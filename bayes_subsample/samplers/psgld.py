@@ -37,8 +37,6 @@ class PSGLDState(NamedTuple):
 
 
 class PSGLDKernel(_SGKernelBase):
-    label = "pSGLD"
-
     # the preconditioner is the metric: the dynamics move theta on every model
     scale_without_laplace = False
 

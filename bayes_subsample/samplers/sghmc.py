@@ -22,8 +22,6 @@ __all__ = ["SGHMC"]
 
 
 class SGHMCKernel(_SGKernelBase):
-    label = "SGHMC"
-
     def __init__(self, model, prepared, sampler, n_warmup):
         super().__init__(model, prepared, sampler, prepared.batch_size, sampler.n_steps,
                          n_warmup)

@@ -533,12 +533,11 @@ class _SGKernelBase(Kernel):
     check and the check of the chain's spread at the end of warmup
     (:class:`SteinCheck`; not on a model without a Hessian). Subclasses
     implement ``_advance(rng, state, stein)`` (one iteration, the Stein sums
-    added to ``stein`` unless None) and return ``self._moved(...)``. A step
+    added to ``stein`` unless None), ending in :meth:`_iteration` (or their own
+    Info on :meth:`_moved`). A step
     changes nothing on the kernel: the evaluation count and the one-time warning
     are in the State, the scratch buffers are the step's own."""
 
-    #: the sampler's name in messages
-    label = None
     #: on a model without a Hessian the dynamics move ``z = sqrt(n) theta``
     #: (the metric ``n I``); False: ``theta`` itself (pSGLD, whose own
     #: preconditioner is its metric)
@@ -599,7 +598,7 @@ class _SGKernelBase(Kernel):
         ``fields``); raises if it stopped at a non-finite state after ``done`` of
         its ``n_steps`` steps."""
         if done < self.n_steps:
-            raise _diverged(self.label, self.step_size, f"step {done + 1} of an iteration")
+            raise _diverged(self.name, self.step_size, f"step {done + 1} of an iteration")
         theta, warned = self._theta(position, state.warned)
         return state._replace(theta=theta, position=position, warned=warned,
                               n_evals=state.n_evals + int(n_evals), **fields)
@@ -671,8 +670,6 @@ class _SGKernelBase(Kernel):
 # SGLD
 # --------------------------------------------------------------------------------------
 class SGLDKernel(_SGKernelBase):
-    label = "SGLD"
-
     def init(self, rng, theta0):
         z = self._position(theta0)
         theta, warned = self._theta(z, False)
