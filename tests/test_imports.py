@@ -121,3 +121,18 @@ def test_no_private_name_is_imported_across_subpackages(tmp_path):
     (pkg / "a" / "_m.py").write_text("_X = 1\n")
     (pkg / "b" / "m.py").write_text("from ..a._m import _X\nfrom ..a import _m\n")
     assert _private_imports_across_packages(pkg) == [("pkg/b/m.py", 1, "pkg.a._m", "_X")]
+
+
+#: the most lines a module of the package may have (one concept per module)
+MAX_MODULE_LINES = 800
+
+
+def test_no_module_is_over_800_lines():
+    source = Path(__file__).resolve().parent.parent / "bayes_subsample"
+    if not source.is_dir():
+        pytest.skip("the source tree is not beside the tests")
+    files = [f for ext in ("*.py", "*.pyx", "*.pxd", "*.h") for f in source.rglob(ext)]
+    assert len(files) > 50
+    long = {str(f.relative_to(source)): n for f in files
+            if (n := len(f.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert long == {}

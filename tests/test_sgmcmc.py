@@ -22,8 +22,8 @@ from bayes_subsample.models import (FunctionModel, GaussianRegressionModel,
                                     LogisticRegressionModel)
 from bayes_subsample.samplers._sgmcmc_fast import GradientEstimator
 from bayes_subsample.samplers.sghmc import SGHMC
-from bayes_subsample.samplers.sgmcmc import (SGLD, iterations_for_passes,
-                                             suggest_step_size)
+from bayes_subsample.samplers import iterations_for_passes
+from bayes_subsample.samplers.sgmcmc import SGLD, suggest_step_size
 
 N_GAUSS = 20
 PRIOR_SCALE = 1e4

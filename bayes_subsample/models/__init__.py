@@ -6,7 +6,8 @@ model exposes a compiled object (``model.compiled``, a :class:`CyModel`) that
 sampler kernels take as a typed argument: the GLMs' family classes, or a
 :class:`CyCallbackModel` that calls a Python model back.
 """
-from ._base import FunctionModel, GaussianPrior, Model, SubsetModel, WeightedModel
+from ._base import FunctionModel, GaussianPrior, Model
+from ._views import SubsetModel, WeightedModel
 from ._callback import CyCallbackModel
 from ._cyglm import CyGLM
 from ._cymodel import CyModel

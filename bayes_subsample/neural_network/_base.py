@@ -21,7 +21,7 @@ from .._interrupt import stop_description
 from ..models import MLPModel
 from ..models._cymlp import layer_offsets
 from ..samplers import BaseSampler, resolve_sampler
-from ..samplers.sgmcmc import iterations_for_passes
+from ..samplers import iterations_for_passes
 
 #: the samplers that run on a network (no Hessian, no mode): sampler names
 SG_SAMPLERS = ("sgld", "sghmc", "ewsg", "psgld")

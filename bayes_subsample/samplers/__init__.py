@@ -18,7 +18,7 @@ __getattr__, __dir__ = attach(
            "LaplacePrepared": "._base", "SAMPLERS": "._registry", "resolve_sampler": "._registry",
            "AusterityMH": ".austerity", "ConfidenceMH": ".confidence", "EWSG": ".ewsg",
            "HMC": ".hmc", "NUTS": ".hmc", "HMCECS": ".hmc_ecs", "MH": ".mh", "PSGLD": ".psgld",
-           "SGLD": ".sgmcmc", "SGHMC": ".sghmc", "iterations_for_passes": ".sgmcmc",
+           "SGLD": ".sgmcmc", "SGHMC": ".sghmc", "iterations_for_passes": "._sg_tuning",
            "suggest_step_size": ".sgmcmc"},
     submodules=["austerity", "confidence", "ewsg", "hmc", "hmc_ecs", "mh", "psgld", "sghmc",
                 "sgmcmc"],

@@ -9,7 +9,7 @@ import numpy as np
 from scipy import linalg, stats
 
 from .._linalg import scale_draws
-from ..models._base import WeightedModel
+from ..models._views import WeightedModel
 from ..models._scan import term_scan
 
 __all__ = ["choose_subsample_size", "subsample_size_for", "signed_tau", "choose_n_products",

@@ -8,9 +8,12 @@ non-Gaussian posteriors the curvature there is many times the mode's), and
 from the control variates' gradient noise at the same draws. When the step
 this gives is so much smaller than on a Gaussian posterior that the chains
 cannot mix (:data:`MAX_SLOWDOWN`), the samplers refuse before any draw.
+:func:`iterations_for_passes` turns a budget in data passes into iterations.
 """
 from __future__ import annotations
 
+import math
+from numbers import Integral, Real
 from typing import NamedTuple
 
 import numpy as np
@@ -18,8 +21,9 @@ import numpy as np
 from .._linalg import scale_draws
 from ..exceptions import SamplingError
 
-__all__ = ["step_from_curvature", "gradient_noise", "curvature_and_noise", "max_curvature",
-           "curvature_at", "step_rule", "refuse_if_too_slow", "laplace_points", "noise_rows",
+__all__ = ["iterations_for_passes", "step_from_curvature", "gradient_noise",
+           "curvature_and_noise", "max_curvature", "curvature_at", "step_rule",
+           "refuse_if_too_slow", "laplace_points", "noise_rows",
            "StepRule", "NOISE_ROWS", "NOISE_POINTS", "MAX_SLOWDOWN", "CURVATURE_SLACK",
            "start_curvature", "step_at_start", "rmsprop_scale", "psgld_rule", "START_STEP",
            "START_FRICTION", "START_BATCH", "START_SEED"]
@@ -491,3 +495,44 @@ def refuse_if_too_slow(sampler, model, rule, batch_size, step, control_variates,
         f"{effect}, and its draws could not be trusted. Use 'nuts' or 'hmc' (exact, full "
         "data), or pass step_size explicitly to run anyway (the check at the end of warmup "
         "still applies).")
+
+
+def iterations_for_passes(n_passes, n_data, batch_size, index_chain_length=0, n_steps=1):
+    """Number of retained iterations that spend ``n_passes`` passes over the data.
+
+    One iteration evaluates ``n_steps * (index_chain_length + 1) * batch_size``
+    per-datum gradients (SGLD, SGHMC: ``index_chain_length=0``; EWSG:
+    ``index_chain_length=M``), so ``K`` passes are
+    ``ceil(K n / ((M + 1) b n_steps))`` iterations. Use it
+    for ``n_warmup + n_samples`` when budgets are stated in data passes.
+
+    Parameters
+    ----------
+    n_passes : float
+        Budget in passes over the data (> 0).
+    n_data : int
+        Number of data terms ``n``.
+    batch_size : int
+        Minibatch size ``b`` (``m``).
+    index_chain_length : int, default=0
+        EWSG's index-chain length ``M`` (0 for SGLD/SGHMC).
+    n_steps : int, default=1
+        Dynamics steps per retained iteration (SGHMC's ``n_steps``).
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> iterations_for_passes(30, n_data=20, batch_size=1, index_chain_length=1)
+    300
+    """
+    if not (isinstance(n_passes, Real) and np.isfinite(n_passes) and n_passes > 0):
+        raise ValueError(f"n_passes must be a finite number > 0, got {n_passes!r}")
+    for name, v, lo in (("n_data", n_data, 1), ("batch_size", batch_size, 1),
+                        ("index_chain_length", index_chain_length, 0), ("n_steps", n_steps, 1)):
+        if not isinstance(v, Integral) or isinstance(v, bool) or v < lo:
+            raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+    per_iter = (index_chain_length + 1) * min(batch_size, n_data) * n_steps
+    return max(1, int(math.ceil(n_passes * n_data / per_iter - 1e-9)))

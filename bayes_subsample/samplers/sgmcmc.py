@@ -15,7 +15,6 @@ object (user models through their callback object).
 """
 from __future__ import annotations
 
-import math
 import warnings
 from dataclasses import dataclass
 from numbers import Integral, Real
@@ -38,7 +37,7 @@ from ._sg_tuning import (_DEFAULT_FRICTION, START_BATCH, START_FRICTION, START_S
                          step_rule)
 from ._sgmcmc_fast import GradientEstimator
 
-__all__ = ["SGLD", "suggest_step_size", "iterations_for_passes"]
+__all__ = ["SGLD", "suggest_step_size"]
 
 _BIAS_NOTE = """
     .. warning::
@@ -93,47 +92,6 @@ _EXAMPLE_DATA = """\
 # --------------------------------------------------------------------------------------
 # budgets and step sizes
 # --------------------------------------------------------------------------------------
-def iterations_for_passes(n_passes, n_data, batch_size, index_chain_length=0, n_steps=1):
-    """Number of retained iterations that spend ``n_passes`` passes over the data.
-
-    One iteration evaluates ``n_steps * (index_chain_length + 1) * batch_size``
-    per-datum gradients (SGLD, SGHMC: ``index_chain_length=0``; EWSG:
-    ``index_chain_length=M``), so ``K`` passes are
-    ``ceil(K n / ((M + 1) b n_steps))`` iterations. Use it
-    for ``n_warmup + n_samples`` when budgets are stated in data passes.
-
-    Parameters
-    ----------
-    n_passes : float
-        Budget in passes over the data (> 0).
-    n_data : int
-        Number of data terms ``n``.
-    batch_size : int
-        Minibatch size ``b`` (``m``).
-    index_chain_length : int, default=0
-        EWSG's index-chain length ``M`` (0 for SGLD/SGHMC).
-    n_steps : int, default=1
-        Dynamics steps per retained iteration (SGHMC's ``n_steps``).
-
-    Returns
-    -------
-    int
-
-    Examples
-    --------
-    >>> iterations_for_passes(30, n_data=20, batch_size=1, index_chain_length=1)
-    300
-    """
-    if not (isinstance(n_passes, Real) and np.isfinite(n_passes) and n_passes > 0):
-        raise ValueError(f"n_passes must be a finite number > 0, got {n_passes!r}")
-    for name, v, lo in (("n_data", n_data, 1), ("batch_size", batch_size, 1),
-                        ("index_chain_length", index_chain_length, 0), ("n_steps", n_steps, 1)):
-        if not isinstance(v, Integral) or isinstance(v, bool) or v < lo:
-            raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-    per_iter = (index_chain_length + 1) * min(batch_size, n_data) * n_steps
-    return max(1, int(math.ceil(n_passes * n_data / per_iter - 1e-9)))
-
-
 def suggest_step_size(model, sampler="sgld", *, batch_size=None, control_variates=True,
                       friction=None, precondition=False, c=None, precision=None, mass=None,
                       metric="auto", damping=1e-5):
@@ -761,7 +719,7 @@ class SGLD(BaseSampler):
     variates, which evaluates gradients at ``theta`` and ``theta*``);
     ``trace.stats["data_passes"]`` is the cumulative number of data passes of
     the chain's steps since its start (warmup included, ``prepare`` excluded).
-    See :func:`iterations_for_passes` for budgets in data passes.
+    See :func:`~bayes_subsample.samplers.iterations_for_passes` for budgets in data passes.
 
     Examples
     --------
