@@ -42,7 +42,7 @@ from bayes_subsample.models import LogisticRegressionModel
 from bayes_subsample.samplers.ewsg import EWSG
 from bayes_subsample.samplers.hmc import HMC
 from bayes_subsample.samplers.sghmc import SGHMC
-from bayes_subsample.samplers.sgmcmc import SGLD, iterations_for_passes
+from bayes_subsample.samplers import SGLD, iterations_for_passes
 from _provenance import stamp  # noqa: E402
 
 

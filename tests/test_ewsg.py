@@ -14,7 +14,7 @@ from bayes_subsample.models import (FunctionModel, GaussianRegressionModel,
                                     LogisticRegressionModel)
 from bayes_subsample.samplers.ewsg import EWSG
 from bayes_subsample.samplers.sghmc import SGHMC
-from bayes_subsample.samplers.sgmcmc import iterations_for_passes
+from bayes_subsample.samplers import iterations_for_passes
 
 N = 20
 H, GAMMA = 0.05, 10.0          # the EWSG paper's Gaussian example
