@@ -1,10 +1,48 @@
-"""Shared pytest fixtures (keep this small: helpers used by one file live in that file)."""
+"""Shared pytest fixtures (keep this small: helpers used by one file live in that file),
+and the ``--time-budget`` option CI gives the slow set."""
+
+import hashlib
+import random
+import time
 
 import numpy as np
 import pytest
 
 from bayes_subsample.models import (FunctionModel, GaussianRegressionModel,
                                     LogisticRegressionModel)
+
+
+# ---- a time budget for a run (CI's slow set) -------------------------------------------
+def pytest_addoption(parser):
+    parser.addoption(
+        "--time-budget", type=float, default=None, metavar="SECONDS",
+        help="skip (reported as skipped, with this reason) the tests that would start after "
+             "SECONDS of the run; the test files then run in an order shuffled by "
+             "--budget-seed, so that runs with other seeds cover the files that were skipped")
+    parser.addoption("--budget-seed", default="0",
+                     help="a string seeding the order of the files under --time-budget")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--time-budget") is None:
+        return
+    # whole files move, so a module's fixtures are still made once
+    files = sorted({item.path for item in items})
+    seed = int(hashlib.sha256(config.getoption("--budget-seed").encode()).hexdigest()[:16], 16)
+    random.Random(seed).shuffle(files)
+    rank = {path: k for k, path in enumerate(files)}
+    items.sort(key=lambda item: rank[item.path])      # stable: in-file order kept
+
+
+def pytest_sessionstart(session):
+    session.config._budget_start = time.monotonic()
+
+
+def pytest_runtest_setup(item):
+    budget = item.config.getoption("--time-budget")
+    if budget is not None and time.monotonic() - item.config._budget_start > budget:
+        pytest.skip(f"--time-budget of {budget:g} s spent: not run here (pytest -m slow runs "
+                    "it)")
 
 
 @pytest.fixture
