@@ -157,6 +157,11 @@ class _Source(NamedTuple):
     url: str  # download address
     page: str  # dataset page
 
+    def expect(self, what, n_rows, sha256):
+        """What one of its downloads holds (:class:`_Expect`): when it is damaged,
+        download it again."""
+        return _Expect(what, n_rows, sha256, _redownload(self))
+
 
 def get_data_home(data_home=None):
     """Return the folder the loaders look for data files in.

@@ -4,7 +4,7 @@ import numpy as np
 from sklearn.utils import Bunch
 
 from ._base import (_PACKAGE_DATA, _SHIPPED_FIX, _check_dtype, _check_n_rows, _damaged, _Expect,
-                    _feature_stats, _find_file, _iter_parsed, _load_table, _redownload, _Source)
+                    _feature_stats, _find_file, _iter_parsed, _load_table, _Source)
 
 _SOURCE = _Source(
     name="covtype",
@@ -22,11 +22,9 @@ _SOURCE = _Source(
 # (the folder's SHA256SUMS). The sample's was computed from
 # bayes_subsample/data/covtype_sample_20k.data.gz (the .gz's sha256 is in the
 # README there).
-_EXPECT = _Expect(
-    what="the complete UCI covtype.data",
-    n_rows=581_012,
-    sha256="0a9371cef7c964b5475d6053cc3e0894a5aa6f65ad1ed3ecb01c45aa96217945",
-    fix=_redownload(_SOURCE),
+_EXPECT = _SOURCE.expect(
+    "the complete UCI covtype.data", 581_012,
+    "0a9371cef7c964b5475d6053cc3e0894a5aa6f65ad1ed3ecb01c45aa96217945",
 )
 _EXPECT_SAMPLE = _Expect(
     what="the shipped 20,000-row sample",

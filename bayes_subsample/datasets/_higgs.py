@@ -9,7 +9,7 @@ from sklearn.utils import Bunch
 
 from ._base import (_PACKAGE_DATA, _SHIPPED_FIX, _check_dtype, _check_n_rows, _damaged, _Expect,
                     _expand_path, _feature_stats, _find_file, _iter_parsed, _load_table,
-                    _open_binary, _read, _redownload, _Source, standardize_inplace,
+                    _open_binary, _read, _Source, standardize_inplace,
                     _with_intercept)
 
 _SOURCE = _Source(
@@ -31,7 +31,7 @@ _SUBSET_FIX = (
     "H2O's test data or SAS Viya's examples), or use the full UCI file."
 )
 _HIGGS_KNOWN = {
-    "HIGGS.csv": _Expect("the complete UCI HIGGS.csv", 11_000_000, None, _redownload(_SOURCE)),
+    "HIGGS.csv": _SOURCE.expect("the complete UCI HIGGS.csv", 11_000_000, None),
     "lightgbm_binary.train": _Expect(
         "LightGBM's binary.train", 7_000,
         "41c42dc14f86960256bf872fc8ae6286c688b44f43b4057b29428787fc1e0444", _SUBSET_FIX,
