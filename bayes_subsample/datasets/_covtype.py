@@ -3,8 +3,8 @@
 import numpy as np
 from sklearn.utils import Bunch
 
-from ._base import (_PACKAGE_DATA, _SHIPPED_FIX, _check_dtype, _check_n_rows, _damaged, _Expect,
-                    _feature_stats, _find_file, _iter_parsed, _load_table, _Source)
+from ._base import (_check_dtype, _check_n_rows, _damaged, _doc_not_found, _Expect, _feature_stats,
+                    _find_file, _iter_parsed, _load_table, _PACKAGE_DATA, _SHIPPED_FIX, _Source)
 
 _SOURCE = _Source(
     name="covtype",
@@ -69,6 +69,7 @@ positives), as LIBSVM's covtype.binary. Source: {source}
 """
 
 
+@_doc_not_found
 def load_covtype(
     binary=True,
     *,
@@ -124,11 +125,7 @@ def load_covtype(
         ``standardize``), ``filename``, ``DESCR``.
     (data, target) : tuple if ``return_X_y`` is True.
 
-    Raises
-    ------
-    FileNotFoundError
-        If the file is in none of the places looked at; the message says
-        where to put it and where to download it.
+    {raises_not_found}
     DataFileError
         If the file cannot be decompressed or parsed, or is not the complete
         UCI file: read whole, it must have 581,012 rows and the sha256 of

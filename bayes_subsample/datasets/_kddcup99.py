@@ -5,9 +5,9 @@ import io
 import numpy as np
 from sklearn.utils import Bunch
 
-from ._base import (_cache_options, _check_dtype, _check_n_rows, _check_read, _damaged,
-                    _digest_for, _feature_stats, _find_file, _iter_blocks,
-                    _load_or_build, _Source, _standardize_meta)
+from ._base import (_cache_options, _check_dtype, _check_n_rows, _check_read, _damaged, _digest_for,
+                    _doc_not_found, _feature_stats, _find_file, _iter_blocks, _load_or_build,
+                    _Source, _standardize_meta)
 
 _SOURCE = _Source(
     name="kddcup99",
@@ -52,6 +52,7 @@ Source: {source}
 """
 
 
+@_doc_not_found
 def load_kddcup99(
     *,
     data_home=None,
@@ -104,11 +105,7 @@ def load_kddcup99(
         ``feature_scale``, ``filename``, ``DESCR``.
     (data, target) : tuple if ``return_X_y`` is True.
 
-    Raises
-    ------
-    FileNotFoundError
-        If the file cannot be found; the message says where to put it and
-        where to download it.
+    {raises_not_found}
     DataFileError
         If the file cannot be decompressed or parsed, or is not the complete
         10% file: read whole, it must have 494,021 rows and UCI's sha256;
