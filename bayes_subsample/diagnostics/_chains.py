@@ -17,11 +17,15 @@ _DRAWS_DOC = """Parameters
 _DOC_PARTS = {
     "{draws}": _DRAWS_DOC,
     "{draws_prob}": _DRAWS_DOC + "\n    prob : float in (0, 1)",
+    # and the start of the Returns section of the ESS functions
+    "{returns_ess}": """Returns
+    -------
+    ess : float or ndarray of shape draws.shape[2:]""",
 }
 
 
 def _doc_draws(func):
-    """Put the shared start of the Parameters section into ``func``'s docstring."""
+    """Put the shared parts (the placeholders of ``_DOC_PARTS``) into ``func``'s docstring."""
     for key, text in _DOC_PARTS.items():
         func.__doc__ = func.__doc__.replace(key, text)
     return func
@@ -75,9 +79,7 @@ def ess_bulk(draws):
 
     {draws}
 
-    Returns
-    -------
-    ess : float or ndarray of shape draws.shape[2:]
+    {returns_ess}
         The ESS of the ranks: robust to heavy tails, what R-hat's bulk part
         pairs with.
     """
@@ -97,9 +99,7 @@ def ess_quantile(draws, prob):
 
     {draws_prob}
 
-    Returns
-    -------
-    ess : float or ndarray
+    {returns_ess}
     """
     prob = _check_prob(prob)
     return _columnwise(_ess_quantile_core, draws, prob)
@@ -115,9 +115,7 @@ def ess_tail(draws, prob=0.05):
     {draws}
     prob : float in (0, 1), default=0.05
 
-    Returns
-    -------
-    ess : float or ndarray
+    {returns_ess}
     """
     prob = _check_prob(prob)
     a, shape = _check_draws(draws)
@@ -134,9 +132,7 @@ def ess_mean(draws):
 
     {draws}
 
-    Returns
-    -------
-    ess : float or ndarray of shape draws.shape[2:]
+    {returns_ess}
         The ESS of the draws themselves: the one behind the mean's MCSE
         (infinite variance makes it meaningless).
     """
