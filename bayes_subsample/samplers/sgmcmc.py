@@ -88,7 +88,7 @@ _EXAMPLE = """\
     >>> from bayes_subsample import sample
     >>> from bayes_subsample.models import GaussianRegressionModel
     >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(2000, 2)); y = X @ [1.0, -1.0] + rng.normal(size=2000)
+    >>> X = rng.normal(size=(500, 2)); y = X @ [1.0, -1.0] + rng.normal(size=500)
     >>> trace = sample(GaussianRegressionModel(X, y), {sampler},
     ...                n_samples=100, n_warmup=50, n_chains=1, random_state=0,
     ...                check_convergence=False)
