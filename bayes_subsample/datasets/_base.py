@@ -157,6 +157,26 @@ class _Source(NamedTuple):
     url: str  # download address
     page: str  # dataset page
 
+    def expect(self, what, n_rows, sha256):
+        """What one of its downloads holds (:class:`_Expect`): when it is damaged,
+        download it again."""
+        return _Expect(what, n_rows, sha256, _redownload(self))
+
+
+# the start of the Raises section of the loaders that look for their file in the
+# data home ({raises_not_found} in their docstrings)
+_RAISES_NOT_FOUND = """Raises
+    ------
+    FileNotFoundError
+        If the file cannot be found; the message says where to put it and
+        where to download it."""
+
+
+def _doc_not_found(loader):
+    """Put the shared start of the Raises section into ``loader``'s docstring."""
+    loader.__doc__ = loader.__doc__.replace("{raises_not_found}", _RAISES_NOT_FOUND)
+    return loader
+
 
 def get_data_home(data_home=None):
     """Return the folder the loaders look for data files in.

@@ -3,8 +3,8 @@
 import numpy as np
 from sklearn.utils import Bunch
 
-from ._base import (_PACKAGE_DATA, _SHIPPED_FIX, _check_dtype, _check_n_rows, _damaged, _Expect,
-                    _feature_stats, _find_file, _iter_parsed, _load_table, _redownload, _Source)
+from ._base import (_check_dtype, _check_n_rows, _damaged, _doc_not_found, _Expect, _feature_stats,
+                    _find_file, _iter_parsed, _load_table, _PACKAGE_DATA, _SHIPPED_FIX, _Source)
 
 _SOURCE = _Source(
     name="covtype",
@@ -22,11 +22,9 @@ _SOURCE = _Source(
 # (the folder's SHA256SUMS). The sample's was computed from
 # bayes_subsample/data/covtype_sample_20k.data.gz (the .gz's sha256 is in the
 # README there).
-_EXPECT = _Expect(
-    what="the complete UCI covtype.data",
-    n_rows=581_012,
-    sha256="0a9371cef7c964b5475d6053cc3e0894a5aa6f65ad1ed3ecb01c45aa96217945",
-    fix=_redownload(_SOURCE),
+_EXPECT = _SOURCE.expect(
+    "the complete UCI covtype.data", 581_012,
+    "0a9371cef7c964b5475d6053cc3e0894a5aa6f65ad1ed3ecb01c45aa96217945",
 )
 _EXPECT_SAMPLE = _Expect(
     what="the shipped 20,000-row sample",
@@ -71,6 +69,7 @@ positives), as LIBSVM's covtype.binary. Source: {source}
 """
 
 
+@_doc_not_found
 def load_covtype(
     binary=True,
     *,
@@ -126,11 +125,7 @@ def load_covtype(
         ``standardize``), ``filename``, ``DESCR``.
     (data, target) : tuple if ``return_X_y`` is True.
 
-    Raises
-    ------
-    FileNotFoundError
-        If the file is in none of the places looked at; the message says
-        where to put it and where to download it.
+    {raises_not_found}
     DataFileError
         If the file cannot be decompressed or parsed, or is not the complete
         UCI file: read whole, it must have 581,012 rows and the sha256 of

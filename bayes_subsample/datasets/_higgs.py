@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 from sklearn.utils import Bunch
 
-from ._base import (_PACKAGE_DATA, _SHIPPED_FIX, _check_dtype, _check_n_rows, _damaged, _Expect,
-                    _expand_path, _feature_stats, _find_file, _iter_parsed, _load_table,
-                    _open_binary, _read, _redownload, _Source, standardize_inplace,
+from ._base import (_check_dtype, _check_n_rows, _damaged, _doc_not_found, _expand_path, _Expect,
+                    _feature_stats, _find_file, _iter_parsed, _load_table, _open_binary,
+                    _PACKAGE_DATA, _read, _SHIPPED_FIX, _Source, standardize_inplace,
                     _with_intercept)
 
 _SOURCE = _Source(
@@ -31,7 +31,7 @@ _SUBSET_FIX = (
     "H2O's test data or SAS Viya's examples), or use the full UCI file."
 )
 _HIGGS_KNOWN = {
-    "HIGGS.csv": _Expect("the complete UCI HIGGS.csv", 11_000_000, None, _redownload(_SOURCE)),
+    "HIGGS.csv": _SOURCE.expect("the complete UCI HIGGS.csv", 11_000_000, None),
     "lightgbm_binary.train": _Expect(
         "LightGBM's binary.train", 7_000,
         "41c42dc14f86960256bf872fc8ae6286c688b44f43b4057b29428787fc1e0444", _SUBSET_FIX,
@@ -265,6 +265,7 @@ def _load_higgs_file(
     )
 
 
+@_doc_not_found
 def load_higgs(
     path=None,
     *,
@@ -357,11 +358,7 @@ def load_higgs(
         (what was detected), ``filename``, ``DESCR``.
     (data, target) : tuple if ``return_X_y`` is True.
 
-    Raises
-    ------
-    FileNotFoundError
-        If the file cannot be found; the message says where to put it and
-        where to download it.
+    {raises_not_found}
     DataFileError
         If the file cannot be decompressed or parsed, does not have the HIGGS
         layout, or is a known file with other rows or content than it has;

@@ -5,9 +5,9 @@ import io
 import numpy as np
 from sklearn.utils import Bunch
 
-from ._base import (_cache_options, _check_dtype, _check_n_rows, _check_read, _damaged,
-                    _digest_for, _Expect, _feature_stats, _find_file, _iter_blocks,
-                    _load_or_build, _redownload, _Source, _standardize_meta)
+from ._base import (_cache_options, _check_dtype, _check_n_rows, _check_read, _damaged, _digest_for,
+                    _doc_not_found, _feature_stats, _find_file, _iter_blocks, _load_or_build,
+                    _Source, _standardize_meta)
 
 _SOURCE = _Source(
     name="kddcup99",
@@ -23,11 +23,9 @@ _SOURCE = _Source(
 # folder's kddcup.data_10_percent.gz, which is UCI's archive byte for byte: its
 # own sha256 (that folder's SHA256SUMS) is the one scikit-learn's fetch_kddcup99
 # expects, 8045aca0d84e70e622d1148d7df782496f6333bf6eb979a1b0837c42a9fd9561.
-_EXPECT = _Expect(
-    what="the complete KDD Cup 99 10% file",
-    n_rows=494_021,
-    sha256="f8c8267ebcd9c0ed1fd7d6277fe5bfff8732e9b7db8e61b873542b2a534b6f9a",
-    fix=_redownload(_SOURCE),
+_EXPECT = _SOURCE.expect(
+    "the complete KDD Cup 99 10% file", 494_021,
+    "f8c8267ebcd9c0ed1fd7d6277fe5bfff8732e9b7db8e61b873542b2a534b6f9a",
 )
 
 KDDCUP99_COLUMN_NAMES = [
@@ -54,6 +52,7 @@ Source: {source}
 """
 
 
+@_doc_not_found
 def load_kddcup99(
     *,
     data_home=None,
@@ -106,11 +105,7 @@ def load_kddcup99(
         ``feature_scale``, ``filename``, ``DESCR``.
     (data, target) : tuple if ``return_X_y`` is True.
 
-    Raises
-    ------
-    FileNotFoundError
-        If the file cannot be found; the message says where to put it and
-        where to download it.
+    {raises_not_found}
     DataFileError
         If the file cannot be decompressed or parsed, or is not the complete
         10% file: read whole, it must have 494,021 rows and UCI's sha256;

@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.utils import Bunch
 
 from ._base import (DataFileError, _candidates, _check_dtype, _check_read, _damaged, _Expect,
-                    _find_file, _open_binary, _read, _redownload, _Source)
+                    _find_file, _open_binary, _read, _Source)
 
 _SOURCE = _Source(
     name="mnist",
@@ -30,21 +30,21 @@ _MNIST_IDX = {
 # dimension and the sha256 of the decompressed file, computed from the copies
 # in the shared data folder (the .gz files' own sha256 are in its SHA256SUMS).
 _IDX_EXPECT = {
-    "train-images-idx3-ubyte": _Expect(
+    "train-images-idx3-ubyte": _SOURCE.expect(
         "the MNIST training-image file", 60_000,
-        "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db", _redownload(_SOURCE),
+        "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
     ),
-    "train-labels-idx1-ubyte": _Expect(
+    "train-labels-idx1-ubyte": _SOURCE.expect(
         "the MNIST training-label file", 60_000,
-        "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5", _redownload(_SOURCE),
+        "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
     ),
-    "t10k-images-idx3-ubyte": _Expect(
+    "t10k-images-idx3-ubyte": _SOURCE.expect(
         "the MNIST test-image file", 10_000,
-        "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7", _redownload(_SOURCE),
+        "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
     ),
-    "t10k-labels-idx1-ubyte": _Expect(
+    "t10k-labels-idx1-ubyte": _SOURCE.expect(
         "the MNIST test-label file", 10_000,
-        "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2", _redownload(_SOURCE),
+        "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
     ),
 }
 

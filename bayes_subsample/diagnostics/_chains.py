@@ -9,7 +9,29 @@ from ._core import (_by_columns, _check_draws, _check_prob, _columnwise, _ess_co
 __all__ = ["rhat", "ess_bulk", "ess_quantile", "ess_tail", "ess_mean", "mcse_mean",
            "mcse_quantile"]
 
+# the start of the Parameters section every function here shares ({draws} in
+# the docstrings; {draws_prob} with the quantile's probability)
+_DRAWS_DOC = """Parameters
+    ----------
+    draws : array_like of shape (n_chains, n_draws) or (n_chains, n_draws, ...)"""
+_DOC_PARTS = {
+    "{draws}": _DRAWS_DOC,
+    "{draws_prob}": _DRAWS_DOC + "\n    prob : float in (0, 1)",
+    # and the start of the Returns section of the ESS functions
+    "{returns_ess}": """Returns
+    -------
+    ess : float or ndarray of shape draws.shape[2:]""",
+}
 
+
+def _doc_draws(func):
+    """Put the shared parts (the placeholders of ``_DOC_PARTS``) into ``func``'s docstring."""
+    for key, text in _DOC_PARTS.items():
+        func.__doc__ = func.__doc__.replace(key, text)
+    return func
+
+
+@_doc_draws
 def rhat(draws):
     """Rank-normalised split R-hat (Vehtari et al. 2021): max of bulk and tail R-hat.
 
@@ -19,9 +41,7 @@ def rhat(draws):
     folded draws ``|theta - median(theta)|``.  Values above 1.01 flag
     non-convergence.  Matches ``arviz.rhat(draws, method="rank")``.
 
-    Parameters
-    ----------
-    draws : array_like of shape (n_chains, n_draws) or (n_chains, n_draws, ...)
+    {draws}
         At least 4 draws per chain.
 
     Returns
@@ -51,18 +71,15 @@ def _rank_rhat_core(a):
     return np.where(np.isnan(tail), bulk, np.maximum(bulk, tail))
 
 
+@_doc_draws
 def ess_bulk(draws):
     """Bulk effective sample size: multi-chain ESS of the rank-normalised split chains.
 
     Matches ``arviz.ess(draws, method="bulk")``.
 
-    Parameters
-    ----------
-    draws : array_like of shape (n_chains, n_draws) or (n_chains, n_draws, ...)
+    {draws}
 
-    Returns
-    -------
-    ess : float or ndarray of shape draws.shape[2:]
+    {returns_ess}
         The ESS of the ranks: robust to heavy tails, what R-hat's bulk part
         pairs with.
     """
@@ -73,39 +90,32 @@ def _ess_bulk_core(a):
     return _ess_core(_z_scale(_split_chains(a)))
 
 
+@_doc_draws
 def ess_quantile(draws, prob):
     """ESS of the indicator ``I(theta <= q_prob)`` (split chains).
 
     The quantile is R's type-7 quantile of all draws.  Matches
     ``arviz.ess(draws, method="quantile", prob=prob)``.
 
-    Parameters
-    ----------
-    draws : array_like of shape (n_chains, n_draws) or (n_chains, n_draws, ...)
-    prob : float in (0, 1)
+    {draws_prob}
 
-    Returns
-    -------
-    ess : float or ndarray
+    {returns_ess}
     """
     prob = _check_prob(prob)
     return _columnwise(_ess_quantile_core, draws, prob)
 
 
+@_doc_draws
 def ess_tail(draws, prob=0.05):
     """Tail effective sample size: min ESS of ``I(theta <= q_p)`` and ``I(theta <= q_{1-p})``.
 
     Matches ``arviz.ess(draws, method="tail")`` (default ``prob=0.05``, i.e. the 5 %
     and 95 % quantiles).
 
-    Parameters
-    ----------
-    draws : array_like of shape (n_chains, n_draws) or (n_chains, n_draws, ...)
+    {draws}
     prob : float in (0, 1), default=0.05
 
-    Returns
-    -------
-    ess : float or ndarray
+    {returns_ess}
     """
     prob = _check_prob(prob)
     a, shape = _check_draws(draws)
@@ -114,33 +124,29 @@ def ess_tail(draws, prob=0.05):
     return _finish(np.minimum(low, high), shape)
 
 
+@_doc_draws
 def ess_mean(draws):
     """Effective sample size for the mean: multi-chain ESS of the split chains (no ranks).
 
     Matches ``arviz.ess(draws, method="mean")``.
 
-    Parameters
-    ----------
-    draws : array_like of shape (n_chains, n_draws) or (n_chains, n_draws, ...)
+    {draws}
 
-    Returns
-    -------
-    ess : float or ndarray of shape draws.shape[2:]
+    {returns_ess}
         The ESS of the draws themselves: the one behind the mean's MCSE
         (infinite variance makes it meaningless).
     """
     return _columnwise(_ess_mean_core, draws)
 
 
+@_doc_draws
 def mcse_mean(draws):
     """Monte Carlo standard error of the posterior mean, ``sd / sqrt(ess_mean)``.
 
     ``sd`` is the standard deviation of all draws (``ddof=1``).  Matches
     ``arviz.mcse(draws, method="mean")``.
 
-    Parameters
-    ----------
-    draws : array_like of shape (n_chains, n_draws) or (n_chains, n_draws, ...)
+    {draws}
 
     Returns
     -------
@@ -154,6 +160,7 @@ def _mcse_mean_core(a):
     return np.std(a.reshape(-1, a.shape[2]), axis=0, ddof=1) / np.sqrt(_ess_mean_core(a))
 
 
+@_doc_draws
 def mcse_quantile(draws, prob):
     """Monte Carlo standard error of the ``prob`` quantile.
 
@@ -161,10 +168,7 @@ def mcse_quantile(draws, prob):
     Beta posterior of the indicator's mean with the quantile ESS.  Matches
     ``arviz.mcse(draws, method="quantile", prob=prob)``.
 
-    Parameters
-    ----------
-    draws : array_like of shape (n_chains, n_draws) or (n_chains, n_draws, ...)
-    prob : float in (0, 1)
+    {draws_prob}
 
     Returns
     -------

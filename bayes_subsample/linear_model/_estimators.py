@@ -294,19 +294,15 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
         :meth:`decision_function`)."""
         if is_dask_array(X):
             return self._blockwise(self.predict_proba, X, self.classes_.shape[0])
-        X = self._check_X(X)
+        out, blocks = self._draw_blocks(X)
+        for rows, eta, w in blocks:
+            if self._multiclass:
+                out[rows] = np.einsum("nsk,s->nk", softmax(eta, axis=2), w)
+            else:
+                out[rows, 1] = expit(eta) @ w
         if self._multiclass:
-            out = np.empty((X.shape[0], self.classes_.shape[0]))
-            for s in range(0, X.shape[0], _ROWS_MULTICLASS):
-                eta, w = self._class_predictor_draws(X[s:s + _ROWS_MULTICLASS])
-                out[s:s + _ROWS_MULTICLASS] = np.einsum("nsk,s->nk", softmax(eta, axis=2), w)
             return np.clip(out, 0.0, 1.0)
-        p1 = np.empty(X.shape[0])
-        step = _ROWS
-        for s in range(0, X.shape[0], step):
-            eta, w = self._linear_predictor_draws(X[s:s + step])
-            p1[s:s + step] = expit(eta) @ w
-        p1 = np.clip(p1, 0.0, 1.0)
+        p1 = np.clip(out[:, 1], 0.0, 1.0)
         return np.column_stack([1.0 - p1, p1])
 
     def predict_log_proba(self, X):
@@ -315,39 +311,41 @@ class BayesianLogisticRegression(ClassifierMixin, BayesianGLMBase):
         (n, n_classes)."""
         if is_dask_array(X):
             return self._blockwise(self.predict_log_proba, X, self.classes_.shape[0])
-        X = self._check_X(X)
-        if self._multiclass:
-            out = np.empty((X.shape[0], self.classes_.shape[0]))
-            for s in range(0, X.shape[0], _ROWS_MULTICLASS):
-                eta, w = self._class_predictor_draws(X[s:s + _ROWS_MULTICLASS])
-                if np.any(w < 0):
-                    # sign-corrected weights (signed HMC-ECS): no log-sum-exp form
-                    p = np.clip(np.einsum("nsk,s->nk", softmax(eta, axis=2), w), 0.0, 1.0)
-                    with np.errstate(divide="ignore"):
-                        out[s:s + _ROWS_MULTICLASS] = np.log(p)
-                    continue
-                with np.errstate(divide="ignore"):
-                    lw = np.log(w)
-                out[s:s + _ROWS_MULTICLASS] = logsumexp(
-                    log_softmax(eta, axis=2) + lw[None, :, None],
-                                            axis=1)
-            return out
-        out = np.empty((X.shape[0], 2))
-        step = _ROWS
-        for s in range(0, X.shape[0], step):
-            eta, w = self._linear_predictor_draws(X[s:s + step])
+        out, blocks = self._draw_blocks(X)
+        for rows, eta, w in blocks:
             if np.any(w < 0):
                 # sign-corrected weights (signed HMC-ECS): no log-sum-exp form
-                p1 = np.clip(expit(eta) @ w, 0.0, 1.0)
                 with np.errstate(divide="ignore"):
-                    out[s:s + step, 1] = np.log(p1)
-                    out[s:s + step, 0] = np.log1p(-p1)
+                    if self._multiclass:
+                        out[rows] = np.log(np.clip(np.einsum("nsk,s->nk", softmax(eta, axis=2),
+                                                             w), 0.0, 1.0))
+                    else:
+                        p1 = np.clip(expit(eta) @ w, 0.0, 1.0)
+                        out[rows, 1] = np.log(p1)
+                        out[rows, 0] = np.log1p(-p1)
                 continue
             with np.errstate(divide="ignore"):
                 lw = np.log(w)
-            out[s:s + step, 1] = logsumexp(log_expit(eta) + lw, axis=1)
-            out[s:s + step, 0] = logsumexp(log_expit(-eta) + lw, axis=1)
+            if self._multiclass:
+                out[rows] = logsumexp(log_softmax(eta, axis=2) + lw[None, :, None], axis=1)
+            else:
+                out[rows, 1] = logsumexp(log_expit(eta) + lw, axis=1)
+                out[rows, 0] = logsumexp(log_expit(-eta) + lw, axis=1)
         return out
+
+    def _draw_blocks(self, X):
+        """``(out, blocks)``: an empty output of shape (n, n_classes) and the
+        blocks ``(rows, eta, w)`` of the rows of ``X`` (checked): the draws of their
+        linear predictors (per class with more than two classes) and the draws'
+        weights."""
+        X = self._check_X(X)
+        if self._multiclass:
+            step, draws = _ROWS_MULTICLASS, self._class_predictor_draws
+        else:
+            step, draws = _ROWS, self._linear_predictor_draws
+        blocks = ((slice(s, s + step), *draws(X[s:s + step]))
+                  for s in range(0, X.shape[0], step))
+        return np.empty((X.shape[0], self.classes_.shape[0])), blocks
 
     def predict(self, X):
         """The class of largest posterior predictive probability (binary: above 1/2)."""

@@ -587,6 +587,22 @@ class RowsModel(CompiledModel):
             self._row_norm_max = float(self._cy.rows.row_norm_max())
         return self._row_norm_max
 
+    #: the per-row arrays (attributes, None where absent) a subset takes its rows of
+    _per_row = ("weights",)
+
+    def _subset(self, idx, make, **options):
+        """``make(X[idx], y[idx], **options)`` with the same intercept, the rows of
+        the per-row arrays and one thread, given the same prior: the model of the
+        rows ``idx`` (sorted, copied)."""
+        idx = np.sort(self.check_indices(idx))
+        for name in self._per_row:
+            values = getattr(self, name, None)
+            options[name] = None if values is None else values[idx]
+        sub = make(self.X[idx], self.y[idx], fit_intercept=self.fit_intercept, n_threads=1,
+                   **options)
+        sub.prior = self.prior
+        return sub
+
 
 class FunctionModel(Model):
     """A user model from NumPy-vectorised per-datum functions.

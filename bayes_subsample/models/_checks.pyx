@@ -3,6 +3,7 @@
 from libc.stdint cimport int64_t
 
 import numpy as np
+from bayes_subsample.models._rows import checked_indices
 
 
 cdef object check_theta(object model, object theta, str name="theta"):
@@ -15,12 +16,7 @@ cdef object check_theta(object model, object theta, str name="theta"):
 cdef object check_indices(object model, object idx):
     if idx is None:
         return np.arange(model.n_data, dtype=np.int64)
-    i = np.ascontiguousarray(idx, dtype=np.int64)
-    if i.ndim != 1:
-        raise ValueError(f"indices must be 1-D, got shape {i.shape}")
-    if i.shape[0] and (i.min() < 0 or i.max() >= model.n_data):
-        raise IndexError(f"index out of range [0, {model.n_data})")
-    return i
+    return checked_indices(idx, model.n_data)
 
 
 cdef object check_cache(object model, object eta_star):

@@ -28,10 +28,9 @@ cdef struct Chunk:
 
 
 cdef class CyGLM(CyTermModel):
-    cdef readonly Rows rows
     cdef readonly bint dense            # rows is a DenseRows
-    cdef const double[::1] y            # the targets as float64 ...
-    cdef const uint8_t[::1] y8          # ... or as 0/1 bytes (labels8: 1 byte a row)
+    cdef const uint8_t[::1] y8          # the targets as 0/1 bytes (labels8: 1 byte a row;
+                                        # then y is not set)
     cdef readonly bint labels8
     cdef readonly double phi            # dispersion (Gaussian: noise variance)
     cdef readonly Py_ssize_t n_features
@@ -79,10 +78,6 @@ cdef class CyGLM(CyTermModel):
                        const double* c2, double* d, double* dp) noexcept nogil
 
     # ---- shared ----------------------------------------------------------------------------
-    # X[i, :p] = x_{idx[i]} (float64, intercept column included), y[i] = y_{idx[i]}:
-    # a subsample copied into a caller's buffers (HMC-ECS)
-    cdef void gather_rows(self, const int64_t* idx, Py_ssize_t m, double* X,
-                          double* y) noexcept nogil
     # full_sums with the Hessian summed over the rows of every hess_every-th
     # MODEL_CHUNK-row chunk only (chunk k * hess_every, k = 0, 1, ...; all rows
     # at 1): an estimate of it at the cost of the gradient pass and a fraction

@@ -17,8 +17,9 @@ from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, 
                            uint64_t)
 from libc.string cimport memset
 from libc.stdlib cimport calloc, free
-from bayes_subsample.models._checks cimport check_cache, check_indices, check_theta, gather_rows
-from bayes_subsample.models._cymodel cimport CyTermModel, MODEL_CHUNK
+from bayes_subsample.models._checks cimport check_cache, check_indices, check_theta
+from bayes_subsample.models._cymodel cimport (CyTermModel, MODEL_CHUNK, sum_slot_triangles,
+                                               sum_slots)
 from bayes_subsample.models._rows cimport Rows, DenseRows
 from bayes_subsample.models._glm_terms cimport (
     GLMFamily, GLM_LOGISTIC, GLM_POISSON, GLM_GAUSSIAN, Family, Logistic, Poisson, Gaussian,
@@ -249,25 +250,16 @@ cdef class CyGLM(CyTermModel):
             s += c
         return 0
 
-    cdef int term_diffs(self, int order, const double* theta_star, const double* eta_star,
-                        const double* theta, const double* theta_new, const int64_t* idx,
-                        Py_ssize_t m, double* out) noexcept nogil:
+    cdef void _term_pair(self, int order, const double* theta_star, const double* eta_star,
+                         const double* theta, const double* theta_new, const int64_t* idx,
+                         Py_ssize_t c, double* t, double* t_new) noexcept nogil:
         cdef Chunk b
-        cdef Py_ssize_t s, c, i
-        s = 0
-        while s < m:
-            c = _imin(MODEL_CHUNK, m - s)
-            self.rows.dot2(idx + s, c, theta, theta_new, b.eta, b.eta_new)
-            self.add_offset(idx + s, c, b.eta)
-            self.add_offset(idx + s, c, b.eta_new)
-            self._setup(&b, order, theta_star, eta_star, idx + s, c)
-            self._terms(&b, order, c, b.eta, True, b.t, b.dt)
-            self._terms(&b, order, c, b.eta_new, True, out + s, b.dt)
-            for i in range(c):
-                out[s + i] = out[s + i] - b.t[i]
-            self.weigh(idx + s, c, out + s)
-            s += c
-        return 0
+        self.rows.dot2(idx, c, theta, theta_new, b.eta, b.eta_new)
+        self.add_offset(idx, c, b.eta)
+        self.add_offset(idx, c, b.eta_new)
+        self._setup(&b, order, theta_star, eta_star, idx, c)
+        self._terms(&b, order, c, b.eta, True, t, b.dt)
+        self._terms(&b, order, c, b.eta_new, True, t_new, b.dt)
 
     cdef int term_grad_sum(self, int order, const double* theta_star, const double* eta_star,
                            const double* theta, const int64_t* idx, Py_ssize_t m,
@@ -292,10 +284,8 @@ cdef class CyGLM(CyTermModel):
             total[0] = tsum
         return 0
 
-    cdef void gather_rows(self, const int64_t* idx, Py_ssize_t m, double* X,
-                          double* y) noexcept nogil:
+    cdef void copy_targets(self, const int64_t* idx, Py_ssize_t m, double* y) noexcept nogil:
         cdef Py_ssize_t i
-        self.rows.gather(idx, m, X)
         for i in range(m):
             y[i] = self.target(idx[i])
 
@@ -396,10 +386,6 @@ cdef class CyGLM(CyTermModel):
         datum): the residual methods then skip one row dot product per datum."""
         return self.eta(theta_star)
 
-    def gather(self, idx):
-        """Rows ``x_k`` for ``k`` in ``idx`` as float64 (intercept column included)."""
-        return gather_rows(self.rows, self, idx, self.n_params)
-
     def targets(self, idx=None):
         """``y_k`` for ``k`` in ``idx`` (a copy)."""
         ix = check_indices(self, idx)
@@ -488,7 +474,6 @@ cdef class CyGLM(CyTermModel):
         cdef double* ll_s = <double*> calloc(S, sizeof(double))
         cdef double* g_s = <double*> calloc(S * gp + 1, sizeof(double))
         cdef double* h_s = <double*> calloc(S * hp + 1, sizeof(double))
-        cdef double total = 0.0
         if ll_s == NULL or g_s == NULL or h_s == NULL:
             free(ll_s)
             free(g_s)
@@ -513,28 +498,16 @@ cdef class CyGLM(CyTermModel):
                     g_s + k * gp if want_g else NULL, h_s + k * hp if want_h else NULL,
                     hess_every, diag)
         if want_ll:
-            for k in range(S):
-                total += ll_s[k]
-            ll[0] = total
+            sum_slots(S, ll_s, 1, 1, ll)
         if want_g:
-            memset(grad, 0, p * sizeof(double))
-            for k in range(S):
-                for j in range(p):
-                    grad[j] += g_s[k * gp + j]
+            sum_slots(S, g_s, gp, p, grad)
         if want_h and diag:
             memset(hess, 0, p * sizeof(double))
             for k in range(S):
                 for j in range(p):
                     hess[j] -= h_s[k * hp + j]
         elif want_h:
-            memset(hess, 0, p * p * sizeof(double))
-            for k in range(S):
-                for j in range(p):
-                    for l in range(j + 1):
-                        hess[j * p + l] -= h_s[k * hp + j * p + l]
-            for j in range(p):
-                for l in range(j):
-                    hess[l * p + j] = hess[j * p + l]
+            sum_slot_triangles(S, h_s, hp, p, -1.0, hess)
         free(ll_s)
         free(g_s)
         free(h_s)

@@ -28,9 +28,7 @@ from bayes_subsample.models._scale_terms cimport ScaleConsts
 
 
 cdef class CyGaussianScale(CyTermModel):
-    cdef readonly Rows rows
     cdef readonly bint dense              # rows is a DenseRows (with columns)
-    cdef const double[::1] y
     cdef readonly Py_ssize_t n_features   # d
     cdef readonly Py_ssize_t n_cols       # p1 = d + intercept (n_params = p1 + 1)
     cdef readonly bint intercept
@@ -45,9 +43,6 @@ cdef class CyGaussianScale(CyTermModel):
     # the constants of the terms of ``order`` at theta (theta_star for residuals)
     cdef void consts(self, int order, const double* theta, const double* theta_star,
                      ScaleConsts* k) noexcept nogil
-    # X[i, :p1] = x_{idx[i]} (float64, intercept column included), y[i] = y_{idx[i]}
-    cdef void gather_rows(self, const int64_t* idx, Py_ssize_t m, double* X,
-                          double* y) noexcept nogil
     # the raw sums at beta (theta[:p1]): srr[0], srx[:p1], and (if sxx is not NULL) the
     # full symmetric sxx[:p1 * p1]; from the statistics, else by a pass over the rows
     # (counted). -1 if out of memory
@@ -55,7 +50,6 @@ cdef class CyGaussianScale(CyTermModel):
                       int n_threads) noexcept nogil
 
     # ---- internals -----------------------------------------------------------------------
-    cdef int _nomem(self, const char* where) noexcept with gil
     # t[i] *= w_{idx[i]} and, if dt is not NULL, dt[2i], dt[2i + 1] *= w_{idx[i]}
     # (weighted models only: callers branch on has_weight)
     cdef void _weigh_terms(self, const int64_t* idx, Py_ssize_t c, double* t,

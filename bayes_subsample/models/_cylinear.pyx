@@ -32,8 +32,9 @@ from libc.math cimport exp
 from libc.stdint cimport int64_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memset
-from bayes_subsample.models._checks cimport check_cache, check_indices, check_theta, gather_rows
-from bayes_subsample.models._cymodel cimport CyModel, MODEL_CHUNK, LOGLIK
+from bayes_subsample.models._checks cimport check_indices, check_theta
+from bayes_subsample.models._cymodel cimport (CyModel, MODEL_CHUNK, LOGLIK, sum_slot_triangles,
+                                               sum_slots)
 from bayes_subsample.models._rows cimport Rows, DenseRows
 from bayes_subsample.models._scale_terms cimport (
     ScaleConsts, scale_consts, scale_terms_block, HALF_LOG_2PI)
@@ -114,13 +115,6 @@ cdef class CyGaussianScale(CyTermModel):
         self.weight_sum = (float(np.sum(np.asarray(self.weight), dtype=np.float64))
                            if self.has_weight else <double> self.n_data)
 
-    cdef int _nomem(self, const char* where) noexcept with gil:
-        try:
-            raise MemoryError(f"CyGaussianScale.{where.decode()}: cannot allocate scratch "
-                              "buffers")
-        except MemoryError:
-            return self._fail()
-
     cdef void consts(self, int order, const double* theta, const double* theta_star,
                      ScaleConsts* k) noexcept nogil:
         cdef Py_ssize_t p1 = self.n_cols
@@ -177,30 +171,21 @@ cdef class CyGaussianScale(CyTermModel):
             s += c
         return 0
 
-    cdef int term_diffs(self, int order, const double* theta_star, const double* eta_star,
-                        const double* theta, const double* theta_new, const int64_t* idx,
-                        Py_ssize_t m, double* out) noexcept nogil:
+    cdef void _term_pair(self, int order, const double* theta_star, const double* eta_star,
+                         const double* theta, const double* theta_new, const int64_t* idx,
+                         Py_ssize_t c, double* t, double* t_new) noexcept nogil:
         cdef ScaleConsts k, k_new
         cdef double yb[MODEL_CHUNK]
         cdef double eta[MODEL_CHUNK]
         cdef double eta_new[MODEL_CHUNK]
         cdef double es[MODEL_CHUNK]
-        cdef double t[MODEL_CHUNK]
-        cdef Py_ssize_t s = 0, c, i
         cdef const double* esc
         self.consts(order, theta, theta_star, &k)
         self.consts(order, theta_new, theta_star, &k_new)
-        while s < m:
-            c = _imin(MODEL_CHUNK, m - s)
-            self.rows.dot2(idx + s, c, theta, theta_new, eta, eta_new)
-            esc = self._setup(order, theta_star, eta_star, idx + s, c, yb, es)
-            scale_terms_block(&k, c, yb, eta, esc, t, NULL)
-            scale_terms_block(&k_new, c, yb, eta_new, esc, out + s, NULL)
-            for i in range(c):
-                out[s + i] = out[s + i] - t[i]
-            self.weigh(idx + s, c, out + s)
-            s += c
-        return 0
+        self.rows.dot2(idx, c, theta, theta_new, eta, eta_new)
+        esc = self._setup(order, theta_star, eta_star, idx, c, yb, es)
+        scale_terms_block(&k, c, yb, eta, esc, t, NULL)
+        scale_terms_block(&k_new, c, yb, eta_new, esc, t_new, NULL)
 
     cdef int term_grad_sum(self, int order, const double* theta_star, const double* eta_star,
                            const double* theta, const int64_t* idx, Py_ssize_t m,
@@ -239,13 +224,6 @@ cdef class CyGaussianScale(CyTermModel):
         if total != NULL:
             total[0] = tsum
         return 0
-
-    cdef void gather_rows(self, const int64_t* idx, Py_ssize_t m, double* X,
-                          double* y) noexcept nogil:
-        cdef Py_ssize_t i
-        self.rows.gather(idx, m, X)
-        for i in range(m):
-            y[i] = self.y[idx[i]]
 
     # ---- the full-data sums -------------------------------------------------------------------
     cdef double _range_sums(self, Py_ssize_t start, Py_ssize_t stop, const double* beta,
@@ -294,7 +272,7 @@ cdef class CyGaussianScale(CyTermModel):
         cdef double* srr_s
         cdef double* g_s
         cdef double* h_s
-        cdef double q = 0.0, v, total = 0.0
+        cdef double q = 0.0, v
         if self.has_statistics:
             d = <double*> malloc(2 * p1 * sizeof(double))
             if d == NULL:
@@ -341,21 +319,10 @@ cdef class CyGaussianScale(CyTermModel):
                     (kk * n_chunks // S) * PASS_CHUNK,
                     _imin(((kk + 1) * n_chunks // S) * PASS_CHUNK, n), beta, g_s + kk * p1,
                     h_s + kk * hp if hp else NULL)
-        memset(srx, 0, p1 * sizeof(double))
-        for kk in range(S):
-            total += srr_s[kk]
-            for j in range(p1):
-                srx[j] += g_s[kk * p1 + j]
-        srr[0] = total
+        sum_slots(S, srr_s, 1, 1, srr)
+        sum_slots(S, g_s, p1, p1, srx)
         if hp:
-            memset(sxx, 0, p1 * p1 * sizeof(double))
-            for kk in range(S):
-                for j in range(p1):
-                    for l in range(j + 1):
-                        sxx[j * p1 + l] += h_s[kk * hp + j * p1 + l]
-            for j in range(p1):
-                for l in range(j):
-                    sxx[l * p1 + j] = sxx[j * p1 + l]
+            sum_slot_triangles(S, h_s, hp, p1, 1.0, sxx)
         free(srr_s)
         free(g_s)
         free(h_s)
@@ -450,10 +417,6 @@ cdef class CyGaussianScale(CyTermModel):
                 self.rows.dot(&ix[0], ix.shape[0], &th[0], &out[0])
         return np.asarray(out)
 
-    def gather(self, idx):
-        """Rows ``x_k`` for ``k`` in ``idx`` as float64 (intercept column included)."""
-        return gather_rows(self.rows, self, idx, self.n_cols)
-
     def targets(self, idx=None):
         """``y_k`` for ``k`` in ``idx`` (a copy)."""
         return np.asarray(self.y)[check_indices(self, idx)]
@@ -463,19 +426,7 @@ cdef class CyGaussianScale(CyTermModel):
         the residuals of that order at ``theta_star``) and ``dt[i] = (dt/deta,
         dt/dtau)`` of ``idx[i]``, shape (m, 2), all times the datum's weight
         (weighted models). The gradient of ``t_k`` is ``(dt/deta x_k, dt/dtau)``."""
-        cdef double[::1] ts = None if order < 0 else check_theta(self, theta_star, "theta_star")
-        cdef double[::1] th = check_theta(self, theta)
-        cdef int64_t[::1] ix = check_indices(self, idx)
-        cdef double[::1] es = check_cache(self, eta_star) if order >= 0 else None
-        cdef Py_ssize_t m = ix.shape[0]
-        cdef double[::1] t = np.empty(m)
-        cdef double[:, ::1] dt = np.empty((m, 2))
-        if m:
-            with nogil:
-                self._values(order, NULL if ts is None else &ts[0],
-                             NULL if es is None else &es[0], &th[0], &ix[0], m, &t[0],
-                             &dt[0, 0])
-        return np.asarray(t), np.asarray(dt)
+        return self._term_derivatives(order, theta_star, theta, idx, eta_star, 2)
 
     def grad_terms(self, theta, idx=None):
         """Per-datum gradients ``grad l_k(theta)``, shape (m, p1 + 1)."""

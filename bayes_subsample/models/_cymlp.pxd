@@ -54,6 +54,5 @@ cdef class CyMLP(CyModel):
     cdef int _pass(self, const double* theta, const int64_t* idx, Py_ssize_t start,
                    Py_ssize_t m, double* terms, double* total, double* grad,
                    double* grad_terms, double* outputs) noexcept nogil
-    # keep a MemoryError (where) or NotImplementedError (an unsupported method); -1
-    cdef int _nomem(self, const char* where) noexcept with gil
+    # keep a NotImplementedError (an unsupported method); -1
     cdef int _unsupported(self, const char* what) noexcept with gil

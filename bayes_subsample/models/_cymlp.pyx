@@ -372,12 +372,6 @@ cdef class CyMLP(CyModel):
         """Where each layer's ``W`` starts in ``theta`` (last entry: ``n_params``)."""
         return tuple(int(s) for s in self._keep[1])
 
-    cdef int _nomem(self, const char* where) noexcept with gil:
-        try:
-            raise MemoryError(f"CyMLP.{where.decode()}: cannot allocate scratch buffers")
-        except MemoryError:
-            return self._fail()
-
     cdef int _unsupported(self, const char* what) noexcept with gil:
         try:
             raise NotImplementedError(

@@ -17,6 +17,7 @@
 # ``FunctionModel``) through the same interface, calling back into NumPy with
 # the GIL, so user models go through the very same kernels.
 from libc.stdint cimport int64_t
+from bayes_subsample.models._rows cimport Rows
 
 cdef extern from *:
     """
@@ -32,6 +33,34 @@ cdef enum:
     # the Taylor order that stands for the log-likelihood terms themselves
     # (``term_*`` methods; any negative order)
     LOGLIK = -1
+
+# out[:width] = the sum over slots s < S of parts[s * stride : s * stride + width],
+# added slot by slot in order: the per-slot sums of a full pass reduced the same way
+# for any number of threads
+cdef inline void sum_slots(Py_ssize_t S, const double* parts, Py_ssize_t stride,
+                           Py_ssize_t width, double* out) noexcept nogil:
+    cdef Py_ssize_t s, j
+    for j in range(width):
+        out[j] = 0.0
+    for s in range(S):
+        for j in range(width):
+            out[j] += parts[s * stride + j]
+
+
+# the same for the lower triangles of the p x p matrices at parts + s * stride, each
+# times sign (-1: minus the sums), then mirrored: out[:p * p] symmetric
+cdef inline void sum_slot_triangles(Py_ssize_t S, const double* parts, Py_ssize_t stride,
+                                    Py_ssize_t p, double sign, double* out) noexcept nogil:
+    cdef Py_ssize_t s, j, l
+    for j in range(p * p):
+        out[j] = 0.0
+    for s in range(S):
+        for j in range(p):
+            for l in range(j + 1):
+                out[j * p + l] += sign * parts[s * stride + j * p + l]
+    for j in range(p):
+        for l in range(j):
+            out[l * p + j] = out[j * p + l]
 
 
 cdef class CyModel:
@@ -64,6 +93,15 @@ cdef class CyModel:
         if self.has_weight:
             for i in range(c):
                 a[i] *= self.weight[s + i]
+
+    # a[i] = (a[i] - b[i]) w_{idx[i]}: a chunk's term differences, from its terms at
+    # theta_new (a) and at theta (b)
+    cdef inline void weigh_diffs(self, const int64_t* idx, Py_ssize_t c, double* a,
+                                 const double* b) noexcept nogil:
+        cdef Py_ssize_t i
+        for i in range(c):
+            a[i] = a[i] - b[i]
+        self.weigh(idx, c, a)
 
     # w_k (1 unweighted)
     cdef inline double row_weight(self, Py_ssize_t k) noexcept nogil:
@@ -117,6 +155,8 @@ cdef class CyModel:
                        int n_threads) noexcept nogil
 
     cdef int _fail(self) noexcept    # store the current exception (GIL held)
+    # store a MemoryError naming the model's class and the method ``where``; -1
+    cdef int _nomem(self, const char* where) noexcept with gil
     cdef inline void _count_pass(self) noexcept nogil:
         _atomic_add(&self._n_passes, 1)
 
@@ -124,6 +164,10 @@ cdef class CyModel:
 # a compiled model that implements the term_* loops by Taylor order: the kernel
 # methods above (loglik, cv_residuals, ...) are those loops at a fixed order
 cdef class CyTermModel(CyModel):
+    cdef readonly Rows rows             # the data x_k, one row per datum
+    cdef const double[::1] y            # the targets y_k as float64 (the multinomial
+                                        # model's: class indices)
+
     # t[i] = t_{idx[i]}(theta), the terms by order as term_values computes them
     # (term_values is this with dt = NULL), and if dt is not NULL their
     # derivatives in the datum's linear predictors (1 for a GLM, K for the
@@ -132,3 +176,17 @@ cdef class CyTermModel(CyModel):
     cdef int _values(self, int order, const double* theta_star, const double* eta_star,
                      const double* theta, const int64_t* idx, Py_ssize_t m, double* t,
                      double* dt) noexcept nogil
+    # the terms of the chunk idx[:c] (c <= MODEL_CHUNK) at theta to t and at theta_new
+    # to t_new, unweighted, from one read of each row: the per-chunk part of
+    # term_diffs, which is the loop over chunks (the multinomial model has its own)
+    cdef void _term_pair(self, int order, const double* theta_star, const double* eta_star,
+                         const double* theta, const double* theta_new, const int64_t* idx,
+                         Py_ssize_t c, double* t, double* t_new) noexcept nogil
+
+    # y[i] = y_{idx[i]} as doubles (from ``y``; a model that stores its targets
+    # otherwise overrides it)
+    cdef void copy_targets(self, const int64_t* idx, Py_ssize_t m, double* y) noexcept nogil
+    # X[i, :p1] = x_{idx[i]} (float64, intercept column included), y[i] = y_{idx[i]}:
+    # a subsample copied into a caller's buffers (HMC-ECS)
+    cdef void gather_rows(self, const int64_t* idx, Py_ssize_t m, double* X,
+                          double* y) noexcept nogil

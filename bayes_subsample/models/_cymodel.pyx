@@ -17,7 +17,7 @@ import threading
 
 import numpy as np
 from libc.stdint cimport int64_t
-from bayes_subsample.models._checks cimport check_cache, check_indices, check_theta
+from bayes_subsample.models._checks cimport check_cache, check_indices, check_theta, gather_rows
 
 
 cdef class CyModel:
@@ -114,6 +114,13 @@ cdef class CyModel:
         import sys
         self._errors[threading.get_ident()] = sys.exc_info()[1]
         return -1
+
+    cdef int _nomem(self, const char* where) noexcept with gil:
+        try:
+            raise MemoryError(f"{type(self).__name__}.{where.decode()}: cannot allocate "
+                              "scratch buffers")
+        except MemoryError:
+            return self._fail()
 
     def cv_cache(self, theta_star):
         """Per-datum values at an expansion point that speed up the residual methods
@@ -236,8 +243,10 @@ cdef class CyTermModel(CyModel):
     ``term_grad_sum`` loops take the Taylor order (``LOGLIK`` for the
     log-likelihood): the kernel methods are those loops at a fixed order
     (abstract: the GLMs, the multinomial and the Gaussian-scale model). Each
-    writes ``_values`` (the terms and their derivatives), ``term_diffs`` and
-    ``term_grad_sum``; ``term_values`` is ``_values`` without the derivatives."""
+    writes ``_values`` (the terms and their derivatives), ``term_diffs``,
+    ``term_grad_sum`` and ``copy_targets``; ``term_values`` is ``_values``
+    without the derivatives, and ``gather_rows`` copies a subsample's rows
+    (from ``rows``, which every one has) and targets."""
 
     cdef int _values(self, int order, const double* theta_star, const double* eta_star,
                      const double* theta, const int64_t* idx, Py_ssize_t m, double* t,
@@ -248,6 +257,24 @@ cdef class CyTermModel(CyModel):
                          const double* theta, const int64_t* idx, Py_ssize_t m,
                          double* out) noexcept nogil:
         return self._values(order, theta_star, eta_star, theta, idx, m, out, NULL)
+
+    cdef void _term_pair(self, int order, const double* theta_star, const double* eta_star,
+                         const double* theta, const double* theta_new, const int64_t* idx,
+                         Py_ssize_t c, double* t, double* t_new) noexcept nogil:
+        pass
+
+    cdef int term_diffs(self, int order, const double* theta_star, const double* eta_star,
+                        const double* theta, const double* theta_new, const int64_t* idx,
+                        Py_ssize_t m, double* out) noexcept nogil:
+        cdef double t[MODEL_CHUNK]
+        cdef Py_ssize_t s = 0, c
+        while s < m:
+            c = MODEL_CHUNK if m - s > MODEL_CHUNK else m - s
+            self._term_pair(order, theta_star, eta_star, theta, theta_new, idx + s, c, t,
+                            out + s)
+            self.weigh_diffs(idx + s, c, out + s, t)
+            s += c
+        return 0
 
     cdef int loglik(self, const double* theta, const int64_t* idx, Py_ssize_t m,
                     double* out) noexcept nogil:
@@ -276,3 +303,38 @@ cdef class CyTermModel(CyModel):
                          const double* theta, const int64_t* idx, Py_ssize_t m,
                          double* grad, double* dsum) noexcept nogil:
         return self.term_grad_sum(order, theta_star, eta_star, theta, idx, m, grad, dsum)
+
+    cdef void copy_targets(self, const int64_t* idx, Py_ssize_t m, double* y) noexcept nogil:
+        cdef Py_ssize_t i
+        for i in range(m):
+            y[i] = self.y[idx[i]]
+
+    cdef void gather_rows(self, const int64_t* idx, Py_ssize_t m, double* X,
+                          double* y) noexcept nogil:
+        self.rows.gather(idx, m, X)
+        self.copy_targets(idx, m, y)
+
+    def gather(self, idx):
+        """Rows ``x_k`` for ``k`` in ``idx`` as float64 (intercept column included)."""
+        return gather_rows(self.rows, self, idx, self.rows.n_cols)
+
+    def _term_derivatives(self, int order, theta_star, theta, idx, eta_star,
+                          Py_ssize_t width):
+        """``(t, dt)`` of ``_values`` for the subclasses' ``term_derivatives``: ``dt``
+        of shape (m, width), the derivatives of each datum's term."""
+        cdef double[::1] ts = None if order < 0 else check_theta(self, theta_star, "theta_star")
+        cdef double[::1] th = check_theta(self, theta)
+        cdef int64_t[::1] ix = check_indices(self, idx)
+        cdef double[::1] es = check_cache(self, eta_star) if order >= 0 else None
+        cdef Py_ssize_t m = ix.shape[0]
+        cdef double[::1] t = np.empty(m)
+        cdef double[:, ::1] dt = np.empty((m, width))
+        cdef int rc = 0
+        if m:
+            with nogil:
+                rc = self._values(order, NULL if ts is None else &ts[0],
+                                  NULL if es is None else &es[0], &th[0], &ix[0], m,
+                                  &t[0], &dt[0, 0])
+        if rc:
+            self.raise_error()
+        return np.asarray(t), np.asarray(dt)

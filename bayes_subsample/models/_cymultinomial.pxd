@@ -25,26 +25,40 @@ cdef struct Scratch:
 
 
 cdef class CyMultinomial(CyTermModel):
-    cdef readonly Rows rows
-    cdef const double[::1] y            # class indices as float64
     cdef readonly Py_ssize_t n_classes  # K
     cdef readonly Py_ssize_t n_cols     # p1 = n_features + intercept
     cdef readonly Py_ssize_t n_features
     cdef readonly bint intercept
 
-    # X[i, :p1] = x_{idx[i]} (float64, intercept column included), y[i] = y_{idx[i]}
-    cdef void gather_rows(self, const int64_t* idx, Py_ssize_t m, double* X,
-                          double* y) noexcept nogil
-
     # ---- internals (_cymultinomial.pyx) -----------------------------------------------------
-    # store a MemoryError naming the method; returns -1
-    cdef int _nomem(self, const char* where) noexcept with gil
     # E[k * c + i] = x_{idx[i]} . theta_k (class-major, K x c)
     cdef void _eta(self, const int64_t* idx, Py_ssize_t c, const double* theta,
                    double* E) noexcept nogil
+    # the same for the rows [s, s + c)
+    cdef void _eta_range(self, Py_ssize_t s, Py_ssize_t c, const double* theta,
+                         double* E) noexcept nogil
+    # out[i * (2K + 1) :] = the cache of the predictors E[:, i] (e: K doubles of scratch)
+    cdef void _softmax_caches(self, const double* E, Py_ssize_t c, double* e,
+                              double* out) noexcept nogil
     # b.C[i * (2K + 1) :] = the cache of datum idx[i] at theta_star
     cdef void _caches(self, Scratch* b, const double* theta_star, const int64_t* idx,
                       Py_ssize_t c) noexcept nogil
+    # the loop over chunks of m indices that _values, term_diffs and term_grad_sum
+    # share (kind: VALUES, DIFFS or GRAD of _cymultinomial.pyx), and its three bodies
+    # for one chunk of c indices (idx, t, dt, out: the chunk's own)
+    cdef int _chunks(self, int kind, int order, const double* theta_star,
+                     const double* eta_star, const double* theta, const double* theta_new,
+                     const int64_t* idx, Py_ssize_t m, double* out, double* dt, double* grad,
+                     double* total, const char* where) noexcept nogil
+    cdef void _values_chunk(self, Scratch* b, int order, const double* eta_star,
+                            const double* theta, const int64_t* idx, Py_ssize_t c, double* t,
+                            double* dt) noexcept nogil
+    cdef void _diffs_chunk(self, Scratch* b, int order, const double* eta_star,
+                           const double* theta, const double* theta_new, const int64_t* idx,
+                           Py_ssize_t c, double* out) noexcept nogil
+    cdef double _grad_chunk(self, Scratch* b, int order, const double* eta_star,
+                            const double* theta, const int64_t* idx, Py_ssize_t c,
+                            double* grad, double tsum) noexcept nogil
     # (_values, CyTermModel's: dt[i * K + k] = d t / d eta_k)
     # slots of the full pass (a function of n and p only)
     cdef Py_ssize_t _n_slots(self) noexcept nogil

@@ -55,8 +55,8 @@ from cython.parallel cimport prange
 from libc.stdint cimport int64_t
 from libc.string cimport memset
 from libc.stdlib cimport malloc, calloc, free
-from bayes_subsample.models._checks cimport check_cache, check_indices, check_theta, gather_rows
-from bayes_subsample.models._cymodel cimport CyModel, MODEL_CHUNK, LOGLIK
+from bayes_subsample.models._checks cimport check_indices, check_theta
+from bayes_subsample.models._cymodel cimport CyModel, MODEL_CHUNK, LOGLIK, sum_slots
 from bayes_subsample.models._rows cimport Rows
 from bayes_subsample.models._softmax_terms cimport (
     softmax_cache_width, softmax_terms, softmax_cache, softmax_residual)
@@ -69,6 +69,10 @@ cdef enum:
     # rows per step of the pass with the Hessian: the class pairs' threads share
     # each step (1024 rows of 54 float64 values, 432 KB, stay in L2 for the pairs)
     HESS_CHUNK = 1024
+    # what a loop over chunks of indices computes (CyMultinomial._chunks)
+    VALUES = 0
+    DIFFS = 1
+    GRAD = 2
 
 
 cdef inline Py_ssize_t _imin(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
@@ -108,6 +112,21 @@ cdef inline const double* _cache_of(const Scratch* b, Py_ssize_t W, const double
     if eta_star != NULL:
         return eta_star + idx[i] * W
     return b.C + i * W
+
+
+cdef inline double _weigh_row(Scratch* b, Py_ssize_t K, Py_ssize_t c, Py_ssize_t i, double v,
+                              bint weighted, double w) noexcept nogil:
+    """Datum i of a chunk of c: its term ``v`` and derivatives ``b.dt`` times its
+    weight ``w`` (weighted models), the derivatives into column i of ``b.R``;
+    returns the term."""
+    cdef Py_ssize_t k
+    if weighted:
+        v *= w
+        for k in range(K):
+            b.dt[k] *= w
+    for k in range(K):
+        b.R[k * c + i] = b.dt[k]
+    return v
 
 
 cdef inline double _term(int order, Py_ssize_t K, int y, const double* e,
@@ -160,13 +179,6 @@ cdef class CyMultinomial(CyTermModel):
         self.cv_cost = 1
         self._set_weight(weight)
 
-    cdef int _nomem(self, const char* where) noexcept with gil:
-        try:
-            raise MemoryError(f"CyMultinomial.{where.decode()}: cannot allocate scratch "
-                              "buffers")
-        except MemoryError:
-            return self._fail()
-
     # ---- the loops over chunks of indices ------------------------------------------------
     cdef void _eta(self, const int64_t* idx, Py_ssize_t c, const double* theta,
                    double* E) noexcept nogil:
@@ -175,14 +187,118 @@ cdef class CyMultinomial(CyTermModel):
         for k in range(self.n_classes):
             self.rows.dot(idx, c, theta + k * p1, E + k * c)
 
+    cdef void _eta_range(self, Py_ssize_t s, Py_ssize_t c, const double* theta,
+                         double* E) noexcept nogil:
+        """``E[k, i] = x_{s + i} . theta_k`` (class-major, K x c)."""
+        cdef Py_ssize_t k, p1 = self.n_cols
+        for k in range(self.n_classes):
+            self.rows.dot_range(s, s + c, theta + k * p1, E + k * c)
+
+    cdef void _softmax_caches(self, const double* E, Py_ssize_t c, double* e,
+                              double* out) noexcept nogil:
+        """``out[i * W :]`` = the cache of the predictors ``E[:, i]`` (e: scratch)."""
+        cdef Py_ssize_t i, K = self.n_classes, W = self.cache_width
+        for i in range(c):
+            _col(E, K, c, i, e)
+            softmax_cache(K, e, out + i * W)
+
     cdef void _caches(self, Scratch* b, const double* theta_star, const int64_t* idx,
                       Py_ssize_t c) noexcept nogil:
         """``b.C[i]`` = the cache of datum ``idx[i]`` at theta_star (one more read)."""
-        cdef Py_ssize_t i, K = self.n_classes, W = self.cache_width
         self._eta(idx, c, theta_star, b.E2)
+        self._softmax_caches(b.E2, c, b.e2, b.C)
+
+    cdef int _chunks(self, int kind, int order, const double* theta_star,
+                     const double* eta_star, const double* theta, const double* theta_new,
+                     const int64_t* idx, Py_ssize_t m, double* out, double* dt, double* grad,
+                     double* total, const char* where) noexcept nogil:
+        """The loop of ``_values`` (kind VALUES: out, dt), ``term_diffs`` (DIFFS: out)
+        and ``term_grad_sum`` (GRAD: grad, total[0]) over chunks of at most
+        MODEL_CHUNK indices in order, with one scratch block; a chunk's caches at
+        theta_star are computed first when residuals need them and the caller has
+        none. -1 (a MemoryError naming ``where``) if out of memory."""
+        cdef Scratch b
+        cdef Py_ssize_t K = self.n_classes, s = 0, c
+        cdef double tsum = 0.0
+        cdef double* mem
+        if m > 0:
+            mem = _scratch(&b, K, _imin(m, MODEL_CHUNK))
+            if mem == NULL:
+                return self._nomem(where)
+            while s < m:
+                c = _imin(MODEL_CHUNK, m - s)
+                if order >= 0 and eta_star == NULL:
+                    self._caches(&b, theta_star, idx + s, c)
+                if kind == VALUES:
+                    self._values_chunk(&b, order, eta_star, theta, idx + s, c, out + s,
+                                       NULL if dt == NULL else dt + s * K)
+                elif kind == DIFFS:
+                    self._diffs_chunk(&b, order, eta_star, theta, theta_new, idx + s, c,
+                                      out + s)
+                else:
+                    tsum = self._grad_chunk(&b, order, eta_star, theta, idx + s, c, grad,
+                                            tsum)
+                s += c
+            free(mem)
+        if total != NULL:
+            total[0] = tsum
+        return 0
+
+    cdef void _values_chunk(self, Scratch* b, int order, const double* eta_star,
+                            const double* theta, const int64_t* idx, Py_ssize_t c, double* t,
+                            double* dt) noexcept nogil:
+        """``_values`` of one chunk (caches in ``b.C`` if ``eta_star`` is NULL)."""
+        cdef Py_ssize_t K = self.n_classes, W = self.cache_width, i, k
+        cdef double w
+        self._eta(idx, c, theta, b.E)
         for i in range(c):
+            _col(b.E, K, c, i, b.e)
+            t[i] = _term(order, K, <int> self.y[idx[i]], b.e, _cache_of(b, W, eta_star, idx, i),
+                         NULL if dt == NULL else dt + i * K, b.p)
+        if self.has_weight:
+            self.weigh(idx, c, t)
+            if dt != NULL:
+                for i in range(c):
+                    w = self.weight[idx[i]]
+                    for k in range(K):
+                        dt[i * K + k] *= w
+
+    cdef void _diffs_chunk(self, Scratch* b, int order, const double* eta_star,
+                           const double* theta, const double* theta_new, const int64_t* idx,
+                           Py_ssize_t c, double* out) noexcept nogil:
+        """``term_diffs`` of one chunk."""
+        cdef Py_ssize_t K = self.n_classes, p1 = self.n_cols, W = self.cache_width, i, k
+        cdef const double* cache
+        cdef int y
+        # both sets of K predictors from one read of each row per class
+        for k in range(K):
+            self.rows.dot2(idx, c, theta + k * p1, theta_new + k * p1, b.E + k * c,
+                           b.E2 + k * c)
+        for i in range(c):
+            _col(b.E, K, c, i, b.e)
             _col(b.E2, K, c, i, b.e2)
-            softmax_cache(K, b.e2, b.C + i * W)
+            y = <int> self.y[idx[i]]
+            cache = _cache_of(b, W, eta_star, idx, i)
+            out[i] = (_term(order, K, y, b.e2, cache, NULL, b.p)
+                      - _term(order, K, y, b.e, cache, NULL, b.p))
+        self.weigh(idx, c, out)
+
+    cdef double _grad_chunk(self, Scratch* b, int order, const double* eta_star,
+                            const double* theta, const int64_t* idx, Py_ssize_t c,
+                            double* grad, double tsum) noexcept nogil:
+        """``term_grad_sum`` of one chunk: adds to ``grad``; returns ``tsum`` plus the
+        chunk's terms (added one by one, in order)."""
+        cdef Py_ssize_t K = self.n_classes, p1 = self.n_cols, W = self.cache_width, i, k
+        cdef double v
+        self._eta(idx, c, theta, b.E)
+        for i in range(c):
+            _col(b.E, K, c, i, b.e)
+            v = _term(order, K, <int> self.y[idx[i]], b.e, _cache_of(b, W, eta_star, idx, i),
+                      b.dt, b.p)
+            tsum += _weigh_row(b, K, c, i, v, self.has_weight, self.row_weight(idx[i]))
+        for k in range(K):
+            self.rows.add_xt(idx, c, b.R + k * c, grad + k * p1)
+        return tsum
 
     cdef int _values(self, int order, const double* theta_star, const double* eta_star,
                      const double* theta, const int64_t* idx, Py_ssize_t m, double* t,
@@ -190,119 +306,21 @@ cdef class CyMultinomial(CyTermModel):
         """``t[i]`` = the terms (by order) of ``idx[i]`` at theta; ``dt[i * K + k]``
         (if not NULL) their derivatives in ``eta_k`` (both times the datum's weight
         for a weighted model)."""
-        cdef Scratch b
-        cdef Py_ssize_t K = self.n_classes, W = self.cache_width, s, c, i, k
-        cdef double* mem
-        cdef double w
-        if m <= 0:
-            return 0
-        mem = _scratch(&b, K, _imin(m, MODEL_CHUNK))
-        if mem == NULL:
-            return self._nomem("term_values")
-        s = 0
-        while s < m:
-            c = _imin(MODEL_CHUNK, m - s)
-            if order >= 0 and eta_star == NULL:
-                self._caches(&b, theta_star, idx + s, c)
-            self._eta(idx + s, c, theta, b.E)
-            for i in range(c):
-                _col(b.E, K, c, i, b.e)
-                t[s + i] = _term(order, K, <int> self.y[idx[s + i]], b.e,
-                                 _cache_of(&b, W, eta_star, idx + s, i),
-                                 NULL if dt == NULL else dt + (s + i) * K, b.p)
-            if self.has_weight:
-                self.weigh(idx + s, c, t + s)
-                if dt != NULL:
-                    for i in range(c):
-                        w = self.weight[idx[s + i]]
-                        for k in range(K):
-                            dt[(s + i) * K + k] *= w
-            s += c
-        free(mem)
-        return 0
+        return self._chunks(VALUES, order, theta_star, eta_star, theta, NULL, idx, m, t, dt,
+                            NULL, NULL, "term_values")
 
     cdef int term_diffs(self, int order, const double* theta_star, const double* eta_star,
                         const double* theta, const double* theta_new, const int64_t* idx,
                         Py_ssize_t m, double* out) noexcept nogil:
-        cdef Scratch b
-        cdef Py_ssize_t K = self.n_classes, p1 = self.n_cols, W = self.cache_width, s, c, i, k
-        cdef const double* cache
-        cdef double* mem
-        cdef int y
-        if m <= 0:
-            return 0
-        mem = _scratch(&b, K, _imin(m, MODEL_CHUNK))
-        if mem == NULL:
-            return self._nomem("term_diffs")
-        s = 0
-        while s < m:
-            c = _imin(MODEL_CHUNK, m - s)
-            if order >= 0 and eta_star == NULL:
-                self._caches(&b, theta_star, idx + s, c)
-            # both sets of K predictors from one read of each row per class
-            for k in range(K):
-                self.rows.dot2(idx + s, c, theta + k * p1, theta_new + k * p1, b.E + k * c,
-                               b.E2 + k * c)
-            for i in range(c):
-                _col(b.E, K, c, i, b.e)
-                _col(b.E2, K, c, i, b.e2)
-                y = <int> self.y[idx[s + i]]
-                cache = _cache_of(&b, W, eta_star, idx + s, i)
-                out[s + i] = (_term(order, K, y, b.e2, cache, NULL, b.p)
-                              - _term(order, K, y, b.e, cache, NULL, b.p))
-            self.weigh(idx + s, c, out + s)
-            s += c
-        free(mem)
-        return 0
+        return self._chunks(DIFFS, order, theta_star, eta_star, theta, theta_new, idx, m, out,
+                            NULL, NULL, NULL, "term_diffs")
 
     cdef int term_grad_sum(self, int order, const double* theta_star, const double* eta_star,
                            const double* theta, const int64_t* idx, Py_ssize_t m,
                            double* grad, double* total) noexcept nogil:
-        cdef Scratch b
-        cdef Py_ssize_t K = self.n_classes, p1 = self.n_cols, W = self.cache_width, s, c, i, k
-        cdef double tsum = 0.0, v, w
-        cdef double* mem
         memset(grad, 0, self.n_params * sizeof(double))
-        if m <= 0:
-            if total != NULL:
-                total[0] = 0.0
-            return 0
-        mem = _scratch(&b, K, _imin(m, MODEL_CHUNK))
-        if mem == NULL:
-            return self._nomem("term_grad_sum")
-        s = 0
-        while s < m:
-            c = _imin(MODEL_CHUNK, m - s)
-            if order >= 0 and eta_star == NULL:
-                self._caches(&b, theta_star, idx + s, c)
-            self._eta(idx + s, c, theta, b.E)
-            for i in range(c):
-                _col(b.E, K, c, i, b.e)
-                v = _term(order, K, <int> self.y[idx[s + i]], b.e,
-                          _cache_of(&b, W, eta_star, idx + s, i), b.dt, b.p)
-                if self.has_weight:
-                    # the weighted term and its derivatives
-                    w = self.weight[idx[s + i]]
-                    v *= w
-                    for k in range(K):
-                        b.dt[k] *= w
-                tsum += v
-                for k in range(K):
-                    b.R[k * c + i] = b.dt[k]
-            for k in range(K):
-                self.rows.add_xt(idx + s, c, b.R + k * c, grad + k * p1)
-            s += c
-        free(mem)
-        if total != NULL:
-            total[0] = tsum
-        return 0
-
-    cdef void gather_rows(self, const int64_t* idx, Py_ssize_t m, double* X,
-                          double* y) noexcept nogil:
-        cdef Py_ssize_t i
-        self.rows.gather(idx, m, X)
-        for i in range(m):
-            y[i] = self.y[idx[i]]
+        return self._chunks(GRAD, order, theta_star, eta_star, theta, NULL, idx, m, NULL, NULL,
+                            grad, total, "term_grad_sum")
 
     # ---- the full-data pass ---------------------------------------------------------------
     cdef Py_ssize_t _n_slots(self) noexcept nogil:
@@ -325,7 +343,7 @@ cdef class CyMultinomial(CyTermModel):
         cdef Py_ssize_t c0 = _imin(step, stop - start), s, c, i, k, a, bb, q
         cdef double* mem
         cdef double* Wq       # (Q, c): the pairs' weights p_ka p_kb, pair-major
-        cdef double llsum = 0.0, v, w
+        cdef double llsum = 0.0, v
         cdef Scratch b
         mem = <double*> malloc((c0 * (2 * K + Q) + 3 * K) * sizeof(double))
         if mem == NULL:
@@ -339,20 +357,12 @@ cdef class CyMultinomial(CyTermModel):
         s = start
         while s < stop:
             c = _imin(step, stop - s)
-            for k in range(K):
-                self.rows.dot_range(s, s + c, theta + k * p1, b.E + k * c)
+            self._eta_range(s, c, theta, b.E)
             for i in range(c):
                 _col(b.E, K, c, i, b.e)
                 v = softmax_terms(K, <int> self.y[s + i], b.e, b.dt, b.p)
-                if self.has_weight:
-                    # the weighted term and its derivatives (the pair weights: below)
-                    w = self.weight[s + i]
-                    v *= w
-                    for k in range(K):
-                        b.dt[k] *= w
-                llsum += v
-                for k in range(K):
-                    b.R[k * c + i] = b.dt[k]
+                # (the pair weights: below)
+                llsum += _weigh_row(&b, K, c, i, v, self.has_weight, self.row_weight(s + i))
                 if Q:
                     q = 0
                     for a in range(1, K):
@@ -394,7 +404,7 @@ cdef class CyMultinomial(CyTermModel):
         cdef double* g_s = <double*> calloc(S * gp + 1, sizeof(double))
         cdef double* G = <double*> calloc(Q * p1 * p1 if want_h else 1, sizeof(double))
         cdef double* Gq
-        cdef double total = 0.0, v
+        cdef double v
         cdef int failed = 0
         self._count_pass()
         if ll_s == NULL or rc == NULL or g_s == NULL or G == NULL:
@@ -416,14 +426,9 @@ cdef class CyMultinomial(CyTermModel):
             failed = failed | rc[s]
         if not failed:
             if ll != NULL:
-                for s in range(S):
-                    total += ll_s[s]
-                ll[0] = total
+                sum_slots(S, ll_s, 1, 1, ll)
             if want_g:
-                memset(grad, 0, P * sizeof(double))
-                for s in range(S):
-                    for j in range(P):
-                        grad[j] += g_s[s * gp + j]
+                sum_slots(S, g_s, gp, P, grad)
             if want_h:
                 # the Hessian is minus the curvature: off-diagonal blocks (a, b) are
                 # G_ab (pair a (a - 1) / 2 + b for a > b; symmetric, its lower triangle
@@ -462,18 +467,15 @@ cdef class CyMultinomial(CyTermModel):
         """``out[k * W : (k + 1) * W]`` = the cache of datum k, for k in [start, stop)
         (values at theta_star: never weighted; the residuals computed from it are)."""
         cdef Scratch b
-        cdef Py_ssize_t K = self.n_classes, p1 = self.n_cols, W = self.cache_width, s, c, i, k
-        cdef double* mem = _scratch(&b, K, _imin(MODEL_CHUNK, stop - start))
+        cdef Py_ssize_t s, c
+        cdef double* mem = _scratch(&b, self.n_classes, _imin(MODEL_CHUNK, stop - start))
         if mem == NULL:
             return -1
         s = start
         while s < stop:
             c = _imin(MODEL_CHUNK, stop - s)
-            for k in range(K):
-                self.rows.dot_range(s, s + c, theta_star + k * p1, b.E + k * c)
-            for i in range(c):
-                _col(b.E, K, c, i, b.e)
-                softmax_cache(K, b.e, out + (s + i) * W)
+            self._eta_range(s, c, theta_star, b.E)
+            self._softmax_caches(b.E, c, b.e, out + s * self.cache_width)
             s += c
         free(mem)
         return 0
@@ -519,10 +521,6 @@ cdef class CyMultinomial(CyTermModel):
                 self._eta(&ix[0], m, &th[0], &E[0, 0])
         return np.ascontiguousarray(np.asarray(E).T)
 
-    def gather(self, idx):
-        """Rows ``x_k`` for ``k`` in ``idx`` as float64 (intercept column included)."""
-        return gather_rows(self.rows, self, idx, self.n_cols)
-
     def targets(self, idx=None):
         """Class indices ``y_k`` for ``k`` in ``idx`` (float64, a copy)."""
         return np.asarray(self.y)[check_indices(self, idx)]
@@ -532,22 +530,7 @@ cdef class CyMultinomial(CyTermModel):
         residuals of that order at ``theta_star``) and ``dt[i, c] = d t_{idx[i]} /
         d eta_c``, shape (m, K). The gradient of ``t_k`` is ``dt_k (x) x_k``. A
         weighted model's terms and derivatives are ``w_k`` times the unweighted."""
-        cdef double[::1] ts = None if order < 0 else check_theta(self, theta_star, "theta_star")
-        cdef double[::1] th = check_theta(self, theta)
-        cdef int64_t[::1] ix = check_indices(self, idx)
-        cdef double[::1] es = check_cache(self, eta_star) if order >= 0 else None
-        cdef Py_ssize_t m = ix.shape[0]
-        cdef double[::1] t = np.empty(m)
-        cdef double[:, ::1] dt = np.empty((m, self.n_classes))
-        cdef int rc = 0
-        if m:
-            with nogil:
-                rc = self._values(order, NULL if ts is None else &ts[0],
-                                  NULL if es is None else &es[0], &th[0], &ix[0], m,
-                                  &t[0], &dt[0, 0])
-        if rc:
-            self.raise_error()
-        return np.asarray(t), np.asarray(dt)
+        return self._term_derivatives(order, theta_star, theta, idx, eta_star, self.n_classes)
 
     def grad_terms(self, theta, idx=None):
         """Per-datum gradients ``grad l_k(theta)``, shape (m, K * p1), class-major

@@ -108,6 +108,15 @@ def design_fingerprint(X):
     return {"X": f"{X.dtype.str}{X.shape}", "terms": _digest(X)}
 
 
+def data_fingerprint(model):
+    """The fingerprint entries of a model's data: a hash of ``y``, the design's
+    (:func:`design_fingerprint`) and a hash of the weights, if it has any."""
+    fp = {"y": _digest(model.y), **design_fingerprint(model.X)}
+    if getattr(model, "weights", None) is not None:
+        fp["weights"] = _digest(model.weights)
+    return fp
+
+
 def design_size(X):
     """Values a full pass reads: n x d (dense) or the stored entries + n (CSR)."""
     return X.nnz + X.shape[0] if sparse.issparse(X) else X.shape[0] * X.shape[1]
@@ -464,6 +473,8 @@ class GLM(RowsModel):
         ``sum_k w_k l_k``, so an integer weight counts its row that many times.
     """
 
+    _per_row = ("offset", "weights")
+
     def __init__(self, X, y, family, *, fit_intercept=True, prior_scale=10.0,
                  intercept_prior_scale=10.0, noise_scale=1.0, n_threads=None, offset=None,
                  weights=None):
@@ -499,11 +510,9 @@ class GLM(RowsModel):
         every value of ``X`` and ``y`` (:func:`design_fingerprint`)."""
         fp = super().fingerprint()
         fp.update(family=self.family, phi=repr(self.phi), fit_intercept=str(self.fit_intercept),
-                  y=_digest(self.y), **design_fingerprint(self.X))
+                  **data_fingerprint(self))
         if getattr(self, "offset", None) is not None:
             fp["offset"] = _digest(self.offset)
-        if getattr(self, "weights", None) is not None:
-            fp["weights"] = _digest(self.weights)
         return fp
 
     # ---- per-datum terms ------------------------------------------------------
@@ -593,14 +602,7 @@ class GLM(RowsModel):
     def subset(self, idx):
         """A GLM of the rows ``idx`` (copied; CSR stays CSR), with the same prior and
         one thread."""
-        idx = np.sort(self.check_indices(idx))
-        offset, weights = getattr(self, "offset", None), getattr(self, "weights", None)
-        sub = GLM(self.X[idx], self.y[idx], self.family, fit_intercept=self.fit_intercept,
-                  noise_scale=self.noise_scale or 1.0, n_threads=1,
-                  offset=None if offset is None else offset[idx],
-                  weights=None if weights is None else weights[idx])
-        sub.prior = self.prior
-        return sub
+        return self._subset(idx, GLM, family=self.family, noise_scale=self.noise_scale or 1.0)
 
     # ---- range bounds for the confidence sampler (doc/algorithms/building_blocks.rst) --
     def scale_problem(self):

@@ -33,9 +33,9 @@ import numpy as np
 from scipy import linalg, optimize, sparse, special
 
 from .._threads import available_cores, threads_for_pass
-from ._base import GaussianPrior, RowsModel, _digest, coefficient_scales
+from ._base import GaussianPrior, RowsModel, coefficient_scales
 from ._cylinear import CyGaussianScale
-from ._glm import (check_design, check_targets, check_weights, design_fingerprint,
+from ._glm import (check_design, check_targets, check_weights, data_fingerprint,
                    design_size, max_weight, normal_equations)
 from ._rows import make_rows
 
@@ -212,10 +212,7 @@ class GaussianScaleRegressionModel(RowsModel):
     def fingerprint(self):
         fp = super().fingerprint()
         fp.update(family=self.family, fit_intercept=str(self.fit_intercept),
-                  noise_reference=repr(self.noise_reference), y=_digest(self.y),
-                  **design_fingerprint(self.X))
-        if getattr(self, "weights", None) is not None:
-            fp["weights"] = _digest(self.weights)
+                  noise_reference=repr(self.noise_reference), **data_fingerprint(self))
         return fp
 
     # ---- the sufficient statistics ---------------------------------------------------
@@ -313,13 +310,7 @@ class GaussianScaleRegressionModel(RowsModel):
     def subset(self, idx):
         """The model of the rows ``idx`` (copied, with their weights), with the same
         prior, noise reference and one thread."""
-        idx = np.sort(self.check_indices(idx))
-        weights = getattr(self, "weights", None)
-        sub = type(self)(self.X[idx], self.y[idx], fit_intercept=self.fit_intercept,
-                         noise_reference=self.noise_reference, n_threads=1,
-                         weights=None if weights is None else weights[idx])
-        sub.prior = self.prior
-        return sub
+        return self._subset(idx, type(self), noise_reference=self.noise_reference)
 
     # ---- the exact posterior (quadrature over t) -----------------------------------------
     def exact_posterior(self, n_grid=801, width=12.0, noise_log_prior=None):

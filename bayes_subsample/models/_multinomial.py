@@ -28,9 +28,9 @@ from scipy import sparse
 from scipy.special import logsumexp, softmax
 
 from .._threads import available_cores, threads_for_pass
-from ._base import GaussianPrior, RowsModel, _digest, coefficient_scales
+from ._base import GaussianPrior, RowsModel, coefficient_scales
 from ._cymultinomial import CyMultinomial
-from ._glm import (check_design, check_weights, design_fingerprint, design_size, max_weight,
+from ._glm import (check_design, check_weights, data_fingerprint, design_size, max_weight,
                    psd_factor, row_form_norms)
 from ._rows import make_rows
 
@@ -178,10 +178,7 @@ class MultinomialLogisticModel(RowsModel):
     def fingerprint(self):
         fp = super().fingerprint()
         fp.update(family=self.family, n_classes=str(self.n_classes),
-                  fit_intercept=str(self.fit_intercept), y=_digest(self.y),
-                  **design_fingerprint(self.X))
-        if getattr(self, "weights", None) is not None:
-            fp["weights"] = _digest(self.weights)
+                  fit_intercept=str(self.fit_intercept), **data_fingerprint(self))
         return fp
 
     # ---- layout ---------------------------------------------------------------------------
@@ -249,13 +246,7 @@ class MultinomialLogisticModel(RowsModel):
     def subset(self, idx):
         """The model of the rows ``idx`` (copied, with their weights), with the same
         prior and one thread."""
-        idx = np.sort(self.check_indices(idx))
-        weights = getattr(self, "weights", None)
-        sub = type(self)(self.X[idx], self.y[idx], n_classes=self.n_classes,
-                         fit_intercept=self.fit_intercept, n_threads=1,
-                         weights=None if weights is None else weights[idx])
-        sub.prior = self.prior
-        return sub
+        return self._subset(idx, type(self), n_classes=self.n_classes)
 
     # ---- range bounds (the confidence sampler) ---------------------------------------------
     def _spread(self, h):

@@ -73,6 +73,17 @@ cdef inline void _prefetch_row(const void* x, Py_ssize_t nbytes) noexcept nogil:
     BS_PREFETCH(c + nbytes - 1)
 
 
+def checked_indices(idx, Py_ssize_t n, str what="index"):
+    """``idx`` as a 1-D int64 array of values in ``[0, n)`` (``what`` names them
+    in the error)."""
+    i = np.ascontiguousarray(idx, dtype=np.int64)
+    if i.ndim != 1:
+        raise ValueError(f"indices must be 1-D, got shape {i.shape}")
+    if i.shape[0] and (i.min() < 0 or i.max() >= n):
+        raise IndexError(f"{what} out of range [0, {n})")
+    return i
+
+
 cdef class Rows:
     """Abstract row source; see ``DenseRows``."""
 
@@ -121,12 +132,7 @@ cdef class Rows:
     # Each validates its arguments and calls the method once on the whole chunk, so a
     # test sees exactly what a kernel gets.
     def _idx(self, idx):
-        i = np.ascontiguousarray(idx, dtype=np.int64)
-        if i.ndim != 1:
-            raise ValueError(f"indices must be 1-D, got shape {i.shape}")
-        if i.shape[0] and (i.min() < 0 or i.max() >= self.n_rows):
-            raise IndexError(f"row index out of range [0, {self.n_rows})")
-        return i
+        return checked_indices(idx, self.n_rows, "row index")
 
     def _range(self, start, stop):
         if not 0 <= start <= stop <= self.n_rows:

@@ -424,6 +424,11 @@ ATTRS_DOC = """
         chain, ``seconds_per_pass``, ``prepare_seconds`` (the default step
         size's measurement), ``tuning`` per chain, ``interrupted`` and
         ``draws_from_burn_in``.
+
+    See Also
+    --------
+    %(sibling)s
+    sklearn.neural_network.%(point_estimate)s : The point estimate of the same network.
 """
 
 INTERRUPT_NOTE = """

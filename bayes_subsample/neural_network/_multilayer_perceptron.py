@@ -23,6 +23,26 @@ __all__ = ["BayesianMLPClassifier", "BayesianMLPRegressor"]
 AUTO_NOISE = (0.1, 1.0)
 
 
+# the start of the Parameters section the methods share: ``{inputs}`` (the
+# predictions) and ``{training_inputs}`` (fit) in their docstrings
+_INPUTS_DOC = """Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            {}"""
+_DOC_PARTS = {
+    "{inputs}": _INPUTS_DOC.format("The inputs."),
+    "{training_inputs}": _INPUTS_DOC.format(
+        "Inputs, of order one (float32 runs the network in float32)."),
+}
+
+
+def _doc_inputs(method):
+    """Put the shared start of the Parameters section into ``method``'s docstring."""
+    for key, text in _DOC_PARTS.items():
+        method.__doc__ = method.__doc__.replace(key, text)
+    return method
+
+
 def _entropy(P):
     """Row entropies (nats) of the probability rows of ``P``."""
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -46,11 +66,9 @@ class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
-        The class labels, sorted.{ATTRS_DOC % dict(out_activation='"softmax".')}
-    See Also
-    --------
-    BayesianMLPRegressor : The regressor.
-    sklearn.neural_network.MLPClassifier : The point estimate of the same network.
+        The class labels, sorted.{ATTRS_DOC % dict(out_activation='"softmax".',
+                                                   sibling="BayesianMLPRegressor : The regressor.",
+                                                   point_estimate="MLPClassifier")}
 
     Notes
     -----
@@ -85,13 +103,11 @@ class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
         store_params(self, locals())
 
     @all_or_nothing
+    @_doc_inputs
     def fit(self, X, y):
         """Sample the posterior of the network's weights given ``X`` and the labels ``y``.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Inputs, of order one (float32 runs the network in float32).
+        {training_inputs}
         y : array-like of shape (n_samples,)
             Class labels (numbers or strings), at least two classes.
 
@@ -128,14 +144,12 @@ class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
             h[rows] = _entropy(P).mean(axis=0)
         return np.clip(mean, 0.0, 1.0), sd, h
 
+    @_doc_inputs
     def predict_proba(self, X):
         """Posterior predictive class probabilities: the softmax outputs
         averaged over the retained networks.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            The inputs.
+        {inputs}
 
         Returns
         -------
@@ -144,13 +158,11 @@ class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
         """
         return self._proba_moments(X)[0]
 
+    @_doc_inputs
     def predict_log_proba(self, X):
         """The logarithm of :meth:`predict_proba`.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            The inputs.
+        {inputs}
 
         Returns
         -------
@@ -160,13 +172,11 @@ class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
         with np.errstate(divide="ignore"):
             return np.log(self.predict_proba(X))
 
+    @_doc_inputs
     def predict(self, X):
         """The most probable class under the posterior predictive.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            The inputs.
+        {inputs}
 
         Returns
         -------
@@ -176,6 +186,7 @@ class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
         proba = self.predict_proba(X)
         return self.classes_[np.argmax(proba, axis=1)]
 
+    @_doc_inputs
     def predict_uncertainty(self, X):
         """How uncertain the posterior predictive is, row by row.
 
@@ -187,10 +198,7 @@ class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
         weights (disagreement between networks: epistemic, the part that more
         data would reduce; large away from the training data).
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            The inputs.
+        {inputs}
 
         Returns
         -------
@@ -238,11 +246,9 @@ class BayesianMLPRegressor(RegressorMixin, BaseBayesianMLP):
         The noise standard deviation in the units of ``y``.
     y_mean_, y_scale_ : float or ndarray of shape (n_targets,)
         The targets' mean and standard deviation used to standardise them.{
-        ATTRS_DOC % dict(out_activation='"identity".')}
-    See Also
-    --------
-    BayesianMLPClassifier : The classifier.
-    sklearn.neural_network.MLPRegressor : The point estimate of the same network.
+        ATTRS_DOC % dict(out_activation='"identity".',
+                         sibling="BayesianMLPClassifier : The classifier.",
+                         point_estimate="MLPRegressor")}
 
     Notes
     -----
@@ -291,13 +297,11 @@ class BayesianMLPRegressor(RegressorMixin, BaseBayesianMLP):
         return float(np.clip(sd, *AUTO_NOISE))
 
     @all_or_nothing
+    @_doc_inputs
     def fit(self, X, y):
         """Sample the posterior of the network's weights given ``X`` and ``y``.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Inputs, of order one (float32 runs the network in float32).
+        {training_inputs}
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
             Targets (standardised internally).
 
@@ -327,13 +331,11 @@ class BayesianMLPRegressor(RegressorMixin, BaseBayesianMLP):
         return self._fit_model(X, Ys[:, 0] if one else Ys, hidden, sampler, Y.shape[1],
                                noise_scale=noise)
 
+    @_doc_inputs
     def predict_uncertainty(self, X):
         """The posterior predictive mean and its spread, split in two.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            The inputs.
+        {inputs}
 
         Returns
         -------
@@ -363,13 +365,11 @@ class BayesianMLPRegressor(RegressorMixin, BaseBayesianMLP):
                 out[k] = out[k][:, 0]
         return out
 
+    @_doc_inputs
     def predict(self, X, return_std=False):
         """The posterior predictive mean (and standard deviation).
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            The inputs.
+        {inputs}
         return_std : bool, default=False
             Also return the predictive standard deviation (the networks'
             spread and the noise; see :meth:`predict_uncertainty`).

@@ -21,7 +21,7 @@ from ..exceptions import SamplingError
 from ..control_variates import TaylorControlVariate
 from ..models import RowStrata
 from . import _approx_mh_fast as _fast
-from ._base import LaplacePrepared
+from ._base import BaseSampler, LaplacePrepared
 from ._proposals import RandomWalkProposal, SGLDProposal
 from ._sgmcmc_fast import GradientEstimator
 from .mh import ProposalKernel
@@ -279,9 +279,18 @@ class DecisionRule:
         """The population the rule samples from, as the start of its permutation."""
         return np.arange(self.model.n_data, dtype=np.int64)
 
-    #: the name of the rule's error knob (``epsilon``, ``delta``), and its value
+    #: the name of the rule's error knob (``epsilon``, ``delta``: the attribute
+    #: holding its value), None for a rule without one
     knob_name = None
-    knob = 0.0
+
+    @property
+    def knob(self):
+        """The value of the error knob (0 for a rule without one)."""
+        return 0.0 if self.knob_name is None else getattr(self, self.knob_name)
+
+    @knob.setter
+    def knob(self, value):
+        setattr(self, self.knob_name, float(value))
 
     def exact_sum(self, theta, theta_new):
         """``sum_k l_k(theta') - l_k(theta)`` over all data, in storage order."""
@@ -357,6 +366,23 @@ def build_proposal(sampler, prepared, model):
                             adapt=sampler.adapt and sampler.step_size is None)
     return RandomWalkProposal(prepared.cov, scale0=sampler.step_size,
                               target=sampler.target_accept, adapt=sampler.adapt)
+
+
+class SubsampleMHSampler(BaseSampler):
+    """Base of the approximate MH samplers that decide each move on a growing
+    subsample (:class:`AusterityMH`, :class:`ConfidenceMH`): not exact."""
+
+    exact = False
+    #: decides MH moves on growing subsamples (a run reading most of the data
+    #: is slower than exact MH: ``Trace.check_convergence`` says so)
+    decides_on_subsamples = True
+    #: what to change when a run reads most of the data: without a proxy, with one
+    _advice = ("", "")
+
+    @property
+    def advice_when_reading_everything(self):
+        """What to change when a run reads most of the data."""
+        return self._advice[self.proxy is not None]
 
 
 @dataclass

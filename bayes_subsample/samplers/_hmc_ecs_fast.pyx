@@ -179,6 +179,13 @@ cdef class ECSCore(Potential):
             if self.n_exact > 0:
                 self.src.cache_rows(&self.eidx[0], self.ex, self.n_exact)
 
+    cdef void _load_rows(self, const int64_t* idx, RowBlock b, Py_ssize_t count) noexcept nogil:
+        """The rows ``idx[:count]`` into ``b``, with their constants at the reference
+        point once there is one."""
+        self.src.copy_rows(idx, b, count)
+        if self.has_reference:
+            self.src.cache_rows(idx, b, count)
+
     cdef Py_ssize_t _rows_available(self):
         return self.src.n_data
 
@@ -233,9 +240,7 @@ cdef class ECSCore(Potential):
         self.egrad = np.zeros((2, self.dim))
         if e:
             with nogil:
-                self.src.copy_rows(&self.eidx[0], self.ex, e)
-                if self.has_reference:
-                    self.src.cache_rows(&self.eidx[0], self.ex, e)
+                self._load_rows(&self.eidx[0], self.ex, e)
 
     @property
     def exact_rows(self):
@@ -298,9 +303,7 @@ cdef class ECSCore(Potential):
         self.peta = np.empty(bs * K)
         if m:
             with nogil:
-                self.src.copy_rows(&self.idx[0], self.sub, m)
-                if self.has_reference:
-                    self.src.cache_rows(&self.idx[0], self.sub, m)
+                self._load_rows(&self.idx[0], self.sub, m)
 
     # ---- accessors --------------------------------------------------------------------
     @property

@@ -255,6 +255,46 @@ cdef inline int _minibatch_gradient(GradientEstimator est, bitgen_t* bg, const d
     return 0
 
 
+cdef Py_ssize_t _langevin_steps(GradientEstimator est, double[::1] theta, double[::1] v,
+                                double alpha, double damping, double step_size,
+                                Py_ssize_t batch_size, Py_ssize_t n_steps, generator,
+                                int64_t[::1] idx, double[::1] g, double[::1] stein) except -1:
+    """The loop of :func:`sgld_steps` (``v`` None) and :func:`psgld_steps` (``v``
+    the running mean of the squared per-datum gradients): ``n_steps`` steps on
+    ``batch_size`` fresh iid indices each, stopped at the first non-finite
+    ``theta``. Returns the steps completed."""
+    cdef bitgen_t* bg = get_bitgen(generator)
+    cdef Py_ssize_t n = est.n_data, p = est.dim, s, j
+    cdef double scale = <double> n / <double> batch_size, inv_n = 1.0 / <double> n
+    cdef double half = 0.5 * step_size, noise = sqrt(step_size), keep = 1.0 - alpha, gb, G
+    cdef bint precondition = v is not None
+    cdef Py_ssize_t done = n_steps
+    cdef int rc = 0
+    cdef double* acc = _stein_buffer(stein, p)
+    if precondition and v.shape[0] != p:
+        raise ValueError(f"v must have length {p}")
+    with generator.bit_generator.lock, nogil:
+        for s in range(n_steps):
+            rc = _minibatch_gradient(est, bg, &theta[0], &idx[0], batch_size, scale, &g[0], acc)
+            if rc != 0:
+                break
+            if precondition:
+                for j in range(p):
+                    gb = g[j] * inv_n
+                    v[j] = alpha * v[j] + keep * gb * gb
+                    G = 1.0 / (damping + sqrt(v[j]))
+                    theta[j] += half * G * g[j] + sqrt(step_size * G) * rng_normal(bg)
+            else:
+                for j in range(p):
+                    theta[j] += half * g[j] + noise * rng_normal(bg)
+            if not _all_finite(&theta[0], p):
+                done = s
+                break
+    if rc != 0:
+        est.raise_error()
+    return done
+
+
 def sgld_steps(GradientEstimator est, double[::1] theta, double step_size,
                Py_ssize_t batch_size, Py_ssize_t n_steps, generator, int64_t[::1] idx,
                double[::1] g, double[::1] stein=None):
@@ -262,26 +302,8 @@ def sgld_steps(GradientEstimator est, double[::1] theta, double step_size,
     (each with ``batch_size`` fresh iid indices). ``stein``: sums of the pairs
     (position, gradient estimate) of every step are added to it
     (``_stein_add``). Returns the steps completed."""
-    cdef bitgen_t* bg = get_bitgen(generator)
-    cdef Py_ssize_t n = est.n_data, p = est.dim, s, i, j
-    cdef double scale = <double> n / <double> batch_size
-    cdef double half = 0.5 * step_size, noise = sqrt(step_size)
-    cdef Py_ssize_t done = n_steps
-    cdef int rc = 0
-    cdef double* acc = _stein_buffer(stein, p)
-    with generator.bit_generator.lock, nogil:
-        for s in range(n_steps):
-            rc = _minibatch_gradient(est, bg, &theta[0], &idx[0], batch_size, scale, &g[0], acc)
-            if rc != 0:
-                break
-            for j in range(p):
-                theta[j] += half * g[j] + noise * rng_normal(bg)
-            if not _all_finite(&theta[0], p):
-                done = s
-                break
-    if rc != 0:
-        est.raise_error()
-    return done
+    return _langevin_steps(est, theta, None, 0.0, 0.0, step_size, batch_size, n_steps,
+                           generator, idx, g, stein)
 
 
 def psgld_steps(GradientEstimator est, double[::1] theta, double[::1] v, double alpha,
@@ -293,31 +315,8 @@ def psgld_steps(GradientEstimator est, double[::1] theta, double[::1] v, double 
     ``v <- alpha v + (1 - alpha) gbar^2``, ``G = 1 / (damping + sqrt(v))`` and
     ``theta += eps/2 G g + sqrt(eps G) N(0, I)`` (coordinate-wise). ``stein`` as
     for :func:`sgld_steps`. Returns the steps completed."""
-    cdef bitgen_t* bg = get_bitgen(generator)
-    cdef Py_ssize_t n = est.n_data, p = est.dim, s, i, j
-    cdef double scale = <double> n / <double> batch_size, inv_n = 1.0 / <double> n
-    cdef double half = 0.5 * step_size, keep = 1.0 - alpha, gb, G
-    cdef Py_ssize_t done = n_steps
-    cdef int rc = 0
-    cdef double* acc = _stein_buffer(stein, p)
-    if v.shape[0] != p:
-        raise ValueError(f"v must have length {p}")
-    with generator.bit_generator.lock, nogil:
-        for s in range(n_steps):
-            rc = _minibatch_gradient(est, bg, &theta[0], &idx[0], batch_size, scale, &g[0], acc)
-            if rc != 0:
-                break
-            for j in range(p):
-                gb = g[j] * inv_n
-                v[j] = alpha * v[j] + keep * gb * gb
-                G = 1.0 / (damping + sqrt(v[j]))
-                theta[j] += half * G * g[j] + sqrt(step_size * G) * rng_normal(bg)
-            if not _all_finite(&theta[0], p):
-                done = s
-                break
-    if rc != 0:
-        est.raise_error()
-    return done
+    return _langevin_steps(est, theta, v, alpha, damping, step_size, batch_size, n_steps,
+                           generator, idx, g, stein)
 
 
 def sghmc_steps(GradientEstimator est, double[::1] theta, double[::1] mom, bint refresh,

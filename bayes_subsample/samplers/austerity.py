@@ -19,11 +19,11 @@ from numbers import Integral, Real
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from . import _approx_mh_fast as _fast
-from ._approx_mh import (ApproxMHKernel, DecisionRule, ProxyPrepared, build_proposal,
-                         prepare_proxy, resolve_first_batch)
+from ._approx_mh import (ApproxMHKernel, DecisionRule, ProxyPrepared, SubsampleMHSampler,
+                         build_proposal, prepare_proxy, resolve_first_batch)
 from .._deprecation import DEPRECATED, deprecated_constraint, renamed
 from .._params import store_params
-from ._base import BaseSampler, cv_order, diagonal_metric, prepare_laplace, shared_constraints
+from ._base import cv_order, diagonal_metric, prepare_laplace, shared_constraints
 from .mh import resolve_n_steps
 
 __all__ = ["AusterityMH"]
@@ -41,14 +41,6 @@ class SequentialTestRule(DecisionRule):
         self.batch_size = int(batch_size)
         self.first_batch_size = int(first_batch_size)
 
-    @property
-    def knob(self):
-        return self.epsilon
-
-    @knob.setter
-    def knob(self, value):
-        self.epsilon = float(value)
-
     def decide(self, state, theta_new, threshold):
         n = self.model.n_data
         if self.epsilon == 0.0:
@@ -64,7 +56,7 @@ class SequentialTestRule(DecisionRule):
         return acc, n_used, n_batches
 
 
-class AusterityMH(BaseSampler):
+class AusterityMH(SubsampleMHSampler):
     """Approximate Metropolis-Hastings with a sequential t-test (austerity MH).
 
     Each MH decision compares the mean of ``l_k = l_k(theta') - l_k(theta)``
@@ -190,19 +182,9 @@ class AusterityMH(BaseSampler):
     """
 
     name = "austerity"
-    exact = False
-    #: decides MH moves on growing subsamples (a run reading most of the data
-    #: is slower than exact MH: ``Trace.check_convergence`` says so)
-    decides_on_subsamples = True
-
-    @property
-    def advice_when_reading_everything(self):
-        """What to change when a run reads most of the data."""
-        if self.proxy is None:
-            return ("use proxy='auto' (control-variate differences need far fewer data near "
-                    "the mode), raise epsilon (a larger per-test error), or use exact MH "
-                    "(sampler='mh')")
-        return "raise epsilon (a larger per-test error), or use exact MH (sampler='mh')"
+    _advice = ("use proxy='auto' (control-variate differences need far fewer data near the "
+               "mode), raise epsilon (a larger per-test error), or use exact MH (sampler='mh')",
+               "raise epsilon (a larger per-test error), or use exact MH (sampler='mh')")
 
     _parameter_constraints = {
         **shared_constraints("batch_size", "step_size", "adapt", "check_exact", "target_accept",

@@ -27,9 +27,9 @@ from .._params import store_params
 from .._seqtest import BOUNDS
 from ..models import row_strata
 from . import _approx_mh_fast as _fast
-from ._approx_mh import (ApproxMHKernel, DecisionRule, ProxyPrepared, build_proposal,
-                         model_has_proxy, prepare_proxy, resolve_first_batch)
-from ._base import (BaseSampler, diagonal_metric, prepare_laplace, refuse_without_hessian,
+from ._approx_mh import (ApproxMHKernel, DecisionRule, ProxyPrepared, SubsampleMHSampler,
+                         build_proposal, model_has_proxy, prepare_proxy, resolve_first_batch)
+from ._base import (diagonal_metric, prepare_laplace, refuse_without_hessian,
                     shared_constraints)
 from .mh import resolve_n_steps
 
@@ -64,14 +64,6 @@ class ConfidenceRule(DecisionRule):
         if self.strata is not None:
             return np.zeros(0, dtype=np.int64)
         return super().initial_perm()
-
-    @property
-    def knob(self):
-        return self.delta
-
-    @knob.setter
-    def knob(self, value):
-        self.delta = float(value)
 
     @property
     def first_checks(self):
@@ -134,7 +126,7 @@ class ConfidenceRule(DecisionRule):
         return acc, t, k
 
 
-class ConfidenceMH(BaseSampler):
+class ConfidenceMH(SubsampleMHSampler):
     """The confidence sampler (MHSubLhd): approximate MH with a
     concentration-bound stopping rule.
 
@@ -242,18 +234,11 @@ default="bernstein_serfling"
     """
 
     name = "confidence"
-    exact = False
-    decides_on_subsamples = True
-
-    @property
-    def advice_when_reading_everything(self):
-        """What to change when a run reads most of the data."""
-        if self.proxy is None:
-            return ("try proxy='taylor' or 'auto' (control-variate differences need far fewer "
-                    "data near the mode) or a larger delta, or use exact MH (sampler='mh')")
-        return ("raise delta, or use exact MH (sampler='mh'); proxy='auto' uses the plain "
-                "bound for models without a residual range bound (Poisson GLMs, user models), "
-                "which reads nearly everything at equilibrium")
+    _advice = ("try proxy='taylor' or 'auto' (control-variate differences need far fewer data "
+               "near the mode) or a larger delta, or use exact MH (sampler='mh')",
+               "raise delta, or use exact MH (sampler='mh'); proxy='auto' uses the plain bound "
+               "for models without a residual range bound (Poisson GLMs, user models), which "
+               "reads nearly everything at equilibrium")
 
     _parameter_constraints = {
         **shared_constraints("step_size", "adapt", "check_exact", "target_accept", "n_steps",

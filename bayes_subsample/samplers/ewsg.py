@@ -20,9 +20,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from .. import _rng
 from .._params import store_params
 from . import _sgmcmc_fast as _fast
-from ._base import BaseSampler, shared_constraints
-from .sgmcmc import (SG_INFO_FIELDS, _BIAS_NOTE, _CHECK_PARAM, _METRIC_PARAM, _SGKernelBase,
-                     prepare_sg)
+from ._base import shared_constraints
+from .sgmcmc import SG_INFO_FIELDS, SGSampler, _SGKernelBase, prepare_sg
 
 __all__ = ["EWSG"]
 
@@ -86,7 +85,7 @@ class EWSGKernel(_SGKernelBase):
                 "index_chain_length": self.index_chain_length}
 
 
-class EWSG(BaseSampler):
+class EWSG(SGSampler):
     """Exponentially weighted stochastic gradients for underdamped Langevin
     dynamics (the EWSG paper's Algorithm 1; :ref:`algo-ewsg`).
 
@@ -174,19 +173,12 @@ class EWSG(BaseSampler):
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from bayes_subsample import sample
-    >>> from bayes_subsample.models import LogisticRegressionModel
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(2000, 3)); y = (rng.random(2000) < 0.5).astype(float)
-    >>> trace = sample(LogisticRegressionModel(X, y), EWSG(batch_size=20), n_samples=200,
-    ...                n_warmup=100, n_chains=1, random_state=0, check_convergence=False)
+    {example: EWSG(batch_size=20)}
     >>> bool(0 <= np.nanmean(trace.stats["index_accept"]) <= 1)
     True
     """
 
     name = "ewsg"
-    exact = False
     _parameter_constraints = {
         **shared_constraints("step_size", "batch_size", "friction", "n_steps",
                              "control_variates", "precondition", "metric",
@@ -209,7 +201,3 @@ class EWSG(BaseSampler):
     def build(self, model, prepared, n_warmup):
         return EWSGKernel(model, prepared, self, n_warmup)
 
-
-EWSG.__doc__ = (EWSG.__doc__.replace("{bias}", _BIAS_NOTE)
-                .replace("    {metric}\n", _METRIC_PARAM)
-                .replace("    {check}\n", _CHECK_PARAM))

@@ -17,8 +17,8 @@ from sklearn.utils._param_validation import Interval
 
 from .._params import store_params
 from . import _sgmcmc_fast as _fast
-from ._base import BaseSampler, shared_constraints
-from .sgmcmc import _BIAS_NOTE, _CHECK_PARAM, _SGKernelBase, prepare_sg
+from ._base import shared_constraints
+from .sgmcmc import SGSampler, _SGKernelBase, prepare_sg
 
 __all__ = ["PSGLD"]
 
@@ -63,7 +63,7 @@ class PSGLDKernel(_SGKernelBase):
         return {**super().tuning(), "alpha": self.alpha, "damping": self.damping}
 
 
-class PSGLD(BaseSampler):
+class PSGLD(SGSampler):
     """Preconditioned SGLD (Li, Chen, Carlson and Carin 2016; :ref:`algo-psgld`):
     SGLD with RMSprop's diagonal preconditioner, in the paper's practical form
     (its ``Gamma`` correction term omitted).
@@ -131,20 +131,11 @@ class PSGLD(BaseSampler):
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from bayes_subsample import sample
-    >>> from bayes_subsample.models import GaussianRegressionModel
     >>> from bayes_subsample.samplers import PSGLD
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(500, 2)); y = X @ [1.0, -1.0] + rng.normal(size=500)
-    >>> trace = sample(GaussianRegressionModel(X, y), PSGLD(batch_size=50), n_samples=100,
-    ...                n_warmup=50, n_chains=1, random_state=0, check_convergence=False)
-    >>> trace.draws.shape
-    (1, 100, 3)
+    {example: PSGLD(batch_size=50)}
     """
 
     name = "psgld"
-    exact = False
     _parameter_constraints = {
         **shared_constraints("step_size", "batch_size", "n_steps", "metric",
                              optional=("batch_size",)),
@@ -164,6 +155,3 @@ class PSGLD(BaseSampler):
     def build(self, model, prepared, n_warmup):
         return PSGLDKernel(model, prepared, self, n_warmup)
 
-
-PSGLD.__doc__ = (PSGLD.__doc__.replace("{bias}", _BIAS_NOTE)
-                 .replace("    {check}\n", _CHECK_PARAM))

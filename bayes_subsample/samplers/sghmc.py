@@ -13,10 +13,9 @@ from sklearn.utils._param_validation import StrOptions
 from .._deprecation import DEPRECATED, deprecated_constraint
 from .._params import store_params
 from . import _sgmcmc_fast as _fast
-from ._base import BaseSampler, shared_constraints
+from ._base import shared_constraints
 from ._hamiltonian import Metric
-from .sgmcmc import (_BIAS_NOTE, _CHECK_PARAM, _EXAMPLE_DATA, _METRIC_PARAM, SGLD, SGState,
-                     _SGKernelBase, prepare_sg)
+from .sgmcmc import SGSampler, SGState, _SGKernelBase, prepare_sg
 
 __all__ = ["SGHMC"]
 
@@ -47,7 +46,7 @@ class SGHMCKernel(_SGKernelBase):
         return {**super().tuning(), "friction": self.friction}
 
 
-class SGHMC(BaseSampler):
+class SGHMC(SGSampler):
     """Stochastic-gradient Hamiltonian Monte Carlo (Chen et al. 2014) with friction
     ``C = friction * M`` and ``B_hat = 0`` (:ref:`algo-sgmcmc`). The mass ``M`` is
     the posterior precision at the mode when ``precondition`` (the dynamics run
@@ -122,16 +121,10 @@ class SGHMC(BaseSampler):
 
     Examples
     --------
-    {example_data}
-    >>> trace = sample(GaussianRegressionModel(X, y), SGHMC(batch_size=20, n_steps=10),
-    ...                n_samples=100, n_warmup=50, n_chains=1, random_state=0,
-    ...                check_convergence=False)
-    >>> trace.draws.shape
-    (1, 100, 3)
+    {example: SGHMC(batch_size=20, n_steps=10)}
     """
 
     name = "sghmc"
-    exact = False
     _parameter_constraints = {
         **shared_constraints("step_size", "batch_size", "n_steps", "friction", "control_variates",
                              "precondition", "metric",
@@ -161,9 +154,3 @@ class SGHMC(BaseSampler):
     def build(self, model, prepared, n_warmup):
         return SGHMCKernel(model, prepared, self, n_warmup)
 
-
-for _cls in (SGLD, SGHMC):
-    _cls.__doc__ = (_cls.__doc__.replace("{bias}", _BIAS_NOTE)
-                    .replace("    {metric}\n", _METRIC_PARAM)
-                    .replace("    {check}\n", _CHECK_PARAM)
-                    .replace("    {example_data}", _EXAMPLE_DATA))

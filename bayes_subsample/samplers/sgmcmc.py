@@ -15,6 +15,7 @@ object (user models through their callback object).
 """
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass
 from numbers import Integral, Real
@@ -80,13 +81,36 @@ _METRIC_PARAM = """\
         to 2,000 parameters, diagonal beyond. See :ref:`scaling-wide`.
 """
 
-# the data set-up of the SGLD and SGHMC examples ({example_data} in their docstrings)
-_EXAMPLE_DATA = """\
+# the example of the SG samplers: a run of the sampler written after
+# ``{example: `` in their docstrings on a Gaussian regression
+_EXAMPLE = """\
     >>> import numpy as np
     >>> from bayes_subsample import sample
     >>> from bayes_subsample.models import GaussianRegressionModel
     >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(2000, 2)); y = X @ [1.0, -1.0] + rng.normal(size=2000)"""
+    >>> X = rng.normal(size=(500, 2)); y = X @ [1.0, -1.0] + rng.normal(size=500)
+    >>> trace = sample(GaussianRegressionModel(X, y), {sampler},
+    ...                n_samples=100, n_warmup=50, n_chains=1, random_state=0,
+    ...                check_convergence=False)
+    >>> trace.draws.shape
+    (1, 100, 3)"""
+
+
+class SGSampler(BaseSampler):
+    """Base of the stochastic-gradient samplers (SGLD, SGHMC, pSGLD, EWSG): not
+    exact (the step size biases what they sample). A subclass's docstring gets
+    the shared parts put in: the bias note, the ``metric`` and ``check_spread``
+    entries and the example (the placeholders of this module)."""
+
+    exact = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        doc = (cls.__doc__.replace("{bias}", _BIAS_NOTE)
+               .replace("    {metric}\n", _METRIC_PARAM)
+               .replace("    {check}\n", _CHECK_PARAM))
+        cls.__doc__ = re.sub(r"    \{example: (.+)\}",
+                             lambda m: _EXAMPLE.format(sampler=m.group(1)), doc)
 
 
 # --------------------------------------------------------------------------------------
@@ -640,7 +664,7 @@ class SGLDKernel(_SGKernelBase):
         return self._iteration(state, done, z)
 
 
-class SGLD(BaseSampler):
+class SGLD(SGSampler):
     """Stochastic-gradient Langevin dynamics (Welling & Teh 2011; :ref:`algo-sgmcmc`).
 
     Each step draws ``batch_size`` indices ``u`` iid uniformly (with
@@ -723,15 +747,10 @@ class SGLD(BaseSampler):
 
     Examples
     --------
-    {example_data}
-    >>> trace = sample(GaussianRegressionModel(X, y), SGLD(batch_size=20), n_samples=200,
-    ...                n_warmup=100, n_chains=1, random_state=0, check_convergence=False)
-    >>> trace.draws.shape
-    (1, 200, 3)
+    {example: SGLD(batch_size=20)}
     """
 
     name = "sgld"
-    exact = False
     _parameter_constraints = {
         **shared_constraints("step_size", "batch_size", "control_variates", "n_steps",
                              "precondition", "metric",
