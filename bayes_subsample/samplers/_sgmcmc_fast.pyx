@@ -13,10 +13,14 @@ step count smaller than ``n_steps`` means the state became non-finite at that
 step (the caller raises).
 """
 import numpy as np
-from libc.math cimport sqrt, log, isfinite
+from libc.math cimport sqrt, log, isfinite, fabs
+from libc.float cimport DBL_MAX
+from bayes_subsample._typedefs cimport floating
 from libc.stdint cimport int64_t
 from numpy.random cimport bitgen_t
-from bayes_subsample._rng cimport (get_bitgen, rng_index, rng_normal, rng_uniform_open,
+from numpy.random.c_distributions cimport random_standard_normal_fill
+from bayes_subsample._normal32 cimport normal_fill_f
+from bayes_subsample._rng cimport (get_bitgen, rng_index, rng_uniform_open,
                                    fisher_yates_step)
 from bayes_subsample.models._cymodel cimport CyModel
 from bayes_subsample.samplers._hamiltonian cimport Metric
@@ -70,6 +74,11 @@ cdef class GradientEstimator:
     #: per-datum evaluations of one minibatch term (2 for user models with control
     #: variates, which evaluate gradients at theta and theta*)
     cdef readonly int evals_per_datum
+    #: the samplers draw their noise as float32 normals (``_normal32``, a stream of
+    #: its own): set by the kernels for models that compute in float32 (the
+    #: MLP on float32 rows), whose noise needs no more; False keeps numpy's
+    #: float64 normals (the GLMs' draws)
+    cdef public bint noise32
 
     def __init__(self, CyModel model, prior_precision, cv=None):
         cdef const double[::1] es
@@ -83,6 +92,7 @@ cdef class GradientEstimator:
         self.th_buf = np.zeros(self.dim)
         self.g_buf = np.zeros(self.dim)
         self.whitened = False
+        self.noise32 = False
         self.eta_star = NULL
         if cv is None:
             self.cv_order = -1
@@ -126,16 +136,31 @@ cdef class GradientEstimator:
         cdef Py_ssize_t j, l, p = self.dim
         cdef double s
         cdef int rc
+        cdef double* th
+        cdef const double* Ld
+        cdef const double* sh
+        cdef const double* pr
+        cdef const double* gl
         if not self.whitened:
             return self._estimate(x, idx, m, lik_scale, prior_scale, out)
         if self.diag_whiten:
+            th, Ld, sh = &self.th_buf[0], &self.L_diag[0], &self.shift[0]
             for j in range(p):
-                self.th_buf[j] = self.shift[j] + self.L_diag[j] * x[j]
-            rc = self._estimate(&self.th_buf[0], idx, m, lik_scale, prior_scale,
-                                &self.g_buf[0])
+                th[j] = sh[j] + Ld[j] * x[j]
+            if self.cv_order >= 0:
+                rc = self._estimate(th, idx, m, lik_scale, prior_scale, &self.g_buf[0])
+                for j in range(p):
+                    out[j] = Ld[j] * self.g_buf[j]
+                return rc
+            # without control variates (networks): _estimate's prior term and the
+            # map back to z in one pass, the same operations in the same order
+            rc = self.model.grad_sum(th, idx, m, &self.tmp[0], NULL)
+            if rc != 0:
+                return rc
+            pr, gl = &self.prior_prec[0], &self.tmp[0]
             for j in range(p):
-                out[j] = self.L_diag[j] * self.g_buf[j]
-            return rc
+                out[j] = Ld[j] * (-prior_scale * pr[j] * th[j] + lik_scale * gl[j])
+            return 0
         for j in range(p):
             s = self.shift[j]
             for l in range(j + 1):
@@ -207,6 +232,78 @@ cdef inline bint _all_finite(const double* a, Py_ssize_t p) noexcept nogil:
     return True
 
 
+cdef class Noise:
+    """One step's standard normals for the ``p`` coordinates, drawn at once
+    (``fill``) into ``xi`` (float64: numpy's normals, the numbers the loops
+    drew one at a time before, in the same order) or ``xi32`` (float32,
+    ``_normal32``: when the estimator's ``noise32``). Drawing them in one call
+    and then updating in a loop without calls lets the compiler vectorise the
+    update, and is the fast path of the float32 normals."""
+    cdef double[::1] xi
+    cdef float[::1] xi32
+    cdef bint single
+    cdef Py_ssize_t p
+
+    def __init__(self, GradientEstimator est):
+        self.p = est.dim
+        self.single = est.noise32
+        if self.single:
+            self.xi32 = np.empty(max(self.p, 1), dtype=np.float32)
+        else:
+            self.xi = np.empty(max(self.p, 1))
+
+    cdef inline void fill(self, bitgen_t* bg) noexcept nogil:
+        if self.single:
+            normal_fill_f(bg, self.p, &self.xi32[0])
+        else:
+            random_standard_normal_fill(bg, self.p, &self.xi[0])
+
+
+cdef inline bint _sghmc_update(double* theta, double* mom, const double* g,
+                               const floating* xi, double step_size, double friction,
+                               double noise, bint advance, Py_ssize_t p) noexcept nogil:
+    """The end of an SGHMC step (identity metric) in one pass:
+    ``mom += eps (g - friction mom) + noise xi``; whether ``theta`` and the new
+    ``mom`` are all finite (returned); then, with ``advance``, the next step's
+    position ``theta += eps mom`` (the same operations as separate loops)."""
+    cdef Py_ssize_t j
+    cdef double m
+    cdef int bad = 0
+    for j in range(p):
+        m = mom[j] + (step_size * (g[j] - friction * mom[j]) + noise * <double> xi[j])
+        mom[j] = m
+        # not finite: NaN fails the comparison, an infinity exceeds DBL_MAX
+        bad = bad | (not (fabs(theta[j]) <= DBL_MAX)) | (not (fabs(m) <= DBL_MAX))
+        if advance:
+            theta[j] = theta[j] + step_size * m
+    return not bad
+
+
+cdef inline void _sgld_update(double* theta, const double* g, const floating* xi, double half,
+                              double noise, Py_ssize_t p) noexcept nogil:
+    """``theta += eps/2 g + noise xi``."""
+    cdef Py_ssize_t j
+    for j in range(p):
+        theta[j] = theta[j] + (half * g[j] + noise * <double> xi[j])
+
+
+cdef inline bint _ewsg_update(double* theta, double* r, const double* g, const floating* xi,
+                              double step_size, double gamma, double noise,
+                              Py_ssize_t p) noexcept nogil:
+    """EWSG's Euler-Maruyama step in one pass (``theta += eps r`` with the old
+    ``r``; ``r += -eps (g + gamma r) + noise xi``); whether both are finite."""
+    cdef Py_ssize_t j
+    cdef double th, rj
+    cdef int bad = 0
+    for j in range(p):
+        th = theta[j] + step_size * r[j]
+        rj = r[j] - step_size * (g[j] + gamma * r[j]) + noise * <double> xi[j]
+        r[j] = rj
+        theta[j] = th
+        bad = bad | (not (fabs(th) <= DBL_MAX)) | (not (fabs(rj) <= DBL_MAX))
+    return not bad
+
+
 #: entries of a Stein accumulator per parameter (sum g z, sum g, sum z, sum z^2),
 #: plus one for the count
 STEIN_FIELDS = 4
@@ -269,13 +366,17 @@ def sgld_steps(GradientEstimator est, double[::1] theta, double step_size,
     cdef Py_ssize_t done = n_steps
     cdef int rc = 0
     cdef double* acc = _stein_buffer(stein, p)
+    cdef Noise nz = Noise(est)
     with generator.bit_generator.lock, nogil:
         for s in range(n_steps):
             rc = _minibatch_gradient(est, bg, &theta[0], &idx[0], batch_size, scale, &g[0], acc)
             if rc != 0:
                 break
-            for j in range(p):
-                theta[j] += half * g[j] + noise * rng_normal(bg)
+            nz.fill(bg)
+            if nz.single:
+                _sgld_update(&theta[0], &g[0], &nz.xi32[0], half, noise, p)
+            else:
+                _sgld_update(&theta[0], &g[0], &nz.xi[0], half, noise, p)
             if not _all_finite(&theta[0], p):
                 done = s
                 break
@@ -302,16 +403,19 @@ def psgld_steps(GradientEstimator est, double[::1] theta, double[::1] v, double 
     cdef double* acc = _stein_buffer(stein, p)
     if v.shape[0] != p:
         raise ValueError(f"v must have length {p}")
+    cdef Noise nz = Noise(est)
     with generator.bit_generator.lock, nogil:
         for s in range(n_steps):
             rc = _minibatch_gradient(est, bg, &theta[0], &idx[0], batch_size, scale, &g[0], acc)
             if rc != 0:
                 break
+            nz.fill(bg)
             for j in range(p):
                 gb = g[j] * inv_n
                 v[j] = alpha * v[j] + keep * gb * gb
                 G = 1.0 / (damping + sqrt(v[j]))
-                theta[j] += half * G * g[j] + sqrt(step_size * G) * rng_normal(bg)
+                theta[j] += half * G * g[j] + sqrt(step_size * G) * (
+                    <double> nz.xi32[j] if nz.single else nz.xi[j])
             if not _all_finite(&theta[0], p):
                 done = s
                 break
@@ -337,32 +441,46 @@ def sghmc_steps(GradientEstimator est, double[::1] theta, double[::1] mom, bint 
     cdef Py_ssize_t done = n_steps
     cdef int rc = 0
     cdef double* acc = _stein_buffer(stein, p)
-    # the identity metric (SGHMC's, in the coordinates it moves): M^-1 p is p and the
-    # noise's normals go straight into the update (the same numbers, no copies:
-    # on a network of 80,000 weights these passes cost as much as the gradient)
-    cdef bint unit = metric.identity
+    # the identity metric (SGHMC's, in the coordinates it moves): M^-1 p is p, the
+    # noise is a step's normals drawn at once (Noise) and the passes over the
+    # parameters are fused (on a network of 80,000 weights they cost as much as
+    # the gradient)
+    cdef bint unit = metric.identity, ok
+    cdef Noise nz = Noise(est) if unit else None
     with generator.bit_generator.lock, nogil:
         if refresh:
             metric.sample_momentum(bg, &z[0], &mom[0])
-        for s in range(n_steps):
-            if unit:
-                for j in range(p):
-                    theta[j] += step_size * mom[j]
-            else:
-                metric.kinetic(&mom[0], &v[0])
-                for j in range(p):
-                    theta[j] += step_size * v[j]
+        if unit:
+            # each step's momentum update, finiteness check and the next step's
+            # position in one pass (_sghmc_update): the first position here
+            for j in range(p):
+                theta[j] += step_size * mom[j]
+            for s in range(n_steps):
+                rc = _minibatch_gradient(est, bg, &theta[0], &idx[0], batch_size, scale,
+                                         &g[0], acc)
+                if rc != 0:
+                    break
+                nz.fill(bg)
+                if nz.single:
+                    ok = _sghmc_update(&theta[0], &mom[0], &g[0], &nz.xi32[0], step_size,
+                                       friction, noise, s + 1 < n_steps, p)
+                else:
+                    ok = _sghmc_update(&theta[0], &mom[0], &g[0], &nz.xi[0], step_size,
+                                       friction, noise, s + 1 < n_steps, p)
+                if not ok:
+                    done = s
+                    break
+        for s in range(0 if unit else n_steps):
+            metric.kinetic(&mom[0], &v[0])
+            for j in range(p):
+                theta[j] += step_size * v[j]
             rc = _minibatch_gradient(est, bg, &theta[0], &idx[0], batch_size, scale, &g[0], acc)
             if rc != 0:
                 break
-            if unit:
-                for j in range(p):
-                    mom[j] += step_size * (g[j] - friction * mom[j]) + noise * rng_normal(bg)
-            else:
-                metric.sample_momentum(bg, &z[0], &xi[0])
-                for j in range(p):
-                    # C M^-1 p_old with C = friction * M is friction * p_old
-                    mom[j] += step_size * (g[j] - friction * mom[j]) + noise * xi[j]
+            metric.sample_momentum(bg, &z[0], &xi[0])
+            for j in range(p):
+                # C M^-1 p_old with C = friction * M is friction * p_old
+                mom[j] += step_size * (g[j] - friction * mom[j]) + noise * xi[j]
             if not (_all_finite(&theta[0], p) and _all_finite(&mom[0], p)):
                 done = s
                 break
@@ -429,8 +547,9 @@ def ewsg_steps(GradientEstimator est, double[::1] theta, double[::1] r, int64_t[
     cdef double noise = sigma * sqrt(step_size), e_cur, e_prop, th
     cdef Py_ssize_t done = n_steps, n_acc = 0
     cdef int rc = 0
-    cdef bint fresh
+    cdef bint fresh, ok
     cdef double* acc = _stein_buffer(stein, p)
+    cdef Noise nz = Noise(est)
     if perm.shape[0] != n:
         raise ValueError(f"perm must have length {n}")
     part = Partition(&perm[0], n, (n + batch_size - 1) // batch_size, batch_size, chain[1], 0)
@@ -467,11 +586,14 @@ def ewsg_steps(GradientEstimator est, double[::1] theta, double[::1] r, int64_t[
             if rc != 0:
                 break
             # Euler-Maruyama: theta uses r_k, r uses grad at theta_k
-            for j in range(p):
-                th = theta[j] + step_size * r[j]
-                r[j] = r[j] - step_size * (g_cur[j] + gamma * r[j]) + noise * rng_normal(bg)
-                theta[j] = th
-            if not (_all_finite(&theta[0], p) and _all_finite(&r[0], p)):
+            nz.fill(bg)
+            if nz.single:
+                ok = _ewsg_update(&theta[0], &r[0], &g_cur[0], &nz.xi32[0], step_size, gamma,
+                                  noise, p)
+            else:
+                ok = _ewsg_update(&theta[0], &r[0], &g_cur[0], &nz.xi[0], step_size, gamma,
+                                  noise, p)
+            if not ok:
                 done = s
                 break
     if rc != 0:
