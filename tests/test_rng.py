@@ -360,3 +360,5 @@ def test_seq_ttest_constant_terms_any_value_examine_everything(c, batch):
     for per_term in (False, True):
         accept, n, _ = seq_ttest(x, mu0, 0.5, batch, batch, per_term=per_term)
         assert n == 2000 and accept == (c > mu0)
+
+

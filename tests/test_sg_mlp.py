@@ -26,12 +26,14 @@ import pytest
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
-from bayes_subsample import sample
+from bayes_subsample import _rng, sample
 from bayes_subsample.diagnostics import mcse_mean
 from bayes_subsample.models import MLPModel, MultinomialLogisticModel
+from bayes_subsample.models._mlp import mlp_grad_reference
 from bayes_subsample.samplers import EWSG, PSGLD, SAMPLERS, SGHMC, SGLD, suggest_step_size
 from bayes_subsample.samplers._sg_tuning import START_STEP
 from bayes_subsample.samplers import _sgmcmc_fast, sgmcmc
+from bayes_subsample.samplers._hamiltonian import Metric
 from bayes_subsample.samplers._sgmcmc_fast import GradientEstimator
 
 SG = ["sgld", "sghmc", "ewsg", "psgld"]
@@ -262,3 +264,57 @@ def test_runaway_step_raises(digits):
     with pytest.raises(SamplingError, match="step_size"):
         sample(digits[0], PSGLD(step_size=1.0), n_samples=5, n_warmup=5, n_chains=1,
                random_state=0)
+
+
+# ---- the compiled SGHMC loop against a NumPy replay ---------------------------------------
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", ["sghmc", "sgld"])
+def test_sg_steps_against_numpy_reference(name, dtype):
+    """``sghmc_steps`` (identity metric, no refresh: the network's defaults) and
+    ``sgld_steps`` in ``z = sqrt(n) theta``, replayed in NumPy from the same
+    seed: minibatches from ``_rng.uniform_indices``, gradients from
+    ``mlp_grad_reference``, noise from ``standard_normal`` (float64 rows) or
+    the float32 normals' Python definition (float32 rows, whose kernels set
+    ``noise32``): the same draws and generator state, the positions within
+    float32 (or float64) rounding."""
+    rng0 = np.random.default_rng(4)
+    n, d, sizes = 120, 6, (6, 5, 3)
+    X = rng0.normal(size=(n, d)).astype(dtype)
+    y = rng0.integers(0, 3, n)
+    model = MLPModel(X, y, hidden_layer_sizes=sizes[1:-1], n_classes=3)
+    p, b, steps, eps, friction = model.n_params, 10, 6, 0.05, 0.3
+    est = GradientEstimator(model.compiled, model.prior.precision)
+    est.whiten(np.zeros(p), np.full(p, n ** -0.5))
+    est.noise32 = dtype == np.float32
+    z0, mom0 = rng0.normal(size=p), rng0.normal(size=p)
+    z, mom = z0.copy(), mom0.copy()
+    gen = np.random.default_rng(9)
+    idx, g = np.empty(b, dtype=np.int64), np.empty(p)
+    if name == "sghmc":
+        done = _sgmcmc_fast.sghmc_steps(est, z, mom, False, Metric(dim=p), eps, friction, b,
+                                        steps, gen, idx, g, np.empty(p), np.empty(p),
+                                        np.empty(p))
+    else:
+        done = _sgmcmc_fast.sgld_steps(est, z, eps, b, steps, gen, idx, g)
+    assert done == steps
+    # the replay
+    ref = np.random.default_rng(9)
+    L, Xr, prec = n ** -0.5, X.astype(np.float64), np.asarray(model.prior.precision)
+    zr, mr = z0.copy(), mom0.copy()
+    for _ in range(steps):
+        if name == "sghmc":
+            zr = zr + eps * mr
+        ix = _rng.uniform_indices(ref, n, b)
+        theta = L * zr
+        grad = mlp_grad_reference(Xr[ix], y[ix], theta, sizes).sum(axis=0)
+        gz = L * (-prec * theta + n / b * grad)
+        xi = ref.standard_normal(p, dtype=dtype).astype(np.float64)
+        if name == "sghmc":
+            mr = mr + (eps * (gz - friction * mr) + np.sqrt(2 * friction * eps) * xi)
+        else:
+            zr = zr + (0.5 * eps * gz + np.sqrt(eps) * xi)
+    assert gen.bit_generator.state == ref.bit_generator.state
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(z, zr, rtol=0, atol=tol * np.abs(zr).max())
+    if name == "sghmc":
+        np.testing.assert_allclose(mom, mr, rtol=0, atol=tol * np.abs(mr).max())

@@ -14,9 +14,12 @@ step (the caller raises).
 """
 import numpy as np
 from libc.math cimport sqrt, log, isfinite
+from bayes_subsample._typedefs cimport floating
 from libc.stdint cimport int64_t
 from numpy.random cimport bitgen_t
-from bayes_subsample._rng cimport (get_bitgen, rng_index, rng_normal, rng_uniform_open,
+from numpy.random.c_distributions cimport (random_standard_normal_fill,
+                                           random_standard_normal_fill_f)
+from bayes_subsample._rng cimport (get_bitgen, rng_index, rng_uniform_open,
                                    fisher_yates_step)
 from bayes_subsample.models._cymodel cimport CyModel
 from bayes_subsample.samplers._hamiltonian cimport Metric
@@ -66,10 +69,20 @@ cdef class GradientEstimator:
     cdef readonly bint whitened
     cdef bint diag_whiten
     cdef double[::1] shift, th_buf, g_buf, L_diag
+    # diagonal whitening with one L, one shift and one prior precision for every
+    # coordinate (networks: z = sqrt(n) theta under an N(0, s^2 I) prior): their
+    # values as scalars, three vectors fewer read per gradient
+    cdef bint uniform
+    cdef double L0, shift0, prec0
     cdef double[:, ::1] L
     #: per-datum evaluations of one minibatch term (2 for user models with control
     #: variates, which evaluate gradients at theta and theta*)
     cdef readonly int evals_per_datum
+    #: the samplers draw their noise as float32 normals (numpy's float32
+    #: ziggurat): set by the kernels for models that compute in float32 (the
+    #: MLP on float32 rows), whose noise needs no more; False keeps numpy's
+    #: float64 normals (the GLMs' draws)
+    cdef public bint noise32
 
     def __init__(self, CyModel model, prior_precision, cv=None):
         cdef const double[::1] es
@@ -83,6 +96,8 @@ cdef class GradientEstimator:
         self.th_buf = np.zeros(self.dim)
         self.g_buf = np.zeros(self.dim)
         self.whitened = False
+        self.uniform = False
+        self.noise32 = False
         self.eta_star = NULL
         if cv is None:
             self.cv_order = -1
@@ -112,6 +127,11 @@ cdef class GradientEstimator:
             raise ValueError(f"shift and L must have shapes ({self.dim},) and "
                              f"({self.dim}, {self.dim}) or ({self.dim},)")
         self.diag_whiten = L.ndim == 1
+        prec = np.asarray(self.prior_prec)
+        self.uniform = (self.diag_whiten and self.dim > 0 and bool(np.all(L == L[0]))
+                        and bool(np.all(shift == shift[0])) and bool(np.all(prec == prec[0])))
+        if self.uniform:
+            self.L0, self.shift0, self.prec0 = float(L[0]), float(shift[0]), float(prec[0])
         if self.diag_whiten:
             self.shift, self.L_diag = shift.copy(), L.copy()
         else:
@@ -126,16 +146,40 @@ cdef class GradientEstimator:
         cdef Py_ssize_t j, l, p = self.dim
         cdef double s
         cdef int rc
+        cdef double* th
+        cdef const double* Ld
+        cdef const double* sh
+        cdef const double* pr
+        cdef const double* gl
+        cdef double l0 = self.L0, shift0 = self.shift0, prec0 = self.prec0
         if not self.whitened:
             return self._estimate(x, idx, m, lik_scale, prior_scale, out)
         if self.diag_whiten:
-            for j in range(p):
-                self.th_buf[j] = self.shift[j] + self.L_diag[j] * x[j]
-            rc = self._estimate(&self.th_buf[0], idx, m, lik_scale, prior_scale,
-                                &self.g_buf[0])
-            for j in range(p):
-                out[j] = self.L_diag[j] * self.g_buf[j]
-            return rc
+            th, Ld, sh = &self.th_buf[0], &self.L_diag[0], &self.shift[0]
+            if self.uniform:
+                for j in range(p):
+                    th[j] = shift0 + l0 * x[j]
+            else:
+                for j in range(p):
+                    th[j] = sh[j] + Ld[j] * x[j]
+            if self.cv_order >= 0:
+                rc = self._estimate(th, idx, m, lik_scale, prior_scale, &self.g_buf[0])
+                for j in range(p):
+                    out[j] = Ld[j] * self.g_buf[j]
+                return rc
+            # without control variates (networks): _estimate's prior term and the
+            # map back to z in one pass, the same operations in the same order
+            rc = self.model.grad_sum(th, idx, m, &self.tmp[0], NULL)
+            if rc != 0:
+                return rc
+            pr, gl = &self.prior_prec[0], &self.tmp[0]
+            if self.uniform:
+                for j in range(p):
+                    out[j] = l0 * (-prior_scale * prec0 * th[j] + lik_scale * gl[j])
+            else:
+                for j in range(p):
+                    out[j] = Ld[j] * (-prior_scale * pr[j] * th[j] + lik_scale * gl[j])
+            return 0
         for j in range(p):
             s = self.shift[j]
             for l in range(j + 1):
@@ -207,6 +251,131 @@ cdef inline bint _all_finite(const double* a, Py_ssize_t p) noexcept nogil:
     return True
 
 
+cdef class Noise:
+    """One step's standard normals for the ``p`` coordinates, drawn at once
+    (``fill``) into ``xi`` (float64: numpy's normals, the numbers the loops
+    drew one at a time before, in the same order) or ``xi32`` (float32,
+    numpy's float32 ziggurat: when the estimator's ``noise32``; the numbers
+    ``Generator.standard_normal(p, dtype=np.float32)`` gives). Drawing them in
+    one call and then updating in a loop without calls lets the compiler
+    vectorise the update."""
+    cdef double[::1] xi
+    cdef float[::1] xi32
+    cdef bint single
+    cdef Py_ssize_t p
+
+    def __init__(self, GradientEstimator est):
+        self.p = est.dim
+        self.single = est.noise32
+        if self.single:
+            self.xi32 = np.empty(max(self.p, 1), dtype=np.float32)
+        else:
+            self.xi = np.empty(max(self.p, 1))
+
+    cdef inline void fill(self, bitgen_t* bg) noexcept nogil:
+        if self.single:
+            random_standard_normal_fill_f(bg, self.p, &self.xi32[0])
+        else:
+            random_standard_normal_fill(bg, self.p, &self.xi[0])
+
+
+cdef extern from *:
+    """
+    #include <stddef.h>
+    /* SGHMC's and EWSG's updates (see _sghmc_update, _ewsg_update) as plain C with
+     * restrict pointers and an OpenMP simd reduction, so that they compile to SIMD
+     * code; the finiteness check sums x * 0 (NaN for an infinity or a NaN, a zero
+     * otherwise: the order of the sum does not matter). Element-wise the same
+     * operations as a scalar loop (no contraction: -ffp-contract=off). */
+    #define BS_SG_UPDATES(NAME, T) \
+    static int bs_sghmc_update_##NAME(double* __restrict__ theta, double* __restrict__ mom, \\
+            const double* __restrict__ g, const T* __restrict__ xi, double eps, \\
+            double friction, double noise, int advance, ptrdiff_t p) { \\
+        double chk = 0.0; \\
+        ptrdiff_t j; \\
+        if (advance) { \\
+            _Pragma("omp simd reduction(+:chk)") \\
+            for (j = 0; j < p; j++) { \\
+                double m = mom[j] + (eps * (g[j] - friction * mom[j]) + noise * (double) xi[j]); \\
+                mom[j] = m; \\
+                chk += theta[j] * 0.0 + m * 0.0; \\
+                theta[j] = theta[j] + eps * m; \\
+            } \\
+        } else { \\
+            _Pragma("omp simd reduction(+:chk)") \\
+            for (j = 0; j < p; j++) { \\
+                double m = mom[j] + (eps * (g[j] - friction * mom[j]) + noise * (double) xi[j]); \\
+                mom[j] = m; \\
+                chk += theta[j] * 0.0 + m * 0.0; \\
+            } \\
+        } \\
+        return chk == 0.0; \\
+    } \\
+    static int bs_ewsg_update_##NAME(double* __restrict__ theta, double* __restrict__ r, \\
+            const double* __restrict__ g, const T* __restrict__ xi, double eps, \\
+            double gamma, double noise, ptrdiff_t p) { \\
+        double chk = 0.0; \\
+        ptrdiff_t j; \\
+        _Pragma("omp simd reduction(+:chk)") \\
+        for (j = 0; j < p; j++) { \\
+            double th = theta[j] + eps * r[j]; \\
+            double rj = r[j] - eps * (g[j] + gamma * r[j]) + noise * (double) xi[j]; \\
+            r[j] = rj; \\
+            theta[j] = th; \\
+            chk += th * 0.0 + rj * 0.0; \\
+        } \\
+        return chk == 0.0; \\
+    }
+    BS_SG_UPDATES(f32, float)
+    BS_SG_UPDATES(f64, double)
+    """
+    int bs_sghmc_update_f32(double* theta, double* mom, const double* g, const float* xi,
+                            double eps, double friction, double noise, int advance,
+                            Py_ssize_t p) noexcept nogil
+    int bs_sghmc_update_f64(double* theta, double* mom, const double* g, const double* xi,
+                            double eps, double friction, double noise, int advance,
+                            Py_ssize_t p) noexcept nogil
+    int bs_ewsg_update_f32(double* theta, double* r, const double* g, const float* xi,
+                           double eps, double gamma, double noise, Py_ssize_t p) noexcept nogil
+    int bs_ewsg_update_f64(double* theta, double* r, const double* g, const double* xi,
+                           double eps, double gamma, double noise, Py_ssize_t p) noexcept nogil
+
+
+
+cdef inline bint _sghmc_update(double* theta, double* mom, const double* g,
+                               const floating* xi, double step_size, double friction,
+                               double noise, bint advance, Py_ssize_t p) noexcept nogil:
+    """The end of an SGHMC step (identity metric) in one pass:
+    ``mom += eps (g - friction mom) + noise xi``; whether ``theta`` and the new
+    ``mom`` are all finite (returned); then, with ``advance``, the next step's
+    position ``theta += eps mom`` (the same operations as separate loops; C
+    above)."""
+    if floating is float:
+        return bs_sghmc_update_f32(theta, mom, g, xi, step_size, friction, noise, advance, p)
+    else:
+        return bs_sghmc_update_f64(theta, mom, g, xi, step_size, friction, noise, advance, p)
+
+
+cdef inline void _sgld_update(double* theta, const double* g, const floating* xi, double half,
+                              double noise, Py_ssize_t p) noexcept nogil:
+    """``theta += eps/2 g + noise xi``."""
+    cdef Py_ssize_t j
+    for j in range(p):
+        theta[j] = theta[j] + (half * g[j] + noise * <double> xi[j])
+
+
+cdef inline bint _ewsg_update(double* theta, double* r, const double* g, const floating* xi,
+                              double step_size, double gamma, double noise,
+                              Py_ssize_t p) noexcept nogil:
+    """EWSG's Euler-Maruyama step in one pass (``theta += eps r`` with the old
+    ``r``; ``r += -eps (g + gamma r) + noise xi``); whether both are finite (C
+    above)."""
+    if floating is float:
+        return bs_ewsg_update_f32(theta, r, g, xi, step_size, gamma, noise, p)
+    else:
+        return bs_ewsg_update_f64(theta, r, g, xi, step_size, gamma, noise, p)
+
+
 #: entries of a Stein accumulator per parameter (sum g z, sum g, sum z, sum z^2),
 #: plus one for the count
 STEIN_FIELDS = 4
@@ -273,20 +442,24 @@ cdef Py_ssize_t _langevin_steps(GradientEstimator est, double[::1] theta, double
     cdef double* acc = _stein_buffer(stein, p)
     if precondition and v.shape[0] != p:
         raise ValueError(f"v must have length {p}")
+    cdef Noise nz = Noise(est)
     with generator.bit_generator.lock, nogil:
         for s in range(n_steps):
             rc = _minibatch_gradient(est, bg, &theta[0], &idx[0], batch_size, scale, &g[0], acc)
             if rc != 0:
                 break
+            nz.fill(bg)
             if precondition:
                 for j in range(p):
                     gb = g[j] * inv_n
                     v[j] = alpha * v[j] + keep * gb * gb
                     G = 1.0 / (damping + sqrt(v[j]))
-                    theta[j] += half * G * g[j] + sqrt(step_size * G) * rng_normal(bg)
+                    theta[j] += half * G * g[j] + sqrt(step_size * G) * (
+                        <double> nz.xi32[j] if nz.single else nz.xi[j])
+            elif nz.single:
+                _sgld_update(&theta[0], &g[0], &nz.xi32[0], half, noise, p)
             else:
-                for j in range(p):
-                    theta[j] += half * g[j] + noise * rng_normal(bg)
+                _sgld_update(&theta[0], &g[0], &nz.xi[0], half, noise, p)
             if not _all_finite(&theta[0], p):
                 done = s
                 break
@@ -336,32 +509,46 @@ def sghmc_steps(GradientEstimator est, double[::1] theta, double[::1] mom, bint 
     cdef Py_ssize_t done = n_steps
     cdef int rc = 0
     cdef double* acc = _stein_buffer(stein, p)
-    # the identity metric (SGHMC's, in the coordinates it moves): M^-1 p is p and the
-    # noise's normals go straight into the update (the same numbers, no copies:
-    # on a network of 80,000 weights these passes cost as much as the gradient)
-    cdef bint unit = metric.identity
+    # the identity metric (SGHMC's, in the coordinates it moves): M^-1 p is p, the
+    # noise is a step's normals drawn at once (Noise) and the passes over the
+    # parameters are fused (on a network of 80,000 weights they cost as much as
+    # the gradient)
+    cdef bint unit = metric.identity, ok
+    cdef Noise nz = Noise(est) if unit else None
     with generator.bit_generator.lock, nogil:
         if refresh:
             metric.sample_momentum(bg, &z[0], &mom[0])
-        for s in range(n_steps):
-            if unit:
-                for j in range(p):
-                    theta[j] += step_size * mom[j]
-            else:
-                metric.kinetic(&mom[0], &v[0])
-                for j in range(p):
-                    theta[j] += step_size * v[j]
+        if unit:
+            # each step's momentum update, finiteness check and the next step's
+            # position in one pass (_sghmc_update): the first position here
+            for j in range(p):
+                theta[j] += step_size * mom[j]
+            for s in range(n_steps):
+                rc = _minibatch_gradient(est, bg, &theta[0], &idx[0], batch_size, scale,
+                                         &g[0], acc)
+                if rc != 0:
+                    break
+                nz.fill(bg)
+                if nz.single:
+                    ok = _sghmc_update(&theta[0], &mom[0], &g[0], &nz.xi32[0], step_size,
+                                       friction, noise, s + 1 < n_steps, p)
+                else:
+                    ok = _sghmc_update(&theta[0], &mom[0], &g[0], &nz.xi[0], step_size,
+                                       friction, noise, s + 1 < n_steps, p)
+                if not ok:
+                    done = s
+                    break
+        for s in range(0 if unit else n_steps):
+            metric.kinetic(&mom[0], &v[0])
+            for j in range(p):
+                theta[j] += step_size * v[j]
             rc = _minibatch_gradient(est, bg, &theta[0], &idx[0], batch_size, scale, &g[0], acc)
             if rc != 0:
                 break
-            if unit:
-                for j in range(p):
-                    mom[j] += step_size * (g[j] - friction * mom[j]) + noise * rng_normal(bg)
-            else:
-                metric.sample_momentum(bg, &z[0], &xi[0])
-                for j in range(p):
-                    # C M^-1 p_old with C = friction * M is friction * p_old
-                    mom[j] += step_size * (g[j] - friction * mom[j]) + noise * xi[j]
+            metric.sample_momentum(bg, &z[0], &xi[0])
+            for j in range(p):
+                # C M^-1 p_old with C = friction * M is friction * p_old
+                mom[j] += step_size * (g[j] - friction * mom[j]) + noise * xi[j]
             if not (_all_finite(&theta[0], p) and _all_finite(&mom[0], p)):
                 done = s
                 break
@@ -428,8 +615,9 @@ def ewsg_steps(GradientEstimator est, double[::1] theta, double[::1] r, int64_t[
     cdef double noise = sigma * sqrt(step_size), e_cur, e_prop, th
     cdef Py_ssize_t done = n_steps, n_acc = 0
     cdef int rc = 0
-    cdef bint fresh
+    cdef bint fresh, ok
     cdef double* acc = _stein_buffer(stein, p)
+    cdef Noise nz = Noise(est)
     if perm.shape[0] != n:
         raise ValueError(f"perm must have length {n}")
     part = Partition(&perm[0], n, (n + batch_size - 1) // batch_size, batch_size, chain[1], 0)
@@ -466,11 +654,14 @@ def ewsg_steps(GradientEstimator est, double[::1] theta, double[::1] r, int64_t[
             if rc != 0:
                 break
             # Euler-Maruyama: theta uses r_k, r uses grad at theta_k
-            for j in range(p):
-                th = theta[j] + step_size * r[j]
-                r[j] = r[j] - step_size * (g_cur[j] + gamma * r[j]) + noise * rng_normal(bg)
-                theta[j] = th
-            if not (_all_finite(&theta[0], p) and _all_finite(&r[0], p)):
+            nz.fill(bg)
+            if nz.single:
+                ok = _ewsg_update(&theta[0], &r[0], &g_cur[0], &nz.xi32[0], step_size, gamma,
+                                  noise, p)
+            else:
+                ok = _ewsg_update(&theta[0], &r[0], &g_cur[0], &nz.xi[0], step_size, gamma,
+                                  noise, p)
+            if not ok:
                 done = s
                 break
     if rc != 0:

@@ -531,6 +531,10 @@ class _SGKernelBase(Kernel):
         self.n = model.n_data
         self.p = model.n_params
         self.gradient = GradientEstimator(model.compiled, model.prior.precision, prepared.cv)
+        # a network on float32 rows computes in float32: its noise is drawn as float32
+        # normals too (numpy's float32 ziggurat)
+        rows = getattr(model.compiled, "rows", None)
+        self.gradient.noise32 = not model.has_hessian and bool(getattr(rows, "is32", False))
         self.laplace = prepared.laplace
         if self.laplace:
             self.shift, self.chol = prepared.theta_init, prepared.init_chol
