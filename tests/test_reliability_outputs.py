@@ -195,11 +195,17 @@ _FIT_SCRIPT = textwrap.dedent("""
     def fit():
         print("fitting", flush=True)
         est.fit(X, y)
+    def watch():        # says when fit's SIGTERM handler is in place (sampling began)
+        import signal, time
+        while signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            time.sleep(0.01)
+        print("sampling", flush=True)
     if sys.argv[1] == "thread":
         t = threading.Thread(target=fit)
         t.start()
         t.join()
     else:
+        threading.Thread(target=watch, daemon=True).start()
         fit()
     print(json.dumps({"interrupted": est.trace_.interrupted,
                       "lengths": est.trace_.chain_lengths.tolist(),
@@ -218,6 +224,9 @@ def test_sigterm_during_an_estimator_fit(tmp_path):
              for where in ("main", "thread")}
     for proc in procs.values():
         assert proc.stdout.readline().strip() == "fitting"
+    # in the main thread, not before fit's handler is in place (on a loaded machine
+    # the preparation alone can take a second)
+    assert procs["main"].stdout.readline().strip() == "sampling"
     time.sleep(1.0)
     for proc in procs.values():
         proc.send_signal(signal.SIGTERM)
