@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bayes_subsample import _rng, _seqtest
+from bayes_subsample import _normal32, _rng, _seqtest
 
 seq_ttest = _seqtest.seq_ttest
 
@@ -362,3 +362,48 @@ def test_seq_ttest_constant_terms_any_value_examine_everything(c, batch):
         assert n == 2000 and accept == (c > mu0)
 
 
+# ---------------------------------------------------------------------------
+# float32 standard normals (_normal32: the ziggurat of the float32 models' noise)
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("k", [0, 1, 2, 7, 20_000])
+def test_normal32_fill_equals_its_python_definition(k):
+    """The compiled fill and ``reference_normals`` (plain Python, the same
+    ziggurat): the same float32 numbers and the same generator state after;
+    20,000 draws pass every path (about 140 slow-path draws, a few from the
+    tail beyond r)."""
+    g1, g2 = gen(11), gen(11)
+    a = _normal32.standard_normals_f32(g1, k)
+    b = _normal32.reference_normals(g2, k)
+    assert a.dtype == np.float32
+    np.testing.assert_array_equal(a, b)
+    assert g1.bit_generator.state == g2.bit_generator.state
+    if k == 20_000:
+        assert np.any(np.abs(a) > _normal32.R)
+
+
+def test_normal32_paths_are_all_taken():
+    """Over 100,000 draws the slow path (wedges and tail) is taken: draws
+    beyond the base layer's edge r come from the tail."""
+    x = _normal32.standard_normals_f32(gen(5), 100_000)
+    assert np.sum(np.abs(x) > _normal32.R) > 0
+
+
+def test_normal32_law():
+    """Two million draws against N(0, 1): the Kolmogorov-Smirnov test, a
+    chi-square over 60 equal-probability cells (the layers' edges fall inside
+    them), the tails beyond r = 3.654 and beyond 4.5 (Poisson counts), and the
+    first four moments (z-scores). p < 1e-4 fails."""
+    x = _normal32.standard_normals_f32(gen(2024), 2_000_000).astype(np.float64)
+    n = x.size
+    assert stats.kstest(x, "norm").pvalue > P_MIN
+    edges = stats.norm.ppf(np.linspace(0, 1, 61)[1:-1])
+    counts = np.bincount(np.searchsorted(edges, x), minlength=60)
+    assert stats.chisquare(counts).pvalue > P_MIN
+    for t in (_normal32.R, 4.5):
+        k, lam = np.sum(np.abs(x) > t), n * 2 * stats.norm.sf(t)
+        assert stats.poisson.cdf(k, lam) > P_MIN / 2 and stats.poisson.sf(k - 1, lam) > P_MIN / 2
+    # moments: E x = 0, E x^2 = 1, E x^3 = 0, E x^4 = 3 (sds 1, sqrt 2, sqrt 15, sqrt 96)
+    for power, mean, sd in ((1, 0.0, 1.0), (2, 1.0, 2 ** 0.5), (3, 0.0, 15 ** 0.5),
+                            (4, 3.0, 96 ** 0.5)):
+        z = (np.mean(x ** power) - mean) / (sd / np.sqrt(n))
+        assert abs(z) < 4.0, (power, z)

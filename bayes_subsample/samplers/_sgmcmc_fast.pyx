@@ -17,8 +17,8 @@ from libc.math cimport sqrt, log, isfinite
 from bayes_subsample._typedefs cimport floating
 from libc.stdint cimport int64_t
 from numpy.random cimport bitgen_t
-from numpy.random.c_distributions cimport (random_standard_normal_fill,
-                                           random_standard_normal_fill_f)
+from numpy.random.c_distributions cimport random_standard_normal_fill
+from bayes_subsample._normal32 cimport normal_fill_f
 from bayes_subsample._rng cimport (get_bitgen, rng_index, rng_uniform_open,
                                    fisher_yates_step)
 from bayes_subsample.models._cymodel cimport CyModel
@@ -78,8 +78,8 @@ cdef class GradientEstimator:
     #: per-datum evaluations of one minibatch term (2 for user models with control
     #: variates, which evaluate gradients at theta and theta*)
     cdef readonly int evals_per_datum
-    #: the samplers draw their noise as float32 normals (numpy's float32
-    #: ziggurat): set by the kernels for models that compute in float32 (the
+    #: the samplers draw their noise as float32 normals (``_normal32``, a stream of
+    #: its own): set by the kernels for models that compute in float32 (the
     #: MLP on float32 rows), whose noise needs no more; False keeps numpy's
     #: float64 normals (the GLMs' draws)
     cdef public bint noise32
@@ -255,10 +255,9 @@ cdef class Noise:
     """One step's standard normals for the ``p`` coordinates, drawn at once
     (``fill``) into ``xi`` (float64: numpy's normals, the numbers the loops
     drew one at a time before, in the same order) or ``xi32`` (float32,
-    numpy's float32 ziggurat: when the estimator's ``noise32``; the numbers
-    ``Generator.standard_normal(p, dtype=np.float32)`` gives). Drawing them in
-    one call and then updating in a loop without calls lets the compiler
-    vectorise the update."""
+    ``_normal32``: when the estimator's ``noise32``). Drawing them in one call
+    and then updating in a loop without calls lets the compiler vectorise the
+    update, and is the fast path of the float32 normals."""
     cdef double[::1] xi
     cdef float[::1] xi32
     cdef bint single
@@ -274,7 +273,7 @@ cdef class Noise:
 
     cdef inline void fill(self, bitgen_t* bg) noexcept nogil:
         if self.single:
-            random_standard_normal_fill_f(bg, self.p, &self.xi32[0])
+            normal_fill_f(bg, self.p, &self.xi32[0])
         else:
             random_standard_normal_fill(bg, self.p, &self.xi[0])
 
