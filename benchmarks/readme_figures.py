@@ -234,12 +234,16 @@ def _bnn_rows(res):
     timing = res.get("timing")
     if timing:
         med = timing["median"]
+        runs = res.get("timing_runs") or [timing]
+        ratios = ", ".join(f"{r['median']['sghmc'] / r['median']['MLPClassifier']:.2f}"
+                           for r in runs)
         rows.append(
             f"| same, seconds per data pass and per epoch measured in alternation ("
             f"{timing['repeats']} rounds of {timing['passes_per_round']}, one BLAS thread; "
             f"median) | SGHMC {med['sghmc']:.2f} s, EWSG {med['ewsg']:.2f} s; `MLPClassifier` "
             f"{med['MLPClassifier']:.2f} s: SGHMC / MLPClassifier "
-            f"{med['sghmc'] / med['MLPClassifier']:.2f}, EWSG / SGHMC "
+            f"{med['sghmc'] / med['MLPClassifier']:.2f} ({ratios} in {len(runs)} runs), "
+            f"EWSG / SGHMC "
             f"{med['ewsg'] / med['sghmc']:.2f} | `{timing['command'].strip()}` |")
     ood = res.get("ood")
     if ood:
