@@ -363,8 +363,16 @@ def main(argv=None):
     print(table(result))
     if out_path:
         os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
+        result = stamp(result)
+        if os.path.exists(out_path):
+            # --timing-only runs carry their own command and commit: keep them
+            with open(out_path) as f:
+                previous = json.load(f)
+            for key in ("timing", "timing_runs"):
+                if key in previous:
+                    result[key] = previous[key]
         with open(out_path, "w") as f:
-            json.dump(stamp(result), f, indent=1)
+            json.dump(result, f, indent=1)
     return result
 
 
