@@ -319,3 +319,21 @@ def test_sg_steps_against_numpy_reference(name, dtype):
     np.testing.assert_allclose(z, zr, rtol=0, atol=tol * np.abs(zr).max())
     if name == "sghmc":
         np.testing.assert_allclose(mom, mr, rtol=0, atol=tol * np.abs(mr).max())
+
+
+@pytest.mark.parametrize("name", ["sgld", "sghmc", "psgld", "ewsg"])
+def test_float32_noise_is_a_declared_model_property(name):
+    """The SG kernels draw float32 normals exactly where the model declares
+    ``float32_noise``: a network on float32 inputs, not one on float64 inputs
+    nor a GLM on float32 rows (whose draws are made in float64)."""
+    rng0 = np.random.default_rng(0)
+    X = rng0.normal(size=(400, 4))
+    y = rng0.integers(0, 3, 400)
+    cases = [(MLPModel(X.astype(np.float32), y, hidden_layer_sizes=(5,)), True),
+             (MLPModel(X, y, hidden_layer_sizes=(5,)), False),
+             (MultinomialLogisticModel(X.astype(np.float32), y), False)]
+    for model, expected in cases:
+        assert model.float32_noise is expected
+        sampler = SAMPLERS[name]()
+        prepared = sampler.prepare(model, np.random.default_rng(1))
+        assert sampler.build(model, prepared, 0).gradient.noise32 is expected

@@ -438,3 +438,25 @@ def test_preconditioned_defaults_stay_near_the_mode(sampler):
                        n_chains=1, random_state=0)
     draws = trace.draws.reshape(-1, 4)
     assert np.all(np.isfinite(draws)) and np.all(draws.std(axis=0) > 0)
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_whitened_draw_against_numpy(dense):
+    """The compiled draw of an SG position, ``shift + L z`` and ``max |z|``,
+    against NumPy (``scale_draws``), with a NaN coordinate reported as NaN."""
+    from bayes_subsample._linalg import scale_draws
+    from bayes_subsample.samplers._sgmcmc_fast import whitened_draw
+    rng = np.random.default_rng(3)
+    p = 7
+    A = rng.normal(size=(p, p))
+    chol = (np.linalg.cholesky(A @ A.T + p * np.eye(p)) if dense
+            else rng.uniform(0.1, 2.0, p))
+    shift, z = rng.normal(size=p), rng.normal(size=p) * 3
+    out = np.empty(p)
+    dist = whitened_draw(z, shift, chol, out)
+    np.testing.assert_allclose(out, shift + scale_draws(chol, z), rtol=1e-14, atol=1e-14)
+    assert dist == np.max(np.abs(z))
+    z[4] = np.nan
+    assert np.isnan(whitened_draw(z, shift, chol, out))
+    with pytest.raises(ValueError):
+        whitened_draw(z, shift[:-1], chol, out)

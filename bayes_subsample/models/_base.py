@@ -218,6 +218,12 @@ class Model:
     #: from :meth:`init_params` and set their step from the curvature there
     #: (:ref:`algo-sg-no-hessian`); the other samplers refuse the model.
     has_hessian = True
+    #: the stochastic-gradient samplers may draw this model's Gaussian noise as
+    #: float32 normals: it computes in float32 (an :class:`MLPModel` on float32
+    #: inputs), so float64 noise would add cost and no accuracy. False where
+    #: draws are made in float64 (every model with a Hessian, whatever its
+    #: rows' dtype: their draws do not depend on it)
+    float32_noise = False
 
     @property
     def full_pass_cost(self):

@@ -243,6 +243,12 @@ class MLPModel(CompiledModel):
         """The compiled model (:class:`CyMLP`) that sampler kernels take."""
         return self._cy
 
+    @property
+    def float32_noise(self):
+        """True on float32 inputs: the network computes in float32, and the
+        stochastic-gradient samplers draw its noise as float32 normals."""
+        return self.X.dtype == np.float32
+
     def fingerprint(self):
         fp = super().fingerprint()
         fp.update(family="mlp", sizes=str(self.sizes), activation=self.activation,

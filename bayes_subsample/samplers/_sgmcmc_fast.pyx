@@ -13,7 +13,7 @@ step count smaller than ``n_steps`` means the state became non-finite at that
 step (the caller raises).
 """
 import numpy as np
-from libc.math cimport sqrt, log, isfinite
+from libc.math cimport sqrt, log, isfinite, fabs, NAN
 from bayes_subsample._typedefs cimport floating
 from libc.stdint cimport int64_t
 from numpy.random cimport bitgen_t
@@ -249,6 +249,43 @@ cdef inline bint _all_finite(const double* a, Py_ssize_t p) noexcept nogil:
         if not isfinite(a[j]):
             return False
     return True
+
+
+def whitened_draw(const double[::1] z, const double[::1] shift, chol, double[::1] out):
+    """``out = shift + L z`` (``chol`` = ``L``: lower triangular ``(p, p)``,
+    C-contiguous, or its ``(p,)`` diagonal) and ``max_j |z_j|`` (NaN if a
+    ``z_j`` is NaN): an SG iteration's draw and its distance from the mode in
+    posterior standard deviations, in one call (four NumPy calls cost 4 us
+    of a 60 us SGLD iteration on 29 parameters)."""
+    cdef Py_ssize_t p = z.shape[0], i, j
+    cdef const double[:, ::1] L
+    cdef const double[::1] diag
+    cdef double acc, dist = 0.0, a
+    if shift.shape[0] != p or out.shape[0] != p:
+        raise ValueError("z, shift and out must have one length")
+    if np.ndim(chol) == 2:
+        L = chol
+        if L.shape[0] != p or L.shape[1] != p:
+            raise ValueError(f"chol must be ({p}, {p})")
+        with nogil:
+            for i in range(p):
+                acc = 0.0
+                for j in range(i + 1):
+                    acc = acc + L[i, j] * z[j]
+                out[i] = shift[i] + acc
+    else:
+        diag = chol
+        if diag.shape[0] != p:
+            raise ValueError(f"chol must have length {p}")
+        for i in range(p):
+            out[i] = shift[i] + diag[i] * z[i]
+    for i in range(p):
+        a = fabs(z[i])
+        if a != a:
+            return NAN
+        if a > dist:
+            dist = a
+    return dist
 
 
 cdef class Noise:

@@ -531,14 +531,14 @@ class _SGKernelBase(Kernel):
         self.n = model.n_data
         self.p = model.n_params
         self.gradient = GradientEstimator(model.compiled, model.prior.precision, prepared.cv)
-        # a network on float32 rows computes in float32: its noise is drawn as float32
-        # normals too (_normal32: numpy's float32 fill made an MNIST pass of SGHMC 0.4-0.5 s
-        # slower, 1.23-1.44 s against 0.83-0.90 s)
-        rows = getattr(model.compiled, "rows", None)
-        self.gradient.noise32 = not model.has_hessian and bool(getattr(rows, "is32", False))
+        # a model computing in float32 (a network on float32 rows) takes float32 normals
+        # (_normal32: numpy's float32 fill made an MNIST pass of SGHMC 0.4-0.5 s slower,
+        # 1.23-1.44 s against 0.83-0.90 s)
+        self.gradient.noise32 = bool(model.float32_noise)
         self.laplace = prepared.laplace
         if self.laplace:
-            self.shift, self.chol = prepared.theta_init, prepared.init_chol
+            self.shift = np.ascontiguousarray(prepared.theta_init, dtype=np.float64)
+            self.chol = np.ascontiguousarray(prepared.init_chol, dtype=np.float64)
             self.precondition = prepared.precondition
         else:
             # no Laplace approximation: the per-datum scale, z = sqrt(n) theta, where
@@ -607,11 +607,12 @@ class _SGKernelBase(Kernel):
                     "suggest_step_size).")
             return theta, warned
         if self.precondition:
-            z, theta = position, self.shift + scale_draws(self.chol, position)
+            theta = np.empty(self.p)
+            dist = _fast.whitened_draw(position, self.shift, self.chol, theta)
         else:
             z = solve_chol(self.chol, position - self.shift)
             theta = position.copy()
-        dist = float(np.max(np.abs(z)))
+            dist = float(np.max(np.abs(z)))
         if not dist < RUNAWAY_SD:
             cure = ("The default step, from the curvature at draws of the Laplace "
                     "approximation, is too large where this chain went: the posterior is far "
