@@ -206,10 +206,13 @@ def _epsilon_verify_rows(res):
     return rows
 
 
-def _bnn_rows(res):
+def _bnn_rows(res, more=()):
     """The MNIST Bayesian-network rows of ``bnn.json`` (bench_bnn.py): the
     posterior predictive of each sampler against ``MLPClassifier``, the times,
-    and the out-of-distribution entropy."""
+    the out-of-distribution entropy, and on every seed of ``bnn.json`` and of
+    the further runs ``more`` (results of bench_bnn.py with other seeds):
+    EWSG's test accuracy against SGHMC's, and the best sampler's (on seed 0)
+    accuracy and calibration against ``MLPClassifier``'s."""
     if res is None or not res.get("data", "").startswith("MNIST"):
         return []
     cmd = f"`{res.get('command', 'python benchmarks/bench_bnn.py').strip()}`"
@@ -245,6 +248,37 @@ def _bnn_rows(res):
             f"{med['sghmc'] / med['MLPClassifier']:.2f} ({ratios} in {len(runs)} runs), "
             f"EWSG / SGHMC "
             f"{med['ewsg'] / med['sghmc']:.2f} | `{timing['command'].strip()}` |")
+    by_seed, sk_by_seed = {}, {}
+    for r in [res, *more]:
+        for run in r["runs"]:
+            by_seed.setdefault(run["seed"], {})[run["sampler"]] = run["test"]
+        for sk_run in r["sklearn"]:
+            sk_by_seed[sk_run["seed"]] = sk_run["test"]
+    cmds = ", ".join(f"`{r['command'].strip()}`" for r in [res, *more])
+    gaps = [(s, t["ewsg"]["accuracy"] - t["sghmc"]["accuracy"])
+            for s, t in sorted(by_seed.items()) if "ewsg" in t and "sghmc" in t]
+    if gaps:
+        ahead = sum(g >= 0 for _, g in gaps)
+        verdict = ("EWSG at least SGHMC's on every seed, as the EWSG paper reports"
+                   if ahead == len(gaps) else
+                   f"EWSG behind SGHMC on {len(gaps) - ahead} of {len(gaps)} seeds (the EWSG "
+                   "paper reports it ahead)")
+        rows.append(
+            "| same, EWSG's test accuracy minus SGHMC's, per seed | "
+            + ", ".join(f"seed {s}: {g:+.4f}" for s, g in gaps) + f": {verdict} | {cmds} |")
+    best = max((r for r in res["runs"] if r["seed"] == 0),
+               key=lambda r: r["test"]["accuracy"])["sampler"]
+    paired = [(s, t[best], sk_by_seed[s]) for s, t in sorted(by_seed.items())
+              if best in t and s in sk_by_seed]
+    if paired:
+        wins = sum(b["accuracy"] >= m["accuracy"] and b["ece"] < m["ece"] for _, b, m in paired)
+        rows.append(
+            f"| same, the best sampler on seed 0 ({label.get(best, best)}) against "
+            f"`MLPClassifier`, per seed: test accuracy (ECE) | "
+            + "; ".join(f"seed {s}: {b['accuracy']:.4f} ({b['ece']:.4f}) against "
+                        f"{m['accuracy']:.4f} ({m['ece']:.4f})" for s, b, m in paired)
+            + f": at least as accurate and better calibrated on {wins} of {len(paired)} seeds "
+            f"| {cmds} |")
     ood = res.get("ood")
     if ood:
         b, m = ood["bayesian"], ood["MLPClassifier"]
@@ -350,7 +384,8 @@ def table(headline=False):
     rows += _priors_rows(_load("priors.json"))
     rows += _epsilon_rows(_load("epsilon_search.json"))
     rows += _epsilon_verify_rows(_load("epsilon_verify.json"))
-    rows += _bnn_rows(_load("bnn.json"))
+    rows += _bnn_rows(_load("bnn.json"), [r for r in (_load("bnn_seeds.json"),
+                                                      _load("bnn_seeds_psgld.json")) if r])
     mrf = _load("mrf.json")
     if mrf is not None:
         by_eps = {r["epsilon"]: r for r in mrf["results"]}
