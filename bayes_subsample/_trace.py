@@ -368,10 +368,16 @@ class Trace:
             msgs.append(f"{self.sampler.name}: {m}")
         ndiv = int(np.sum(self._count("diverging", self.stats)))
         if ndiv:
+            total = int(np.size(self.stats["diverging"]))
+            # a subsampled chain at its adapted step size: the sampler's own reading
+            subsampled = (any(t and not t.get("full_data", False) for t in self.tuning or ())
+                          and getattr(self.sampler, "step_size", None) is None)
+            why = getattr(self.sampler, "subsampled_divergences", None) if subsampled else None
             msgs.append(
-                f"{ndiv} divergent transitions after warmup: the step size is too large for the "
-                "posterior's curvature. Increase n_warmup or target_accept, or set a smaller "
-                "step_size."
+                f"{ndiv} divergent transitions after warmup ({100 * ndiv / total:.2g}% of "
+                f"{total:,}): " + (why or "the step size is too large for the posterior's "
+                                   "curvature. Increase n_warmup or target_accept, or set a "
+                                   "smaller step_size.")
             )
         if warn:
             for m in msgs:

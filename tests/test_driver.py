@@ -260,6 +260,29 @@ def test_divergence_warning(model):
     assert not trace.stats["accepted"][trace.stats["diverging"]].any()
 
 
+@pytest.mark.parametrize("case", ["subsampled", "fixed_step", "full_data"])
+def test_divergence_message_names_the_cause(case):
+    """HMC-ECS's divergences on a subsampled chain at its adapted step are read
+    as the subsample's estimate running away (a smaller step does not remove
+    them); at a step the user fixed, or on its full-data fallback, as a step
+    too large. The message gives their share of the transitions."""
+    from bayes_subsample.datasets import make_logistic_data
+    from bayes_subsample.samplers import HMCECS
+    X, y = make_logistic_data(20_000, n_features=3, random_state=1)
+    sampler = HMCECS(step_size=0.1) if case == "fixed_step" else HMCECS()
+    trace = quiet_sample(LogisticRegressionModel(X, y), sampler, n_samples=50, n_warmup=50,
+                         n_chains=2, random_state=0)
+    assert not trace.tuning[0].get("full_data", False)
+    if case == "full_data":
+        for t in trace.tuning:
+            t["full_data"] = True
+    trace.stats["diverging"][0, :3] = True
+    msgs = [m for m in trace.check_convergence(warn=False) if "divergent" in m]
+    assert len(msgs) == 1 and msgs[0].startswith("3 divergent transitions after warmup (3% of 100)")
+    assert ("subsample's estimate" in msgs[0]) is (case == "subsampled")
+    assert ("step size is too large" in msgs[0]) is (case != "subsampled")
+
+
 # ---- KeyboardInterrupt ---------------------------------------------------------------------
 class InterruptingModel(GaussianRegressionModel):
     """Raises KeyboardInterrupt at the (k+1)-th log-density call of the chains

@@ -213,6 +213,10 @@ class BaseSampler(BaseEstimator):
     signed = False
     #: the sampler runs on a model whose rows live with Dask (``model.distributed``)
     serves_distributed = False
+    #: what divergent transitions of a chain that subsampled mean and what to do
+    #: (``Trace.check_convergence``); None: the full-data reading (a step size
+    #: too large for the posterior's curvature)
+    subsampled_divergences = None
 
     def prepare(self, model, rng) -> Prepared:
         """Work shared by all chains (deterministic given ``rng``)."""

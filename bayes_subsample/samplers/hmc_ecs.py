@@ -267,6 +267,14 @@ class HMCECS(BaseSampler):
 
     name = "hmc_ecs"
     exact = False
+    subsampled_divergences = (
+        "on a subsampled chain they are trajectories that ran away on the subsample's "
+        "estimate of the log-likelihood, rejected: a subsampled row whose control variate "
+        "is poor (along a direction few rows inform: a rare indicator, a separating "
+        "direction) bends the estimated potential, and a smaller step size does not remove "
+        "them (see 'Divergent transitions' in the HMC-ECS algorithm page). A few per "
+        "thousand cost little; to check the posterior against exact draws, compare with "
+        "sampler='nuts' (full data).")
     #: samples models whose rows live with Dask (perturbed variant): its subsample
     #: rows do not depend on the chain, so they are fetched ahead in batches
     serves_distributed = True
