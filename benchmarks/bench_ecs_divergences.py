@@ -1,27 +1,23 @@
 """What HMC-ECS's divergent transitions are on covtype with all 54 attributes.
 
 The default ``BayesianLogisticRegression()`` on binary covtype (all 54
-attributes, 80/20 split, ``_hard_problems.covtype_split``) reports a few
-divergent transitions per thousand. Per seed this script fits it twice:
-
-* at the defaults, recording where the divergent transitions happen (the
-  largest |z| of the draw before each, z against the run's posterior means
-  and sds), their energy errors, and the subsampled log-likelihood
-  estimator's variance (``sigma2``) at them against all iterations;
-* with the exact stratum widened by the rows whose single-row curvature,
-  scaled by ``n / n_blocks``, reaches ``--leverage`` times the posterior's
-  along their direction (``(n / G) w_k(theta_map) x_k^T Sigma x_k``, Sigma the
-  Laplace covariance): the rows that can bend the estimated potential when
-  subsampled (a private hook on the stratum rule; its fit time includes a
-  mode search of its own).
-
-and compares the two fits' posterior means (in sds and in Monte Carlo
-standard errors) and sds: whether the divergences move the answer.
+attributes, 80/20 split, ``_hard_problems.covtype_split``) is fitted per seed
+with the leverage rule of the exact stratum at each threshold of
+``--leverage`` (``_ecs_tuning.LEVERAGE``, set for the fit: the rows whose
+curvature, scaled by ``n / n_blocks``, reaches that multiple of the
+posterior's along their direction, ``(n / G) w_k(theta_map) x_k^T Sigma x_k``,
+start in the exact stratum; ``inf``: none, the rule before it). Per fit: the
+divergent transitions, where they happen (the largest |z| of the draw before
+each, against the fit's means and sds), the log-likelihood estimator's
+variance (``sigma2``) at them against all iterations, time, exact rows and
+data per iteration; and each fit's posterior means and sds against those of
+the last threshold (the most rows exact): whether the divergences move the
+answer.
 
 Usage::
 
-    python benchmarks/bench_ecs_divergences.py                 # seeds 0 1 2, about 2 minutes
-    python benchmarks/bench_ecs_divergences.py --seeds 0 --leverage 10
+    python benchmarks/bench_ecs_divergences.py                 # seeds 0 1 2, about 3 minutes
+    python benchmarks/bench_ecs_divergences.py --seeds 0 --leverage inf 3
 """
 from __future__ import annotations
 
@@ -40,28 +36,6 @@ from _hard_problems import RESULTS, covtype_split  # noqa: E402
 from _provenance import stamp  # noqa: E402
 from bayes_subsample import BayesianLogisticRegression  # noqa: E402
 from bayes_subsample import diagnostics as diag  # noqa: E402
-
-
-def widened_heavy_rows(threshold):
-    """A replacement of ``_ecs_tuning.heavy_rows`` that adds the rows of scaled
-    leverage at least ``threshold`` (counted in ``added``)."""
-    from bayes_subsample._optimize import find_map
-    from bayes_subsample.samplers import _ecs_tuning
-    original = _ecs_tuning.heavy_rows
-    added = []
-
-    def heavy(model, cov, max_fraction=None):
-        mask, read = original(model, cov, max_fraction)
-        theta = find_map(model)[0]
-        s = 1.0 / (1.0 + np.exp(-model.linear_predictor(theta)))
-        sd = model.linear_predictor_sd(np.asarray(cov))
-        lev = model.n_data / 100 * s * (1.0 - s) * sd ** 2
-        wide = lev >= threshold
-        base = np.zeros_like(wide) if mask is None else mask
-        added.append(int(np.sum(wide & ~base)))
-        return wide | base, True
-
-    return original, heavy, added
 
 
 def fit(Xtr, ytr, seed):
@@ -113,45 +87,51 @@ def where(est):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    ap.add_argument("--leverage", type=float, default=3.0,
-                    help="scaled leverage from which a row joins the widened exact stratum")
+    ap.add_argument("--leverage", nargs="+", type=float, default=[float("inf"), 10.0, 3.0],
+                    help="thresholds of the leverage rule, one fit each (inf: no such rows); "
+                    "the last is the comparison")
     ap.add_argument("--out", default=os.path.join(RESULTS, "ecs_divergences.json"))
     args = ap.parse_args(argv)
-    from bayes_subsample.samplers import _ecs_prepare
+    from bayes_subsample.samplers import _ecs_tuning
     Xtr, _, ytr, _ = covtype_split(binary=True)
+    default = _ecs_tuning.LEVERAGE
     rows = []
     for seed in args.seeds:
-        est, el, caught = fit(Xtr, ytr, seed)
-        base = summary(est, el, caught)
-        base["where"] = where(est)
-        original, heavy, added = widened_heavy_rows(args.leverage)
-        _ecs_prepare.heavy_rows = heavy
-        try:
-            wide = summary(*fit(Xtr, ytr, seed))
-        finally:
-            _ecs_prepare.heavy_rows = original
-        wide["rows_added"] = added[0] if added else 0
-        z = (base["_mean"] - wide["_mean"]) / np.hypot(base["_mcse"], wide["_mcse"])
-        cmp = {"max_mean_diff_sd": float(np.max(np.abs(base["_mean"] - wide["_mean"])
-                                               / wide["_sd"])),
-               "max_abs_z": float(np.max(np.abs(z))), "rms_z": float(np.sqrt(np.mean(z * z))),
-               "sd_ratio_min": float(np.min(base["_sd"] / wide["_sd"])),
-               "sd_ratio_max": float(np.max(base["_sd"] / wide["_sd"]))}
-        for r in (base, wide):
+        fits = []
+        for lev in args.leverage:
+            _ecs_tuning.LEVERAGE = lev
+            try:
+                est, el, caught = fit(Xtr, ytr, seed)
+            finally:
+                _ecs_tuning.LEVERAGE = default
+            r = summary(est, el, caught)
+            r.update(leverage=lev if np.isfinite(lev) else None, where=where(est))
+            fits.append(r)
+        last = fits[-1]
+        for r in fits:
+            z = (r["_mean"] - last["_mean"]) / np.hypot(r["_mcse"], last["_mcse"])
+            r["against_last"] = {
+                "max_mean_diff_sd": float(np.max(np.abs(r["_mean"] - last["_mean"])
+                                                 / last["_sd"])),
+                "max_abs_z": float(np.max(np.abs(z))), "rms_z": float(np.sqrt(np.mean(z * z))),
+                "sd_ratio_min": float(np.min(r["_sd"] / last["_sd"])),
+                "sd_ratio_max": float(np.max(r["_sd"] / last["_sd"]))}
+        for r in fits:
             for k in ("_mean", "_sd", "_mcse"):
                 del r[k]
-        rows.append({"seed": seed, "default": base, "widened": wide, "compare": cmp})
-        print(f"seed {seed}: default {base['n_divergences']} divergent of "
-              f"{base['n_transitions']} ({base['time_s']:.1f} s, n_exact {base['n_exact']}), "
-              f"widened {wide['n_divergences']} ({wide['time_s']:.1f} s, n_exact "
-              f"{wide['n_exact']}); means differ by at most {cmp['max_mean_diff_sd']:.3f} sd "
-              f"(max |z| {cmp['max_abs_z']:.2f}, rms z {cmp['rms_z']:.2f}), sd ratios "
-              f"{cmp['sd_ratio_min']:.3f}-{cmp['sd_ratio_max']:.3f}; divergent draws' max |z| "
-              f"before: {max(base['where']['max_abs_z_before'], default=0):.2f}; sigma2 median "
-              f"{base['where']['sigma2_median_all']:.3g} (all), "
-              f"{base['where']['sigma2_median_at_divergent'] or 0:.3g} (at divergent)",
-              flush=True)
-    result = {"leverage": args.leverage, "rows": rows}
+            a, w = r["against_last"], r["where"]
+            lev, ref = (float("inf") if v is None else v for v in (r["leverage"], last["leverage"]))
+            print(f"seed {seed}, leverage {lev:g}: {r['n_divergences']} divergent of "
+                  f"{r['n_transitions']}, {r['time_s']:.1f} s, n_exact {r['n_exact']}, data "
+                  f"{100 * r['data_fraction_per_iteration']:.2f}% per iteration, min ESS/s "
+                  f"{r['min_ess_per_s']:.0f}; against leverage {ref:g}: means within "
+                  f"{a['max_mean_diff_sd']:.3f} sd (max |z| {a['max_abs_z']:.2f}, rms z "
+                  f"{a['rms_z']:.2f}), sd ratios {a['sd_ratio_min']:.3f}-{a['sd_ratio_max']:.3f}; "
+                  f"divergent draws' max |z| before {max(w['max_abs_z_before'], default=0):.2f}, "
+                  f"sigma2 median {w['sigma2_median_all']:.3g} (all), "
+                  f"{w['sigma2_median_at_divergent'] or 0:.3g} (at divergent)", flush=True)
+        rows.append({"seed": seed, "fits": fits})
+    result = {"leverage": [v if np.isfinite(v) else None for v in args.leverage], "rows": rows}
     with open(args.out, "w") as fh:
         json.dump(stamp(result), fh, indent=1)
     return result

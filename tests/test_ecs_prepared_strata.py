@@ -202,6 +202,42 @@ def test_prepare_sums_rare_indicator_rows_exactly_and_leaves_easy_data_alone():
     assert a.exact_mask is None and a.m == b.m and a.n_evals == b.n_evals
 
 
+def test_heavy_rows_adds_the_rows_of_large_scaled_leverage():
+    """``heavy_rows`` against NumPy: the rows whose linear predictor's Laplace
+    sd reaches ``ETA_SD``, and with the mode and the subsample weight ``n / G``
+    the rows with ``(n / G) w_k x_k^T Sigma x_k >= LEVERAGE`` too (here an
+    indicator on 30 rows of both classes: not far-moving, but one of its rows
+    drawn into a subsample of 100 outweighs the posterior's curvature along
+    it); two passes counted."""
+    from bayes_subsample._optimize import find_map
+    from bayes_subsample.samplers._ecs_tuning import ETA_SD, LEVERAGE, heavy_rows
+    rng = np.random.default_rng(5)
+    n = 40000
+    X = np.zeros((n, 4))
+    X[:, :3] = rng.normal(size=(n, 3))
+    rare = rng.choice(n, 30, replace=False)
+    X[rare, 3] = 1.0
+    eta = X[:, :3] @ np.array([0.8, -0.5, 0.3]) + 0.3
+    y = (rng.random(n) < 1 / (1 + np.exp(-eta))).astype(np.float64)
+    model = LogisticRegressionModel(X, y)
+    mode = find_map(model)[0]
+    _, _, H = model.full_pass(mode, hessian=True)
+    cov = np.linalg.inv(-H + np.diag(model.prior.precision))
+    Xa = np.hstack([X, np.ones((n, 1))])
+    sd = np.sqrt(np.einsum("ij,jk,ik->i", Xa, cov, Xa))
+    s = 1 / (1 + np.exp(-(Xa @ mode)))
+    lev = n / 100 * s * (1 - s) * sd ** 2
+    far = sd >= ETA_SD
+    expected = far | (lev >= LEVERAGE)
+    assert not far.any() and expected[rare].sum() >= 20 and expected.sum() < 100
+    before = model.n_full_passes
+    mask, passes = heavy_rows(model, cov, mode, n / 100)
+    assert passes == 2 and model.n_full_passes == before + 2
+    np.testing.assert_array_equal(mask, expected)
+    # without the mode: the far-moving rows only (none here), one pass
+    assert heavy_rows(model, cov) == (None, 1)
+
+
 @pytest.mark.slow
 def test_rare_indicator_posterior_matches_nuts():
     """The default HMC-ECS on rare 0/1 indicators (one separating) against

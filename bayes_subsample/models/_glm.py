@@ -566,11 +566,7 @@ class GLM(RowsModel):
 
         theta = self.check_theta(theta)
         rows, n = self._cy.rows, self.n_data
-        _, _, w = self._cy.link_terms_array(
-            self.y, rows.py_dot_range(0, n, theta) + self._cy.offsets(), want_ll=False)
-        if getattr(self, "weights", None) is not None:
-            w = w * self.weights
-        self._cy.note_passes(1)
+        w = self.linear_predictor_curvature(theta)
         prec = np.asarray(self.prior.precision, dtype=np.float64)
 
         def matvec(v):
@@ -580,6 +576,19 @@ class GLM(RowsModel):
 
         p = self.n_params
         return LinearOperator((p, p), matvec=matvec, rmatvec=matvec, dtype=np.float64)
+
+    def linear_predictor_curvature(self, theta):
+        """Every datum's curvature in its linear predictor at ``theta``,
+        ``w_k = -d^2 l_k / d eta_k^2`` (weights included): its term of the
+        Hessian is ``-w_k x_k x_k^T``. One pass over X, counted."""
+        theta = self.check_theta(theta)
+        rows, n = self._cy.rows, self.n_data
+        _, _, w = self._cy.link_terms_array(
+            self.y, rows.py_dot_range(0, n, theta) + self._cy.offsets(), want_ll=False)
+        if getattr(self, "weights", None) is not None:
+            w = w * self.weights
+        self._cy.note_passes(1)
+        return w
 
     def full_pass_hessian_estimate(self, theta, *, rows=2**21):
         """A full pass of the log-likelihood and gradient sums with the Hessian sum

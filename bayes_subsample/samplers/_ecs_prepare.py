@@ -282,8 +282,8 @@ def _automatic_layout(sampler, model, cv, sums, factors, rng, mode, *, user_orde
         # only where full passes read the rows
         if (can_stratify and sampler.stratify is not False and pass_cost >= n
                 and n >= MIN_ROWS_PER_BLOCK * G):
-            heavy, read = heavy_rows(model, factors.cov)
-            n_evals += n if read else 0
+            heavy, passes = heavy_rows(model, factors.cov, mode, n / G)
+            n_evals += n * passes
             n_heavy = 0 if heavy is None else int(heavy.sum())
             cost0, best = pilot_strata_gain(R, n, n_blocks=G, target_variance=tv)
             if heavy is not None or best < STRATA_GAIN * cost0:

@@ -272,8 +272,8 @@ class HMCECS(BaseSampler):
         "estimate of the log-likelihood, rejected: a subsampled row whose control variate "
         "is poor (along a direction few rows inform: a rare indicator, a separating "
         "direction) bends the estimated potential, and a smaller step size does not remove "
-        "them (see 'Divergent transitions' in the HMC-ECS algorithm page). A few per "
-        "thousand cost little; to check the posterior against exact draws, compare with "
+        "them (the HMC-ECS algorithm page, 'Divergent transitions'). A few per thousand "
+        "cost little; to check the posterior against exact draws, compare with "
         "sampler='nuts' (full data).")
     #: samples models whose rows live with Dask (perturbed variant): its subsample
     #: rows do not depend on the chain, so they are fetched ahead in batches
