@@ -128,8 +128,8 @@ WEAK_PRIOR_SHARE = 1e-4
 #: stratum (``heavy_rows``): drawn into the subsample, one of them can bend the
 #: estimated potential (covtype binary, all 54 attributes: 7-24 divergent
 #: transitions in 4,000 and, on one seed of three, a rare indicator's posterior
-#: mean 0.38 sd off; with them exact, 1-3 and all within Monte Carlo error,
-#: ``benchmarks/bench_ecs_divergences.py``)
+#: mean 0.38 sd off; with them exact, 1-3 and every mean within 0.055 sd of a fit
+#: with twice the exact rows, ``benchmarks/bench_ecs_divergences.py``)
 LEVERAGE = 10.0
 
 
@@ -141,8 +141,8 @@ def heavy_rows(model, cov, mode=None, scale=None, max_fraction=None):
     ``linear_predictor_curvature``, the rows of large scaled leverage,
     ``scale * w_k(mode) * x_k^T cov x_k >= LEVERAGE`` (a subsampled row's
     curvature, weighted, against the posterior's along ``x_k``; kept only
-    while the mask fits in ``max_fraction``). Returns ``(mask, read)``: a bool
-    mask, or None (no such row; more than ``max_fraction`` of the data, where
+    while the mask fits in ``max_fraction``). Returns ``(mask, passes)``: a
+    bool mask, or None (no such row; more than ``max_fraction`` of the data, where
     summing them exactly does not pay; a model without linear predictors; or
     no parameter whose Laplace variance reaches ``WEAK_PRIOR_SHARE`` of its
     prior's: then no row can move that far), and the full passes it made
