@@ -36,7 +36,7 @@ from ._sg_tuning import (_DEFAULT_FRICTION, START_BATCH, START_FRICTION, START_S
                          StepRule, curvature_and_noise, max_curvature, psgld_rule,
                          refuse_if_too_slow, start_curvature, step_at_start, step_from_curvature,
                          step_rule)
-from ._sgmcmc_fast import GradientEstimator
+from ._sgmcmc_fast import GradientEstimator, whitened_draw
 
 __all__ = ["SGLD", "suggest_step_size"]
 
@@ -608,7 +608,7 @@ class _SGKernelBase(Kernel):
             return theta, warned
         if self.precondition:
             theta = np.empty(self.p)
-            dist = _fast.whitened_draw(position, self.shift, self.chol, theta)
+            dist = whitened_draw(position, self.shift, self.chol, theta)
         else:
             z = solve_chol(self.chol, position - self.shift)
             theta = position.copy()
