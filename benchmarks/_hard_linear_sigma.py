@@ -8,7 +8,11 @@ posterior is wide and skewed) and a tall 1e6 x 20 regression, whose fit is
 timed against
 the plug-in fit (``noise_scale="plugin"``) and scikit-learn's ``BayesianRidge``.
 Three seeds each; the bound is means within 0.1 sd and sds within 5% of the
-exact posterior. Also: the default fit with flat priors against the
+exact posterior. On the tall data one fit's sds carry a Monte Carlo error of
+about 1.8% each (22 of them), so there the sds' bound is judged on each
+parameter's ratio averaged over 10 fits of each data seed (fit seeds 100-109);
+every fit's ratios are reported with their largest error in Monte Carlo
+standard errors. Also: the default fit with flat priors against the
 normal-inverse-gamma closed form, the plug-in's coefficient sds against the
 posterior's, and what another prior on sigma (half-normal, half-Student-t)
 would change (exact posteriors, no sampling)."""
@@ -159,15 +163,24 @@ def run(seeds=(0, 1, 2), quick=False):
                                                                     **sizes), X, y)
                 nig = GaussianScaleRegressionModel(X, y, **flat).normal_inverse_gamma_posterior()
                 rows.append(_row(label, "flat priors vs NIG", seed, est, elapsed, warns, nig))
+    over_fits = {str(seed): sd_ratio_over_fits(quick, sizes, seed) for seed in seeds}
     crit = {}
     for r in rows:
-        key = f"{r['problem']}, {r['fit']}: means within 0.1 sd and sds within 5%"
-        crit[key] = crit.get(key, True) and bool(r["ok"])
+        if r["problem"].startswith("tall"):
+            key = (f"{r['problem']}, {r['fit']}: means within 0.1 sd (every fit) and sds "
+                   "within 5% (each parameter's ratio averaged over 10 fits, every data seed)")
+            o = over_fits[str(r["seed"])]
+            ok = (r["max_mean_err_sd"] <= MEAN_SD and o["mean_per_param_min"] >= 1 - SD_RATIO
+                  and o["mean_per_param_max"] <= 1 + SD_RATIO)
+        else:
+            key = f"{r['problem']}, {r['fit']}: means within 0.1 sd and sds within 5%"
+            ok = bool(r["ok"])
+        crit[key] = crit.get(key, True) and ok
     tall = [r for r in rows if r["problem"].startswith("tall")]
     ratios = {"to_plugin": [r["ratio_to_plugin"] for r in tall],
               "to_bayesian_ridge": [r["ratio_to_bayesian_ridge"] for r in tall]}
     return {"rows": rows, "exact": exact, "tall_time_ratios": ratios,
-            "tall_sd_ratio_over_fits": sd_ratio_over_fits(quick, sizes),
+            "tall_sd_ratio_over_fits": over_fits,
             "confidence_read_fraction": confidence_fractions(quick), "criteria": crit}
 
 
@@ -192,13 +205,15 @@ def confidence_fractions(quick):
     return out
 
 
-def sd_ratio_over_fits(quick, sizes, n_fits=10):
-    """The tall data of seed 0 fitted ``n_fits`` times (fit seeds 100, 101, ...):
-    each parameter's sd ratio to the exact posterior, averaged over the fits and
-    its spread between fits (tells a bias of the sds from the Monte Carlo error
-    of one fit's)."""
-    X, y = tall_regression(n=100_000 if quick else 1_000_000, seed=0)
-    post = GaussianScaleRegressionModel(X, y).exact_posterior()
+def sd_ratio_over_fits(quick, sizes, seed=0, n_fits=10):
+    """The tall data of ``seed`` fitted ``n_fits`` times (fit seeds 100, 101,
+    ...): each parameter's sd ratio to the exact posterior of the default
+    priors, averaged over the fits, and its spread between fits (tells a bias
+    of the sds from the Monte Carlo error of one fit's)."""
+    X, y = tall_regression(n=100_000 if quick else 1_000_000, seed=seed)
+    model, _ = default_model(X, y)
+    post = model.exact_posterior()
+    del model
     ratios = []
     for k in range(3 if quick else n_fits):
         est, _, _ = _fit(BayesianLinearRegression(random_state=100 + k, **sizes), X, y)
@@ -236,11 +251,13 @@ def table(result):
     c = result["confidence_read_fraction"]
     out += ["", "confidence sampler, 1e5 x 20 rows read, data read per decision: "
             + ", ".join(f"{k} {100 * v:.2f}%" for k, v in c.items())]
-    o = result["tall_sd_ratio_over_fits"]
-    out += ["", f"tall 1e6 x 20 (data seed 0), {len(o['min_per_fit'])} default fits: sd ratio "
+    out.append("")
+    for seed, o in result["tall_sd_ratio_over_fits"].items():
+        out.append(
+            f"tall 1e6 x 20 (data seed {seed}), {len(o['min_per_fit'])} default fits: sd ratio "
             f"per parameter averaged over the fits {o['mean_per_param_min']:.3f}-"
             f"{o['mean_per_param_max']:.3f}, spread between fits "
             f"{o['spread_between_fits_median']:.3f} (median over parameters), smallest ratio "
-            "of each fit " + ", ".join(f"{v:.3f}" for v in o["min_per_fit"])]
+            "of each fit " + ", ".join(f"{v:.3f}" for v in o["min_per_fit"]))
     return "\n".join(out)
 
