@@ -10,7 +10,7 @@ the plug-in fit (``noise_scale="plugin"``) and scikit-learn's ``BayesianRidge``.
 Three seeds each; the bound is means within 0.1 sd and sds within 5% of the
 exact posterior. On the tall data one fit's sds carry a Monte Carlo error of
 about 1.8% each (22 of them), so there the sds' bound is judged on each
-parameter's ratio averaged over 10 fits of each data seed (fit seeds 100-109);
+parameter's ratio averaged over 10 fits of each data seed (fit seeds 100-129);
 every fit's ratios are reported with their largest error in Monte Carlo
 standard errors. Also: the default fit with flat priors against the
 normal-inverse-gamma closed form, the plug-in's coefficient sds against the
@@ -206,17 +206,20 @@ def confidence_fractions(quick):
 
 
 def sd_ratio_over_fits(quick, sizes, seed=0, n_fits=10):
-    """The tall data of ``seed`` fitted ``n_fits`` times (fit seeds 100, 101,
-    ...): each parameter's sd ratio to the exact posterior of the default
-    priors, averaged over the fits, and its spread between fits (tells a bias
-    of the sds from the Monte Carlo error of one fit's)."""
+    """The tall data of ``seed`` fitted ``n_fits`` times (fit seeds
+    ``100 + n_fits * seed`` on: each data seed its own, since on these nearly
+    isotropic posteriors equal fit seeds give nearly equal ratios): each
+    parameter's sd ratio to the exact posterior of the default priors,
+    averaged over the fits, and its spread between fits (tells a bias of the
+    sds from the Monte Carlo error of one fit's)."""
     X, y = tall_regression(n=100_000 if quick else 1_000_000, seed=seed)
     model, _ = default_model(X, y)
     post = model.exact_posterior()
     del model
     ratios = []
     for k in range(3 if quick else n_fits):
-        est, _, _ = _fit(BayesianLinearRegression(random_state=100 + k, **sizes), X, y)
+        est, _, _ = _fit(BayesianLinearRegression(random_state=100 + n_fits * seed + k,
+                                                  **sizes), X, y)
         flat = est.posterior_draws_.reshape(-1, post["sd"].shape[0])
         ratios.append(flat.std(0, ddof=1) / post["sd"])
     ratios = np.asarray(ratios)
