@@ -374,10 +374,10 @@ class Trace:
                           and getattr(self.sampler, "step_size", None) is None)
             why = getattr(self.sampler, "subsampled_divergences", None) if subsampled else None
             msgs.append(
-                f"{ndiv} divergent transitions after warmup ({100 * ndiv / total:.2g}% of "
-                f"{total:,}): " + (why or "the step size is too large for the posterior's "
-                                   "curvature. Increase n_warmup or target_accept, or set a "
-                                   "smaller step_size.")
+                f"{ndiv} divergent transition{'s' * (ndiv != 1)} after warmup "
+                f"({100 * ndiv / total:.2g}% of {total:,}): "
+                + (why or "the step size is too large for the posterior's curvature. Increase "
+                   "n_warmup or target_accept, or set a smaller step_size.")
             )
         if warn:
             for m in msgs:

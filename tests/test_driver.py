@@ -281,6 +281,10 @@ def test_divergence_message_names_the_cause(case):
     assert len(msgs) == 1 and msgs[0].startswith("3 divergent transitions after warmup (3% of 100)")
     assert ("subsample's estimate" in msgs[0]) is (case == "subsampled")
     assert ("step size is too large" in msgs[0]) is (case != "subsampled")
+    trace.stats["diverging"][...] = False
+    trace.stats["diverging"][1, 7] = True
+    msgs = [m for m in trace.check_convergence(warn=False) if "divergent" in m]
+    assert msgs[0].startswith("1 divergent transition after warmup (1% of 100)")
 
 
 # ---- KeyboardInterrupt ---------------------------------------------------------------------
