@@ -145,8 +145,10 @@ def heavy_rows(model, cov, mode=None, scale=None, max_fraction=None):
     bool mask, or None (no such row; more than ``max_fraction`` of the data, where
     summing them exactly does not pay; a model without linear predictors; or
     no parameter whose Laplace variance reaches ``WEAK_PRIOR_SHARE`` of its
-    prior's: then no row can move that far), and the full passes it made
-    (counted on the model: 0, 1, or 2 with the leverage).
+    prior's: then no row can move that far, and the leverage is not looked
+    at either, which keeps tall data whose every coefficient is well
+    determined as they were), and the full passes it made (counted on the
+    model: 0, 1, or 2 with the leverage).
 
     These are the rows of directions that few rows inform (rare 0/1
     indicators, separating ones among them, extreme values): along such a
