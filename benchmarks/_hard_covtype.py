@@ -108,7 +108,9 @@ def default_fit(Xtr, ytr, Xte, yte, binary, seed, ref):
            "median_ess_bulk": float(np.median(ess)),
            "max_rhat": float(np.max(diag.rhat(draws))),
            "min_ess_per_s": float(np.min(ess) / elapsed),
-           "n_divergences": int(np.sum(est.diagnostics_["n_divergences"])),
+           # after warmup (what can bias the draws), and in warmup
+           "n_divergences": _divergences(est.trace_.stats),
+           "n_divergences_warmup": _divergences(est.trace_.warmup_stats),
            "prepare_s": float(est.trace_.wall_time["prepare"]),
            "data_passes": dict(est.trace_.data_passes),
            "full_data": bool(tun[0].get("full_data", False)),
@@ -163,11 +165,19 @@ def run_covtype(name, binary, seeds, quick, make_reference=False):
             "reference": ref_info, "criteria": crit}
 
 
+def _divergences(stats):
+    """Divergent transitions counted in a trace's ``stats`` or ``warmup_stats``
+    (None: no such draws, or a sampler without the statistic)."""
+    if stats is None or "diverging" not in stats:
+        return None
+    return int(np.sum(stats["diverging"]))
+
+
 def table(result, score_name):
     out = [f"n_train = {result['n_train']}, n_test = {result['n_test']}; reference: "
            f"{result['reference']}", "",
            f"| method | seed | time s | {score_name} | min ESS | max R-hat | max mean err / sd "
-           "| sd ratio | divergences | full data | exact rows | m | data / iteration |",
+           "| sd ratio | divergences (in warmup) | full data | exact rows | m | data / iteration |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
         if "seed" not in r:
@@ -179,6 +189,14 @@ def table(result, score_name):
               else "")
         out.append(f"| {r['method']} | {r['seed']} | {r['time_s']:.1f} | {r['score']:.4f} | "
                    f"{r['min_ess_bulk']:.0f} | {r['max_rhat']:.4f} | {err} | {sd} | "
-                   f"{r['n_divergences']} | {r['full_data']} | {r['n_exact']} | {r['m']} | "
+                   f"{r['n_divergences']}{_in_warmup(r)} | {r['full_data']} | {r['n_exact']} | "
+                   f"{r['m']} | "
                    f"{r['data_fraction_per_iteration']:.4f} |")
     return "\n".join(out)
+
+
+def _in_warmup(row):
+    """`` (n)``: the warmup's divergences where the row has them (rows recorded
+    before they were counted apart count both in ``n_divergences``)."""
+    w = row.get("n_divergences_warmup")
+    return "" if w is None else f" ({w})"

@@ -63,6 +63,54 @@ def _quiet_sample(*args, **kw):
 
 
 # ---- the compiled core with an exact stratum against its definition ----------------------------
+@pytest.mark.parametrize("kind", ["logistic", "multinomial", "sparse"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_an_exact_stratum_of_several_chunks_matches_definition_for_any_threads(kind, dtype):
+    """A stratum of more than ``EXACT_CHUNK`` rows is summed chunk by chunk, in
+    threads: the potential and its gradient are the definition's, and the same
+    to the last bit with one thread or two."""
+    from scipy import sparse
+
+    from bayes_subsample.samplers._hmc_ecs_fast import EXACT_CHUNK
+    n = 4 * EXACT_CHUNK + 2500
+    if kind == "multinomial":
+        model = _multinomial(n=n, dtype=dtype)
+    else:
+        model = _glm("logistic", n=n, dtype=dtype)
+        if kind == "sparse":
+            X = model.X.copy()
+            X[np.abs(X) < 0.8] = 0.0
+            model = LogisticRegressionModel(sparse.csr_matrix(X), model.y, prior_scale=5.0)
+    rng = np.random.default_rng(2)
+    theta_star = rng.normal(size=model.n_params) * 0.2
+    cv = TaylorControlVariate(model, theta_star, order=2)
+    exact, sampled = _strata(n, n - 2000, rng)
+    idx = rng.choice(sampled, 300)
+    cores = []
+    for threads in (1, 2):
+        core = ECSCore(model.compiled, 2, model.prior.precision, "perturbed",
+                       kind == "sparse")
+        core.set_strata(exact, sampled)
+        core.set_exact_threads(threads)
+        core.set_rows(idx, 30)
+        core.set_reference(theta_star, cv.L_star, cv.A, cv.B)
+        assert core.n_echunks == -(-len(exact) // EXACT_CHUNK) >= 3
+        assert core.exact_threads == threads
+        cores.append(core)
+    for _ in range(3):
+        theta = theta_star + 0.1 * rng.normal(size=model.n_params)
+        (U1, g1), (U2, g2) = (core.value_and_grad(theta) for core in cores)
+        assert U1 == U2
+        np.testing.assert_array_equal(g1, g2)
+        lam, glam = cv.perturbed_loglik_and_grad(theta, idx, exact)
+        np.testing.assert_allclose(U1, -(lam + model.prior.log_prob(theta)), rtol=1e-10,
+                                   atol=1e-8)
+        np.testing.assert_allclose(g1, -(glam + model.prior.grad_log_prob(theta)),
+                                   rtol=1e-9, atol=1e-7)
+    with pytest.raises(ValueError, match="n_threads"):
+        cores[0].set_exact_threads(0)
+
+
 @pytest.mark.parametrize("kind", ["logistic", "poisson", "multinomial"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("order", [0, 1, 2])

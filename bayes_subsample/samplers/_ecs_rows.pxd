@@ -60,6 +60,11 @@ cdef class ECSRows:
     # rows' weights), eta (count K) the scratch of the predictors; returns sum d_i
     cdef double evaluate(self, const int64_t* idx, RowBlock b, Py_ssize_t count,
                          const double* th, double* eta, double* D, double* DP) noexcept nogil
+    # the same for rows [start, start + count) of b (idx from the block's start; eta,
+    # D, DP from these rows' start); thread-safe on disjoint ranges
+    cdef double evaluate_part(self, const int64_t* idx, RowBlock b, Py_ssize_t start,
+                              Py_ssize_t count, const double* th, double* eta, double* D,
+                              double* DP) noexcept nogil
     # the same for rows [start, stop) of b by row-by-row products (small blocks),
     # to D[i - start], DP[(i - start) K:]
     cdef double block_residuals(self, const int64_t* idx, RowBlock b, Py_ssize_t start,
@@ -69,11 +74,14 @@ cdef class ECSRows:
     # the noise-scale model's second is the log scale's); may overwrite c
     cdef void grad(self, const int64_t* idx, RowBlock b, Py_ssize_t count, double* c,
                    double* out) noexcept nogil
+    # the same for rows [start, start + count) of b (c from these rows' start)
+    cdef void grad_part(self, const int64_t* idx, RowBlock b, Py_ssize_t start,
+                        Py_ssize_t count, double* c, double* out) noexcept nogil
 
     # ---- internals -----------------------------------------------------------------------
     cdef double _source_weight(self, int64_t k) noexcept nogil
-    cdef void _row_eta(self, const int64_t* idx, RowBlock b, Py_ssize_t count,
-                       const double* th, double* eta) noexcept nogil
+    cdef void _row_eta(self, const int64_t* idx, RowBlock b, Py_ssize_t start,
+                       Py_ssize_t count, const double* th, double* eta) noexcept nogil
     cdef double _weigh_rows(self, Py_ssize_t count, const double* w, double* D,
                             double* DP) noexcept nogil
     cdef double _row_terms(self, const double* th, Py_ssize_t count, const double* y,

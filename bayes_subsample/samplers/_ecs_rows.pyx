@@ -167,22 +167,29 @@ cdef class ECSRows:
 
     cdef double evaluate(self, const int64_t* idx, RowBlock b, Py_ssize_t count,
                          const double* th, double* eta, double* D, double* DP) noexcept nogil:
+        return self.evaluate_part(idx, b, 0, count, th, eta, D, DP)
+
+    cdef double evaluate_part(self, const int64_t* idx, RowBlock b, Py_ssize_t start,
+                              Py_ssize_t count, const double* th, double* eta, double* D,
+                              double* DP) noexcept nogil:
         cdef int pp = <int> self.p1, cc = <int> count, kk = <int> self.K
         cdef double alpha = 1.0, beta = 0.0
         cdef char trans = b'T', notrans = b'N'
         cdef Py_ssize_t i, K = self.K
+        if count <= 0:
+            return 0.0
         if not self.multi:
-            self._row_eta(idx, b, count, th, eta)
-            return self._row_terms(th, count, &b.y[0], &b.w[0], eta, &b.es[0], &b.c0[0],
-                                   &b.c1[0], &b.c2[0], D, DP)
+            self._row_eta(idx + start, b, start, count, th, eta)
+            return self._row_terms(th, count, &b.y[start], &b.w[start], eta, &b.es[start],
+                                   &b.c0[start], &b.c1[start], &b.c2[start], D, DP)
         # eta (count x K, row-major) = X Theta^T: in BLAS's column-major terms the
         # K x count matrix Theta (p1 x K) ^T X^T (p1 x count), intercept column included
-        dgemm(&trans, &notrans, &kk, &cc, &pp, &alpha, <double*> th, &pp, &b.X[0, 0], &pp,
+        dgemm(&trans, &notrans, &kk, &cc, &pp, &alpha, <double*> th, &pp, &b.X[start, 0], &pp,
               &beta, eta, &kk)
         for i in range(count):
-            D[i] = softmax_residual(self.order, K, <int> b.y[i], &eta[i * K], &b.MC[i, 0],
-                                    &DP[i * K])
-        return self._weigh_rows(count, &b.w[0], D, DP)
+            D[i] = softmax_residual(self.order, K, <int> b.y[start + i], &eta[i * K],
+                                    &b.MC[start + i, 0], &DP[i * K])
+        return self._weigh_rows(count, &b.w[start], D, DP)
 
     cdef double block_residuals(self, const int64_t* idx, RowBlock b, Py_ssize_t start,
                                 Py_ssize_t stop, const double* th, double* eta, double* D,
@@ -209,18 +216,27 @@ cdef class ECSRows:
 
     cdef void grad(self, const int64_t* idx, RowBlock b, Py_ssize_t count, double* c,
                    double* out) noexcept nogil:
+        self.grad_part(idx, b, 0, count, c, out)
+
+    cdef void grad_part(self, const int64_t* idx, RowBlock b, Py_ssize_t start,
+                        Py_ssize_t count, double* c, double* out) noexcept nogil:
         """Multinomial: the K x p1 matrix C^T X, in BLAS's terms X^T (p1 x count) C
         (count x K). One predictor per row: ``out[:dim] = sum_i (c[i K] x_i, c[i K +
         1])`` (the features by BLAS, the intercept's entry ``sum c``; the second
         weight, the noise-scale model's in its log scale, to the last entry);
-        direct rows compact ``c`` in place."""
+        direct rows compact ``c`` in place. Rows ``[start, start + count)`` of
+        ``b`` (``idx`` and ``c`` from their starts for these rows)."""
         cdef int pp = <int> self.p1, dd = <int> self.n_features, cc = <int> count, one = 1
         cdef int kk = <int> self.K
         cdef double alpha = 1.0, beta = 0.0, csum = 0.0
         cdef char notrans = b'N', trans = b'T'
         cdef Py_ssize_t i, K = self.K
+        if count <= 0:
+            for i in range(self.dim):
+                out[i] = 0.0
+            return
         if self.multi:
-            dgemm(&notrans, &trans, &pp, &kk, &cc, &alpha, &b.X[0, 0], &pp, c, &kk, &beta,
+            dgemm(&notrans, &trans, &pp, &kk, &cc, &alpha, &b.X[start, 0], &pp, c, &kk, &beta,
                   out, &pp)
             return
         for i in range(self.dim):
@@ -233,9 +249,9 @@ cdef class ECSRows:
         if self.direct:
             for i in range(1, count):
                 c[i] = c[i * K]              # forward: i K >= i
-            self.rows.add_xt(idx, count, c, out)
+            self.rows.add_xt(idx + start, count, c, out)
             return
-        dgemv(&notrans, &dd, &cc, &alpha, &b.X[0, 0], &pp, c, &kk, &beta, out, &one)
+        dgemv(&notrans, &dd, &cc, &alpha, &b.X[start, 0], &pp, c, &kk, &beta, out, &one)
         if self.intercept:
             for i in range(count):
                 csum += c[i * K]
@@ -247,9 +263,10 @@ cdef class ECSRows:
             return self.lin.row_weight(k)
         return self.mult.row_weight(k) if self.multi else self.glm.row_weight(k)
 
-    cdef void _row_eta(self, const int64_t* idx, RowBlock b, Py_ssize_t count,
-                       const double* th, double* eta) noexcept nogil:
-        """``eta[i] = x_i . theta`` of ``count`` rows: read in place (``direct``), or
+    cdef void _row_eta(self, const int64_t* idx, RowBlock b, Py_ssize_t start,
+                       Py_ssize_t count, const double* th, double* eta) noexcept nogil:
+        """``eta[i] = x_i . theta`` of rows ``[start, start + count)`` of ``b``
+        (``idx`` from their start): read in place (``direct``), or
         from their copies by BLAS (``b.X`` (count x p, row-major) is a column-major
         p x count matrix; BLAS reads its first d rows, the features, and the
         intercept is added here)."""
@@ -260,7 +277,7 @@ cdef class ECSRows:
         if self.direct:
             self.rows.dot(idx, count, th, eta)
         else:
-            dgemv(&trans, &dd, &cc, &alpha, &b.X[0, 0], &pp, <double*> th, &one, &beta, eta,
+            dgemv(&trans, &dd, &cc, &alpha, &b.X[start, 0], &pp, <double*> th, &one, &beta, eta,
                   &one)
             if self.intercept:
                 for i in range(count):

@@ -25,6 +25,11 @@ batches of the signed block-Poisson estimator. Residuals are kept in two banks
 and a one-block subsample update re-evaluates only that block. The cost per
 iteration is ``m/G + L m`` per-datum evaluations whatever n is.
 
+An exact stratum (rows summed exactly at every evaluation) of more than
+``EXACT_CHUNK`` rows is summed in chunks of that many rows, in threads (the
+chain's share of the cores, ``set_exact_threads``), the chunks' sums added in
+their order: the sums, and so the draws, do not depend on the number of threads.
+
 Rows read in place (``direct``): the subsample is kept as row indices only and
 every evaluation reads the model's rows through its ``Rows``; the layout for
 wide sparse data. Below order 2 the core keeps no ``p x p`` Hessian sum ``B``.
@@ -33,6 +38,7 @@ cimport cython
 import numpy as np
 from libc.math cimport log, fabs, exp, isfinite
 from libc.stdint cimport int64_t
+from cython.parallel cimport prange
 from bayes_subsample._rng cimport bitgen_t, get_bitgen, rng_index, rng_uniform_open
 from bayes_subsample.models._cymodel cimport CyModel
 from bayes_subsample.models._cyglm import CyGLM
@@ -46,6 +52,14 @@ DEF MODE_PERTURBED = 0
 DEF MODE_SIGNED = 1
 
 MODES = {"perturbed": MODE_PERTURBED, "signed": MODE_SIGNED}
+
+cdef enum:
+    CHUNK = 1024
+
+#: rows of the exact stratum summed as one chunk: a stratum of more rows is summed
+#: chunk by chunk (in threads, ``set_exact_threads``), the chunks' sums added in
+#: their order, so that the sums do not depend on the number of threads
+EXACT_CHUNK = CHUNK
 
 #: the compiled models ECSCore serves (``model.compiled`` of the GLMs, the
 #: multinomial model and the noise-scale linear regression)
@@ -121,6 +135,12 @@ cdef class ECSCore(Potential):
     cdef double[::1] eD, eDP, eeta
     cdef double esum[2]
     cdef double[:, ::1] egrad      # (2, p): the exact rows' gradient per bank
+    # the stratum's chunks of EXACT_CHUNK rows: their residual sums and gradients,
+    # and the threads that evaluate them
+    cdef readonly Py_ssize_t n_echunks
+    cdef readonly int exact_threads
+    cdef double[::1] csum
+    cdef double[:, ::1] cgrad
     # proposal block (perturbed u-update)
     cdef int64_t[::1] pidx
     cdef RowBlock prop
@@ -158,6 +178,8 @@ cdef class ECSCore(Potential):
         self.esum[0] = 0.0
         self.esum[1] = 0.0
         self.egrad = np.zeros((2, p))
+        self.n_echunks = 0
+        self.exact_threads = 1
 
     # ---- configuration (with the GIL) -----------------------------------------------
     def set_reference(self, theta_star, double L_star, A, B=None):
@@ -238,9 +260,19 @@ cdef class ECSCore(Potential):
         self.esum[0] = 0.0
         self.esum[1] = 0.0
         self.egrad = np.zeros((2, self.dim))
+        self.n_echunks = (e + CHUNK - 1) // CHUNK
+        self.csum = np.zeros(max(self.n_echunks, 1))
+        self.cgrad = np.zeros((max(self.n_echunks, 1), self.dim))
         if e:
             with nogil:
                 self._load_rows(&self.eidx[0], self.ex, e)
+
+    def set_exact_threads(self, int n_threads):
+        """Evaluate the exact stratum's chunks of ``EXACT_CHUNK`` rows in
+        ``n_threads`` threads (the sums do not depend on it)."""
+        if n_threads < 1:
+            raise ValueError(f"n_threads must be >= 1, got {n_threads}")
+        self.exact_threads = n_threads
 
     @property
     def exact_rows(self):
@@ -327,10 +359,36 @@ cdef class ECSCore(Potential):
 
     cdef void _evaluate_exact(self, const double* th, int bank) noexcept nogil:
         """The exact stratum at th: the sum of its residuals to ``esum[bank]``,
-        their gradient (weight 1 per row) to ``egrad[bank]``."""
-        self.esum[bank] = self.src.evaluate(&self.eidx[0], self.ex, self.n_exact, th,
-                                            &self.eeta[0], &self.eD[0], &self.eDP[0])
-        self.src.grad(&self.eidx[0], self.ex, self.n_exact, &self.eDP[0], &self.egrad[bank, 0])
+        their gradient (weight 1 per row) to ``egrad[bank]``. More than one
+        chunk: each chunk's sums in threads, added in the chunks' order."""
+        cdef Py_ssize_t c, j, nc = self.n_echunks
+        cdef double tot = 0.0
+        if nc <= 1:
+            self.esum[bank] = self.src.evaluate(&self.eidx[0], self.ex, self.n_exact, th,
+                                                &self.eeta[0], &self.eD[0], &self.eDP[0])
+            self.src.grad(&self.eidx[0], self.ex, self.n_exact, &self.eDP[0],
+                          &self.egrad[bank, 0])
+            return
+        for c in prange(nc, num_threads=self.exact_threads, schedule="static"):
+            self._exact_chunk(th, c)
+        for j in range(self.dim):
+            self.egrad[bank, j] = 0.0
+        for c in range(nc):
+            tot += self.csum[c]
+            for j in range(self.dim):
+                self.egrad[bank, j] += self.cgrad[c, j]
+        self.esum[bank] = tot
+
+    cdef void _exact_chunk(self, const double* th, Py_ssize_t c) noexcept nogil:
+        """Chunk ``c`` of the exact stratum at th: its residual sum to ``csum[c]``,
+        its gradient to ``cgrad[c]`` (disjoint buffers: chunks run in threads)."""
+        cdef Py_ssize_t s = c * CHUNK, K = self.K
+        cdef Py_ssize_t cnt = min(<Py_ssize_t> CHUNK, self.n_exact - s)
+        self.csum[c] = self.src.evaluate_part(&self.eidx[0], self.ex, s, cnt, th,
+                                              &self.eeta[s * K], &self.eD[s],
+                                              &self.eDP[s * K])
+        self.src.grad_part(&self.eidx[0], self.ex, s, cnt, &self.eDP[s * K],
+                           &self.cgrad[c, 0])
 
     cdef double _combine(self, const double* th, int bank, double* gradU) noexcept nogil:
         """Log-likelihood estimate and gradient from a bank's residuals; returns

@@ -30,6 +30,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._params import store_params
+from .._threads import threads_for_pass
 from ._base import BaseSampler, Kernel, refuse_without_hessian, shared_constraints
 from ._ecs_numpy import NumpyECSPotential
 from ._ecs_prepare import posterior_precision, prepare_ecs, strata_forced
@@ -95,6 +96,12 @@ class HMCECSKernel(ECSWarmup, Kernel):
                 pot.set_signed(-float(self.n_products), float(self.n_products))
         if self.exact_mask is not None:
             pot.set_strata(np.flatnonzero(self.exact_mask), self.update.sampled)
+            if isinstance(pot, ECSCore):
+                # the exact stratum is a partial full pass: in threads where one
+                # would pay (the chain's share of the cores; the sums do not
+                # depend on it)
+                pot.set_exact_threads(threads_for_pass(
+                    pot.n_exact * self.model.n_params, getattr(self.model, "n_threads", 1)))
         cv = self.cv
         pot.set_reference(*cv.reference())
         return pot
