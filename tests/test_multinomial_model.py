@@ -427,6 +427,28 @@ def test_model_full_pass_threads_bit_identical():
         np.testing.assert_array_equal(u, v)
 
 
+def test_pass_threads_of_a_partial_pass_scale_with_its_rows():
+    """``pass_threads(rows=k)``: a pass over k of the rows (an exact stratum) is
+    threaded where k rows' values reach the threaded-pass threshold, a GLM's
+    rows counted once, the multinomial model's once per class."""
+    from bayes_subsample._threads import THREADED_PASS_MIN_VALUES, limit_threads
+    from bayes_subsample.models import LogisticRegressionModel
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(40_000, 24))
+    K = 7
+    multi = MultinomialLogisticModel(X, rng.integers(0, K, 40_000), n_threads=2)
+    glm = LogisticRegressionModel(X, rng.integers(0, 2, 40_000).astype(float), n_threads=2)
+    assert multi.pass_values() == (X.size + 40_000) * K and glm.pass_values() == X.size
+    # the rows whose values reach the threshold: (d + 1) K values a row, d for the GLM
+    k_multi = -(-THREADED_PASS_MIN_VALUES // (25 * K))
+    k_glm = -(-THREADED_PASS_MIN_VALUES // 24)
+    assert multi.pass_threads(rows=k_multi - 1) == 1 and multi.pass_threads(rows=k_multi) == 2
+    assert glm.pass_threads(rows=k_glm - 1) == 1 and glm.pass_threads(rows=k_glm) == 2
+    with limit_threads(1):
+        assert multi.pass_threads(rows=k_multi) == 1
+    assert multi.pass_threads() == multi.pass_threads(rows=40_000) == 2
+
+
 def test_gather_targets_and_gather_rows(rng):
     model, theta = make_model(3, np.float32, True)
     idx = rng.integers(0, model.n_data, 30)

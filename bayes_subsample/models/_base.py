@@ -13,7 +13,10 @@ import threading
 
 import numpy as np
 
+from scipy import sparse
+
 from .._hashing import array_digest
+from .._threads import threads_for_pass
 
 __all__ = ["Model", "GaussianPrior", "FunctionModel"]
 
@@ -162,6 +165,11 @@ def taylor_residuals(delta, l, g, l0, g0=None, H0=None):
         if g is not None:
             grad_d = grad_d - Hd
     return d, grad_d
+
+
+def design_size(X):
+    """Values a full pass reads: n x d (dense) or the stored entries + n (CSR)."""
+    return X.nnz + X.shape[0] if sparse.issparse(X) else X.shape[0] * X.shape[1]
 
 
 class Model:
@@ -443,9 +451,10 @@ class Model:
             hess[:, j] = (self.grad_sum(tp, all_idx) - self.grad_sum(tm, all_idx)) / width
         return 0.5 * (hess + hess.T)
 
-    def pass_threads(self):
-        """Threads a full pass of this model uses in the calling thread (1 here;
-        the compiled GLMs use the thread budget on large data)."""
+    def pass_threads(self, rows=None):
+        """Threads a pass over ``rows`` of this model's rows (default: all of
+        them) uses in the calling thread (1 here; the compiled models over rows
+        use the thread budget on large data)."""
         return 1
 
     def log_likelihood(self, theta):
@@ -592,6 +601,21 @@ class RowsModel(CompiledModel):
         if self.__dict__.get("_row_norm_max") is None:
             self._row_norm_max = float(self._cy.rows.row_norm_max())
         return self._row_norm_max
+
+    def pass_values(self):
+        """Values a full pass reads (the measure of its work the thread budget
+        is given by): ``design_size(X)``; more where a row costs more."""
+        return design_size(self.X)
+
+    def pass_threads(self, rows=None):
+        """Threads of a pass over ``rows`` of the rows (default: all of them; an
+        exact stratum is a partial pass) in the calling thread: the thread
+        budget (``n_threads``, capped by the driver's per-chain share) on large
+        data, where they pay off, else 1. Results do not depend on it."""
+        values = self.pass_values()
+        if rows is not None:
+            values = values * rows / max(self.n_data, 1)
+        return threads_for_pass(values, self.n_threads)
 
     #: the per-row arrays (attributes, None where absent) a subset takes its rows of
     _per_row = ("weights",)

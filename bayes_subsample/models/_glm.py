@@ -117,11 +117,6 @@ def data_fingerprint(model):
     return fp
 
 
-def design_size(X):
-    """Values a full pass reads: n x d (dense) or the stored entries + n (CSR)."""
-    return X.nnz + X.shape[0] if sparse.issparse(X) else X.shape[0] * X.shape[1]
-
-
 #: values per chunk of :func:`normal_equations` (a float64 copy of 8 MB at most)
 _NORMAL_CHUNK = 1 << 20
 
@@ -537,12 +532,6 @@ class GLM(RowsModel):
                                         self.check_theta(theta), idx)
         return d, dp[:, None] * self._cy.gather(idx)
 
-
-    def pass_threads(self):
-        """Threads of a full pass in the calling thread: the thread budget
-        (``n_threads``, capped by the driver's per-chain share) on large data,
-        where they pay off, else 1. Results do not depend on it."""
-        return threads_for_pass(design_size(self.X), self.n_threads)
 
     def full_pass(self, theta, *, gradient=True, hessian=False, loglik=True):
         """One fused read of X: ``(sum l_k, sum grad l_k, sum Hessian l_k)``;

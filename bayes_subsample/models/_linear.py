@@ -32,11 +32,11 @@ import math
 import numpy as np
 from scipy import linalg, optimize, sparse, special
 
-from .._threads import available_cores, threads_for_pass
+from .._threads import available_cores
 from ._base import GaussianPrior, RowsModel, coefficient_scales
 from ._cylinear import CyGaussianScale
 from ._glm import (check_design, check_targets, check_weights, data_fingerprint,
-                   design_size, max_weight, normal_equations)
+                   max_weight, normal_equations)
 from ._rows import make_rows
 
 __all__ = ["GaussianScaleRegressionModel", "NOISE_PRIOR_SCALE", "data_scale"]
@@ -258,11 +258,6 @@ class GaussianScaleRegressionModel(RowsModel):
         d, dt = self._cy.term_derivatives(order, self.check_theta(theta_star),
                                           self.check_theta(theta), idx)
         return d, np.column_stack([dt[:, :1] * self._cy.gather(idx), dt[:, 1]])
-
-    def pass_threads(self):
-        """Threads of a pass over the rows in the calling thread (the thread budget
-        on large data, else 1). Results do not depend on it."""
-        return threads_for_pass(design_size(self.X), self.n_threads)
 
     def full_pass(self, theta, *, gradient=True, hessian=False, loglik=True):
         """``(sum l_k, sum grad l_k, sum Hessian l_k)``: from the sufficient

@@ -27,10 +27,10 @@ import numpy as np
 from scipy import sparse
 from scipy.special import logsumexp, softmax
 
-from .._threads import available_cores, threads_for_pass
-from ._base import GaussianPrior, RowsModel, coefficient_scales
+from .._threads import available_cores
+from ._base import GaussianPrior, RowsModel, coefficient_scales, design_size
 from ._cymultinomial import CyMultinomial
-from ._glm import (check_design, check_weights, data_fingerprint, design_size, max_weight,
+from ._glm import (check_design, check_weights, data_fingerprint, max_weight,
                    psd_factor, row_form_norms)
 from ._rows import make_rows
 
@@ -227,12 +227,10 @@ class MultinomialLogisticModel(RowsModel):
         mats = [C[c, :, c, :] - row[c] - col[:, c, :] + both for c in range(K)]
         return row_form_norms(self.X, self.fit_intercept, [psd_factor(M) for M in mats])
 
-    def pass_threads(self):
-        """Threads of a full pass in the calling thread: the thread budget
-        (``n_threads``, capped by the driver's per-chain share) on large data,
-        where they pay off, else 1. Results do not depend on it."""
-        return threads_for_pass((design_size(self.X) + self.n_data) * self.n_classes,
-                                self.n_threads)
+    def pass_values(self):
+        """Values a full pass reads, times the classes (each value is read once
+        per class)."""
+        return (design_size(self.X) + self.n_data) * self.n_classes
 
     def full_pass(self, theta, *, gradient=True, hessian=False, loglik=True):
         """One fused read of X: ``(sum l_k, sum grad l_k, sum Hessian l_k)``.

@@ -359,18 +359,16 @@ cdef class ECSCore(Potential):
 
     cdef void _evaluate_exact(self, const double* th, int bank) noexcept nogil:
         """The exact stratum at th: the sum of its residuals to ``esum[bank]``,
-        their gradient (weight 1 per row) to ``egrad[bank]``. More than one
-        chunk: each chunk's sums in threads, added in the chunks' order."""
+        their gradient (weight 1 per row) to ``egrad[bank]``: each chunk's sums
+        (in threads), added in the chunks' order."""
         cdef Py_ssize_t c, j, nc = self.n_echunks
         cdef double tot = 0.0
-        if nc <= 1:
-            self.esum[bank] = self.src.evaluate(&self.eidx[0], self.ex, self.n_exact, th,
-                                                &self.eeta[0], &self.eD[0], &self.eDP[0])
-            self.src.grad(&self.eidx[0], self.ex, self.n_exact, &self.eDP[0],
-                          &self.egrad[bank, 0])
-            return
-        for c in prange(nc, num_threads=self.exact_threads, schedule="static"):
-            self._exact_chunk(th, c)
+        if nc > 1 and self.exact_threads > 1:
+            for c in prange(nc, num_threads=self.exact_threads, schedule="static"):
+                self._exact_chunk(th, c)
+        else:
+            for c in range(nc):
+                self._exact_chunk(th, c)
         for j in range(self.dim):
             self.egrad[bank, j] = 0.0
         for c in range(nc):

@@ -30,7 +30,6 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._params import store_params
-from .._threads import threads_for_pass
 from ._base import BaseSampler, Kernel, refuse_without_hessian, shared_constraints
 from ._ecs_numpy import NumpyECSPotential
 from ._ecs_prepare import posterior_precision, prepare_ecs, strata_forced
@@ -100,8 +99,7 @@ class HMCECSKernel(ECSWarmup, Kernel):
                 # the exact stratum is a partial full pass: in threads where one
                 # would pay (the chain's share of the cores; the sums do not
                 # depend on it)
-                pot.set_exact_threads(threads_for_pass(
-                    pot.n_exact * self.model.n_params, getattr(self.model, "n_threads", 1)))
+                pot.set_exact_threads(self.model.pass_threads(rows=pot.n_exact))
         cv = self.cv
         pot.set_reference(*cv.reference())
         return pot
