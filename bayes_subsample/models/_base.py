@@ -12,7 +12,6 @@ import numbers
 import threading
 
 import numpy as np
-
 from scipy import sparse
 
 from .._hashing import array_digest
