@@ -13,15 +13,17 @@ SAMPLERS = ["nuts", "hmc", "mh", "hmc_ecs", "hmc_ecs_nuts", "hmc_ecs_signed", "a
             "confidence", "sgld", "sghmc", "ewsg"]
 
 
-def run_problem(label, model, seeds, quick, samplers=SAMPLERS, reference=None):
+def run_problem(label, model, seeds, quick, samplers=SAMPLERS, reference=None,
+                keep_draws=False):
     """Rows (sampler x seed) of ``model``'s posterior at each sampler's defaults
     (4 chains x (1000 + 1000); ``quick``: 2 x (300 + 300)) compared with a long
     NUTS run (``reference``: computed here when None). A sampler that raises
     before any draw gives a row with its error (an accepted outcome: a clear
-    error instead of a wrong fit)."""
+    error instead of a wrong fit). ``keep_draws``: the reference made here keeps
+    its draws (``"draws"``)."""
     sizes = dict(n_samples=300, n_warmup=300, n_chains=2) if quick else {}
     ref = reference if reference is not None else nuts_reference(
-        model, **(dict(n_samples=1000, n_warmup=500) if quick else {}))
+        model, keep_draws=keep_draws, **(dict(n_samples=1000, n_warmup=500) if quick else {}))
     rows = []
     for name in samplers:
         exact = resolve_sampler(name).exact

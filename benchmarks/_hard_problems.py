@@ -161,13 +161,18 @@ def run_sampler(model, sampler, *, n_samples=1000, n_warmup=1000, n_chains=4, se
         time.perf_counter() - t
 
 
-def nuts_reference(model, *, n_samples=5000, n_warmup=1000, n_chains=4, seed=12345, n_jobs=2):
-    """A long full-data NUTS run: posterior means, sds and the MCSE of the means."""
+def nuts_reference(model, *, n_samples=5000, n_warmup=1000, n_chains=4, seed=12345, n_jobs=2,
+                   keep_draws=False):
+    """A long full-data NUTS run: posterior means, sds and the MCSE of the means
+    (``keep_draws``: and the draws, ``"draws"``)."""
     trace, warns, elapsed = run_sampler(model, "nuts", n_samples=n_samples, n_warmup=n_warmup,
                                         n_chains=n_chains, seed=seed, n_jobs=n_jobs)
     if isinstance(trace, Exception):
         raise trace
-    return reference_from_draws(trace.draws, elapsed=elapsed, warnings=warns)
+    ref = reference_from_draws(trace.draws, elapsed=elapsed, warnings=warns)
+    if keep_draws:
+        ref["draws"] = trace.draws
+    return ref
 
 
 def reference_from_draws(draws, **extra):
