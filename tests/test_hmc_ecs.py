@@ -466,12 +466,52 @@ def test_tall_data_prepares_in_few_passes_and_never_recentres():
     assert not tr.tuning[0].get("full_data", False)
 
 
+def _subset_mode(model, rng, n_sub, theta0=None):
+    """The mode of a random subset of ``n_sub`` rows, its likelihood weighted by
+    ``n / n_sub``."""
+    from bayes_subsample._optimize import find_map
+    from bayes_subsample.samplers._ecs_tuning import WeightedModel
+    n = model.n_data
+    idx = rng.choice(n, size=n_sub, replace=False)
+    return find_map(WeightedModel(model.subset(idx), n / n_sub), theta0, method="newton")[0]
+
+
 def _refine_cases(n=200_000):
     """A 1% subset mode of a tall problem, and the problem's model."""
-    from bayes_subsample.samplers._ecs_tuning import initial_theta_star
     model = _logistic_problem(n=n, d=5)
-    theta0, _ = initial_theta_star(model, np.random.default_rng(1), 0.01)
-    return model, theta0
+    return model, _subset_mode(model, np.random.default_rng(1), n // 100)
+
+
+def test_initial_theta_star_refines_the_subset_mode_on_a_tenth_of_the_data():
+    """On tall data whose 1% subset has fewer than SUBSET_ROWS_PER_PARAM rows
+    per parameter, theta* starts from the subset's mode refined on a random
+    tenth of the data (each weighted to the full data's size), drawn from the
+    same generator in that order; with more rows per parameter, or where a
+    tenth is less than twice the subset, the subset's mode alone."""
+    from bayes_subsample.samplers._ecs_tuning import SUBSET_ROWS_PER_PARAM, initial_theta_star
+    model = _logistic_problem(n=200_000, d=30)
+    assert 2000 < SUBSET_ROWS_PER_PARAM * model.n_params
+    theta, n_evals = initial_theta_star(model, np.random.default_rng(1), 0.01)
+    rng = np.random.default_rng(1)
+    first = _subset_mode(model, rng, 2000)
+    np.testing.assert_array_equal(theta, _subset_mode(model, rng, 20_000, first))
+    assert n_evals >= 2000 + 20_000
+
+    def decrement(t):      # the Newton decrement of the full-data log posterior
+        _, g, h = model.full_pass(t, gradient=True, hessian=True)
+        prec = model.prior.precision
+        grad = g - prec * t
+        return grad @ np.linalg.solve(-h + np.diag(prec), grad)
+    # the tenth's mode is much nearer the full-data mode than the 1% subset's
+    assert decrement(theta) < 0.3 * decrement(first)
+    # 15,000 rows: a tenth is less than twice the 1,000-row subset
+    small = _logistic_problem(n=15_000, d=30)
+    theta, _ = initial_theta_star(small, np.random.default_rng(2), 0.01)
+    np.testing.assert_array_equal(theta, _subset_mode(small, np.random.default_rng(2), 1000))
+    # 2,000 rows for 6 parameters: enough
+    narrow = _logistic_problem(n=200_000, d=5)
+    theta, _ = initial_theta_star(narrow, np.random.default_rng(3), 0.01)
+    np.testing.assert_array_equal(theta, _subset_mode(narrow, np.random.default_rng(3), 2000))
 
 
 def _refine_without_estimate(model, theta0, tol=None):

@@ -6,6 +6,7 @@ block-Poisson formula), the stratum chooser against constructed residuals,
 and the stratified sampler against full-data NUTS with tolerances from the
 Monte Carlo standard errors.
 """
+import dataclasses
 import os
 import warnings
 
@@ -20,7 +21,7 @@ from bayes_subsample.models import (LogisticRegressionModel, MultinomialLogistic
 from bayes_subsample.samplers import HMCECS
 from bayes_subsample.samplers._ecs_tuning import (ASTRAY_RESIDUAL, astray_strata,
                                                    choose_strata, residual_scan)
-from bayes_subsample.samplers._ecs_warmup import PILOT_ITERATIONS, PILOT_POINTS
+from bayes_subsample.samplers._ecs_warmup import PILOT_ADAPT, PILOT_ITERATIONS, PILOT_POINTS
 from bayes_subsample.samplers._hmc_ecs_fast import ECSCore
 
 
@@ -415,15 +416,20 @@ def test_stratified_run_resumes_and_is_reproducible_for_any_n_jobs(n_jobs):
     np.testing.assert_array_equal(more.warmup_draws, full.warmup_draws)
     # stages of 33 iterations while 100 warmup iterations remain: 3 stages per
     # chain, each one pass for the sums at the new theta* and 3 residual passes;
-    # the first also an exact pilot (a pass at its start, at least one per
-    # transition) and residual passes at PILOT_POINTS of its draws
+    # the exact pilot ran once, at preparation (a pass at its start, at least
+    # one per transition, residual passes at PILOT_POINTS of its draws), and no
+    # chain ran its own
     assert all(len(t["strata_stages"]) == 3 for t in full.tuning)
-    assert more.data_passes["chains"] == full.data_passes["chains"]
-    assert full.data_passes["chains"] >= 2 * (3 * (1 + 3) + 1 + PILOT_ITERATIONS + PILOT_POINTS)
+    assert all(s["pilot_accept"] is None for t in full.tuning for s in t["strata_stages"])
+    assert all(t["strata_pilot"] == full.tuning[0]["strata_pilot"] for t in full.tuning)
+    assert more.data_passes["chains"] == full.data_passes["chains"] == 2 * 3 * (1 + 3)
+    assert full.data_passes["prepare"] >= 1 + PILOT_ADAPT + PILOT_ITERATIONS + PILOT_POINTS
 
 
 # ---- a stage gone astray ---------------------------------------------------------------------
-def _stratified_kernel(seed=9):
+def _stratified_kernel(seed=9, shared_pilot=False, with_prepared=False):
+    """A stratified kernel, by default as where the preparation ran no exact
+    pilot (each chain then runs its own at its first stage that is not astray)."""
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(3000, 3))
     X[:30] *= 8.0
@@ -431,9 +437,12 @@ def _stratified_kernel(seed=9):
     model = LogisticRegressionModel(X, y)
     sampler = HMCECS(stratify=True, n_blocks=20, cv_order=1)
     prepared = sampler.prepare(model, rng)
+    assert prepared.pilot is not None
+    if not shared_pilot:
+        prepared = dataclasses.replace(prepared, pilot=None, stage_exact=None)
     kernel = sampler.build(model, prepared, n_warmup=200)
     state = kernel.init(rng, prepared.theta_init)
-    return model, kernel, state, rng
+    return (model, kernel, state, rng) + ((prepared,) if with_prepared else ())
 
 
 def test_a_stage_whose_draws_are_far_below_the_mode_keeps_theta_star_and_restarts_there():
@@ -517,13 +526,57 @@ def test_the_first_stage_near_the_mode_runs_an_exact_pilot_once(monkeypatch):
             assert made == 1 + warmup.STRATA_POINTS
 
 
+def test_the_shared_pilot_chooses_the_first_stratum_once_for_all_chains(monkeypatch):
+    """The preparation of a stratified warmup runs one exact pilot from the
+    mode (PILOT_ADAPT transitions adapting its step size, then
+    PILOT_ITERATIONS; every pass counted) and joins the rows with large
+    residuals at PILOT_POINTS of its later draws to the exact stratum by
+    choose_strata; the chains start their first stage from that stratum and m,
+    and no stage runs a pilot of its own."""
+    import bayes_subsample.samplers._ecs_warmup as warmup
+    seen = []
+
+    def scan(cv, points):
+        seen.append(np.array(points))
+        return residual_scan(cv, points)
+
+    monkeypatch.setattr(warmup, "residual_scan", scan)
+    model, kernel, state, rng, prepared = _stratified_kernel(shared_pilot=True,
+                                                            with_prepared=True)
+    n = model.n_data
+    (points,) = seen                       # the pilot's scan, at preparation
+    assert points.shape == (warmup.PILOT_POINTS, model.n_params)
+    assert np.all(np.isfinite(points)) and np.ptp(points, axis=0).max() > 0   # it moved
+    info = prepared.pilot
+    assert info["transitions"] == warmup.PILOT_ADAPT + warmup.PILOT_ITERATIONS
+    assert 0.0 < info["accept"] <= 1.0 and info["step_size"] > 0
+    old = (np.zeros(n, dtype=bool) if prepared.exact_mask is None else prepared.exact_mask)
+    exact, m, _ = choose_strata(residual_scan(prepared.cv, points), old, n_blocks=20)
+    np.testing.assert_array_equal(prepared.stage_exact, exact)
+    assert np.all(prepared.stage_exact[old])                  # rows only join
+    assert info["n_exact"] == exact.sum() and info["m"] == m
+    assert prepared.m_stage == 20 * max(1, min(m, n // 20) // 20)
+    # the pilot's passes: its start, at least one per transition, its residual scan
+    assert prepared.n_evals >= n * (1 + info["transitions"] + warmup.PILOT_POINTS)
+    # the kernel starts from them, and no stage pilots again
+    np.testing.assert_array_equal(kernel.exact_mask, prepared.stage_exact)
+    assert kernel.m == prepared.m_stage and kernel.piloted
+    assert kernel.tuning()["strata_pilot"] == info
+    sd = np.sqrt(np.diag(kernel.factors.cov))
+    window = kernel.cv.theta_star + sd * rng.normal(size=(40, model.n_params))
+    passes = model.n_full_passes
+    kernel.restratify(rng, state, list(window))
+    assert kernel.stages[-1]["pilot_accept"] is None
+    assert model.n_full_passes - passes == 1 + warmup.STRATA_POINTS
+
+
 def test_the_exact_pilot_samples_the_full_data_posterior(monkeypatch):
     """The pilot's transitions are on the full-data potential: run long, its
     draws' means and sds agree with full-data NUTS (within 0.15 sd and 15%; the
     pilot starts at the Laplace mean and keeps the warmup's step size)."""
     import bayes_subsample.samplers._ecs_warmup as warmup
-    monkeypatch.setattr(warmup, "PILOT_ITERATIONS", 1500)
     model, kernel, state, rng = _stratified_kernel()
+    monkeypatch.setattr(warmup, "PILOT_ITERATIONS", 1500)
     draws, accept = kernel.exact_pilot(rng, kernel.cv.theta_star)
     assert draws.shape == (1500, model.n_params) and accept > 0.5
     ref = _quiet_sample(model, "nuts", n_samples=1500, n_warmup=500, n_chains=2,

@@ -57,6 +57,13 @@ class ECSPrepared(Prepared):
     stratify: bool = False
     #: stratified warmup: the subsample size of its first stage
     m_stage: int = 0
+    #: stratified warmup: the exact stratum of its first stage, from the shared
+    #: exact pilot (``_ecs_warmup.shared_pilot``; None: ``exact_mask``'s)
+    stage_exact: np.ndarray = None
+    #: stratified warmup: what the shared exact pilot did (``accept``,
+    #: ``step_size``, ``transitions``, ``n_exact``, ``m``); None: each chain runs
+    #: its own at its first stage
+    pilot: dict = None
 
     cv: TaylorControlVariate = None
     #: full-data Hessian sum at theta* (the mass matrix is ``-hessian + prior precision``);
@@ -308,10 +315,21 @@ def _automatic_layout(sampler, model, cv, sums, factors, rng, mode, *, user_orde
     stratify = can_stratify and (strata_forced(sampler.stratify) or (
         isinstance(sampler.stratify, str) and costly and pass_cost >= n
         and n >= MIN_ROWS_PER_BLOCK * G))
-    # a stratified warmup's first stage: the rule's m, at most one row in
-    # MIN_ROWS_PER_BLOCK, a multiple of the blocks
-    m_stage = G * max(1, min(m, n // MIN_ROWS_PER_BLOCK) // G) if stratify else 0
+    exact = None if full else exact
+    m_stage, stage_exact, pilot = m, None, None
+    if stratify and pass_cost >= n:
+        # the exact stratum the stages start from: where a short exact pilot
+        # chain from the mode goes, once for all chains (_ecs_warmup.shared_pilot)
+        from ._ecs_warmup import shared_pilot
+        stage_exact, m_pilot, pilot, ev = shared_pilot(sampler, model, cv, sums[2], exact,
+                                                       mode, rng)
+        n_evals += ev
+        if stage_exact is not None:
+            m_stage = m_pilot
+    # a stratified warmup's first stage: the rule's (or the pilot's) m, at most
+    # one row in MIN_ROWS_PER_BLOCK, a multiple of the blocks
+    m_stage = G * max(1, min(m_stage, n // MIN_ROWS_PER_BLOCK) // G) if stratify else 0
     layout = dict(m=m, block_size=m // G, n_products=1, auto_m=True,
                   full_data=full and not stratify, stratify=stratify, m_stage=m_stage,
-                  exact_mask=None if full else exact)
+                  exact_mask=exact, stage_exact=stage_exact, pilot=pilot)
     return layout, cv, n_evals, n_heavy

@@ -325,11 +325,24 @@ def _ascent(model, theta, step, lp):
     return None, n_evals
 
 
+#: a subset with fewer rows per parameter than this has a mode far from the
+#: full data's (rare categories, classes only the prior separates there): a
+#: tenth of the data refines it before the full-data Newton steps
+SUBSET_ROWS_PER_PARAM = 100
+
+
 def initial_theta_star(model, rng, subset_fraction, diagonal=False):
     """The posterior mode of a random subset of ``max(1000, subset_fraction n)``
     rows with its likelihood weighted by ``n / n_sub`` (the full-data mode when
-    the subset would be a tenth of the data or more). ``diagonal``: found
-    without ``p x p`` matrices (``diagonal_mode``: wide models). Returns
+    the subset would be a tenth of the data or more). Where the subset has
+    fewer than ``SUBSET_ROWS_PER_PARAM`` rows per parameter and a tenth of the
+    data is at least twice as large, the mode of a random tenth of the data
+    (weighted by ``n / tenth``) follows from it, by Newton steps whose passes
+    cost a tenth of a full pass each: the full-data refinement
+    (``refine_theta_star``) then starts closer to the mode and needs fewer full
+    passes (covtype, 7 classes, 464,809 rows, 385 parameters: 5 full passes
+    instead of 18). ``diagonal``: found without ``p x p`` matrices
+    (``diagonal_mode``: wide models), from the first subset alone. Returns
     ``(theta, n_evals)``."""
     from .._optimize import diagonal_mode, find_map
     n = model.n_data
@@ -344,7 +357,15 @@ def initial_theta_star(model, rng, subset_fraction, diagonal=False):
         theta, _, ev, _ = diagonal_mode(target)
         return theta, ev
     theta, info = find_map(target, method=method)
-    return theta, info["n_evals"]
+    n_evals = info["n_evals"]
+    tenth = n // 10
+    if (method == "newton" and n_sub < SUBSET_ROWS_PER_PARAM * model.n_params
+            and tenth >= 2 * n_sub):
+        idx = rng.choice(n, size=tenth, replace=False)
+        theta, info = find_map(WeightedModel(model.subset(idx), n / tenth), theta,
+                               method="newton")
+        n_evals += info["n_evals"]
+    return theta, n_evals
 
 
 def residual_scan(cv, thetas):

@@ -2,8 +2,9 @@
 theta* recentred while its Newton refinement had not converged, and the
 stratified warmup (:ref:`algo-hmc-ecs-strata`): stages after each of which
 theta* moves to the mean of the stage's draws and the rows with large
-residuals there join an exact stratum, the first of them with a short exact
-pilot chain.
+residuals there join an exact stratum. The exact stratum the stages start
+from comes from a short exact pilot chain run once for all chains at
+preparation (:func:`shared_pilot`).
 
 :class:`ECSWarmup` is the warmup half of the HMC-ECS kernel
 (``hmc_ecs.HMCECSKernel`` inherits it): its methods move the kernel's
@@ -18,10 +19,11 @@ from ._adapt import MIN_METRIC_WARMUP, VarianceWindows, diagonal_windows, rescal
 from ._ecs_prepare import posterior_precision
 from ._ecs_tuning import astray_strata, choose_strata, choose_subsample_size, residual_scan
 from ._hamiltonian import FullPotential
+from ._inner import make_inner
 from .hmc import metric_from_precision
 
 __all__ = ["ECSWarmup", "MIN_STRATIFIED_WARMUP", "STRATA_POINTS", "PILOT_ITERATIONS",
-           "PILOT_POINTS"]
+           "PILOT_POINTS", "PILOT_ADAPT", "exact_pilot", "shared_pilot"]
 
 
 #: the least warmup a stratified HMC-ECS run adapts with (shorter: full-data HMC)
@@ -48,11 +50,71 @@ STRATA_POINTS = 3
 PILOT_ITERATIONS = 30
 #: the pilot's draws (of its second half) whose residuals join the stage's
 PILOT_POINTS = 6
+#: transitions of the shared pilot (at preparation, from the mode) that adapt
+#: its step size by dual averaging before its ``PILOT_ITERATIONS``
+PILOT_ADAPT = 20
 
 
 def _spread(draws, k):
     """``k`` of ``draws`` evenly spread over them (first and last included)."""
     return draws[np.linspace(0, len(draws) - 1, k).astype(int)]
+
+
+def exact_pilot(model, inner, metric, theta0, rng, adapt=0):
+    """``adapt`` transitions of ``inner`` on the full-data potential from
+    ``theta0`` whose acceptance probabilities adapt its step size (dual
+    averaging, then its average), then ``PILOT_ITERATIONS`` at that step size:
+    draws that go where the posterior goes. Returns ``(draws, mean acceptance
+    probability of the kept transitions, full passes)``; a start where the
+    potential is not finite gives ``(theta0[None], 0.0, 1)``."""
+    pot = FullPotential(model.compiled, model.prior.precision, model.pass_threads())
+    if not np.isfinite(pot.set_position(theta0)):
+        return theta0[None, :], 0.0, 1
+    passes = 1.0
+    draws, accept = [], []
+    for i in range(adapt + PILOT_ITERATIONS):
+        _, alpha, _, n_eval, _, _ = inner.transition(rng, pot, metric)
+        passes += n_eval
+        if i < adapt:
+            inner.tuner.update(alpha)
+            if i == adapt - 1:
+                inner.tuner.finalize()
+            continue
+        draws.append(pot.position.copy())
+        accept.append(alpha)
+    return np.asarray(draws), float(np.mean(accept)), int(round(passes))
+
+
+def shared_pilot(sampler, model, cv, hessian, exact, theta0, rng):
+    """The exact stratum and subsample size a stratified warmup's chains start
+    from, chosen once for all of them (:ref:`algo-hmc-ecs-strata`): an exact
+    pilot chain (:func:`exact_pilot`) from ``theta0`` (the mode) with the
+    Laplace metric, its step size adapted over its first ``PILOT_ADAPT``
+    transitions, and the rows with large residuals (around ``cv``'s theta*) at
+    ``PILOT_POINTS`` of its later draws joined to ``exact`` (``choose_strata``).
+
+    Returns ``(exact_mask, m, info, n_evals)``: ``exact_mask`` None where the
+    pilot did not move (a start where the potential is not finite), ``info``
+    what the pilot did (``accept``, ``step_size``, ``transitions``,
+    ``n_exact``, ``m``)."""
+    n = model.n_data
+    metric, _ = metric_from_precision(posterior_precision(model, hessian),
+                                      model.prior.precision)
+    inner = make_inner(sampler.inner, sampler, model.n_params)
+    draws, accept, passes = exact_pilot(model, inner, metric, theta0, rng, adapt=PILOT_ADAPT)
+    n_evals = passes * n
+    info = {"accept": accept, "step_size": float(inner.tuner.step_size),
+            "transitions": PILOT_ADAPT + PILOT_ITERATIONS, "n_exact": None, "m": None}
+    if len(draws) < PILOT_ITERATIONS:
+        return None, None, info, n_evals
+    points = _spread(draws[len(draws) // 2:], PILOT_POINTS)
+    R = residual_scan(cv, points)
+    n_evals += len(points) * n
+    old = np.zeros(n, dtype=bool) if exact is None else exact
+    mask, m, _ = choose_strata(R, old, n_blocks=sampler.n_blocks,
+                               target_variance=sampler.target_variance)
+    info.update(n_exact=int(mask.sum()), m=int(m))
+    return mask, int(m), info, n_evals
 
 
 class ECSWarmup:
@@ -75,6 +137,9 @@ class ECSWarmup:
         if stratify:
             self.m = prepared.m_stage
             self.block_size = self.m // self.sampler.n_blocks
+            if prepared.stage_exact is not None:
+                # the shared pilot's stratum (:func:`shared_pilot`)
+                self.exact_mask = prepared.stage_exact
             self.stage_len = max(MIN_STAGE_LENGTH,
                                  min(MAX_STAGE_LENGTH, n_warmup // STAGES_PER_WARMUP))
             self.last_stage = n_warmup - max(SETTLE_ITERATIONS,
@@ -82,7 +147,9 @@ class ECSWarmup:
             # the best exact log posterior at a centre so far (a stage whose mean
             # falls far below it was not sampling the posterior)
             self.lp_best = self.cv.L_star + self.model.prior.log_prob(self.cv.theta_star)
-            self.piloted = False     # the exact pilot chain has run
+            # the exact pilot chain has run (once for all chains, at preparation;
+            # else at the first stage that is not astray)
+            self.piloted = prepared.pilot is not None
         # recentring costs a full pass and restarts the step-size adaptation: only
         # while theta* is not known to be near the mode (the Newton refinement
         # did not converge); the mode is a better centre than a mean of early draws
@@ -258,23 +325,14 @@ class ECSWarmup:
         return state._replace(theta=pot.position, potential_energy=U, potential=pot)
 
     def exact_pilot(self, rng, theta0):
-        """``PILOT_ITERATIONS`` transitions of the inner kernel on the full-data
-        potential from ``theta0`` with the current metric, one full pass per
-        gradient (counted): draws that go where the posterior goes. The step
-        size is the warmup's averaged one so far, not dual averaging's latest
-        iterate (which can be ten times larger), and stays fixed. Returns the
-        draws and their mean acceptance probability."""
+        """The chain's own exact pilot (where the preparation ran none, see
+        :func:`shared_pilot`): :func:`exact_pilot` from ``theta0`` with the
+        current metric at the warmup's averaged step size so far (not dual
+        averaging's latest iterate, which can be ten times larger), fixed;
+        every pass counted. Returns the draws and their mean acceptance
+        probability."""
         self.piloted = True
-        pot = FullPotential(self.model.compiled, self.model.prior.precision,
-                            self.model.pass_threads())
-        if not np.isfinite(pot.set_position(theta0)):
-            return theta0[None, :], 0.0
-        self.n_evals_setup += self.n
         self.tuner.finalize()
-        draws, accept = [], []
-        for _ in range(PILOT_ITERATIONS):
-            _, alpha, _, n_eval, _, _ = self.inner.transition(rng, pot, self.metric)
-            self.n_evals_setup += int(n_eval * self.n)
-            draws.append(pot.position.copy())
-            accept.append(alpha)
-        return np.asarray(draws), float(np.mean(accept))
+        draws, accept, passes = exact_pilot(self.model, self.inner, self.metric, theta0, rng)
+        self.n_evals_setup += passes * self.n
+        return draws, accept

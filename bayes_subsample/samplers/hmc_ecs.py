@@ -63,6 +63,8 @@ class HMCECSKernel(ECSWarmup, Kernel):
         self.m, self.block_size = prepared.m, prepared.block_size
         self.exact_mask = prepared.exact_mask
         self.choice = prepared.choice
+        # a stratified warmup's shared exact pilot, what it did (None: none ran)
+        self.pilot_info = prepared.pilot if stratify else None
         self.n_products = prepared.n_products
         self.auto_m = prepared.auto_m
         self.metric, self.factors = metric_from_precision(
@@ -136,7 +138,8 @@ class HMCECSKernel(ECSWarmup, Kernel):
                 "mass_matrix": self.factors.precision.copy(), "cv_order": self.order,
                 "recentre_declined": self.n_recentre_declined,
                 "n_exact": 0 if self.exact_mask is None else int(self.exact_mask.sum()),
-                "strata_stages": list(self.stages), "choice": self.choice}
+                "strata_stages": list(self.stages), "strata_pilot": self.pilot_info,
+                "choice": self.choice}
 
 
 # ----------------------------------------------------------------------------------------
@@ -235,15 +238,20 @@ class HMCECS(BaseSampler):
     target_variance : float, default=1.0
         Perturbed: target ``Var[ell_hat_m]`` for choosing ``m``.
     subset_fraction : float, default=0.01
-        Fraction of the data (at least 1,000 rows) for the initial ``theta*``.
+        Fraction of the data (at least 1,000 rows) for the initial ``theta*``
+        (its mode refined on a tenth of the data where it has fewer than 100
+        rows per parameter, then on the full data).
     stratify : "auto" or bool, default="auto"
         Perturbed variant, compiled models in memory: a stratified warmup
         (:ref:`algo-hmc-ecs-strata`). Warmup runs in stages; after each,
         ``theta*`` moves to the mean of the stage's draws and the rows whose
         residuals are large at its draws (a full pass per point, three points)
         join an exact stratum that every evaluation sums exactly; the subsample
-        is drawn from the other rows. ``"auto"``: only where the control
-        variates at the mode would need more than 5% of the rows per
+        is drawn from the other rows. The stratum the stages start from comes
+        from a short exact (full-data) pilot chain from the mode, run once for
+        all chains at preparation (``strata_pilot`` in the tuning).
+        ``"auto"``: only where the control variates at the mode would need
+        more than 5% of the rows per
         evaluation (instead of that subsample, or, beyond half the data, of
         falling back to full-data HMC), e.g. posteriors with
         directions that only the prior bounds (rare categories, quasi-separation),
