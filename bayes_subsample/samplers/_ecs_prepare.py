@@ -121,7 +121,7 @@ def prepare_ecs(sampler, model, rng):
     theta_star, auto_ts, sums, converged, mode, n_evals = _theta_star(sampler, model, rng,
                                                                       diagonal)
     cv = TaylorControlVariate(model, theta_star, order, sums=sums)
-    _, factors = metric_from_precision(posterior_precision(model, sums[2]),
+    metric, factors = metric_from_precision(posterior_precision(model, sums[2]),
                                        model.prior.precision)
     n_heavy = 0
     if signed:
@@ -131,8 +131,8 @@ def prepare_ecs(sampler, model, rng):
         layout, ev = _given_layout(sampler, n), 0
     else:
         layout, cv, ev, n_heavy = _automatic_layout(
-            sampler, model, cv, sums, factors, rng, mode, user_order=python and auto_order,
-            can_stratify=can_stratify)
+            sampler, model, cv, sums, (metric, factors), rng, mode,
+            user_order=python and auto_order, can_stratify=can_stratify)
     n_evals += ev
     if distributed and layout.get("full_data", False):
         raise ValueError(
@@ -259,14 +259,17 @@ def _given_layout(sampler, n):
     return dict(m=m, block_size=m // G, n_products=1, auto_m=False)
 
 
-def _automatic_layout(sampler, model, cv, sums, factors, rng, mode, *, user_order,
+def _automatic_layout(sampler, model, cv, sums, laplace, rng, mode, *, user_order,
                       can_stratify):
     """The perturbed variant's engine and layout chosen here: ``m`` from the
     residuals' variance at draws of the Laplace approximation, an exact stratum
     where a few rows carry it, a stratified warmup where the control variates
     at the mode are too poor, full-data HMC where subsampling does not pay.
     ``user_order``: a user model whose order was not given (order 2 kept only
-    where it needs fewer rows). Returns ``(layout, cv, n_evals, n_heavy)``."""
+    where it needs fewer rows). ``laplace``: the metric and its factors from
+    the posterior precision at theta*. Returns ``(layout, cv, n_evals,
+    n_heavy)``."""
+    metric, factors = laplace
     n, G, tv = model.n_data, sampler.n_blocks, sampler.target_variance
     pass_cost, overhead = model.full_pass_cost, model.evaluation_overhead
     n_evals = 0
@@ -321,8 +324,8 @@ def _automatic_layout(sampler, model, cv, sums, factors, rng, mode, *, user_orde
         # the exact stratum the stages start from: where a short exact pilot
         # chain from the mode goes, once for all chains (_ecs_warmup.shared_pilot)
         from ._ecs_warmup import shared_pilot
-        stage_exact, m_pilot, pilot, ev = shared_pilot(sampler, model, cv, sums[2], exact,
-                                                       mode, rng)
+        stage_exact, m_pilot, pilot, ev = shared_pilot(sampler, model, cv, metric, exact, mode,
+                                                       rng)
         n_evals += ev
         if stage_exact is not None:
             m_stage = m_pilot

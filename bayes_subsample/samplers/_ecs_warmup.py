@@ -85,21 +85,20 @@ def exact_pilot(model, inner, metric, theta0, rng, adapt=0):
     return np.asarray(draws), float(np.mean(accept)), int(round(passes))
 
 
-def shared_pilot(sampler, model, cv, hessian, exact, theta0, rng):
+def shared_pilot(sampler, model, cv, metric, exact, theta0, rng):
     """The exact stratum and subsample size a stratified warmup's chains start
     from, chosen once for all of them (:ref:`algo-hmc-ecs-strata`): an exact
     pilot chain (:func:`exact_pilot`) from ``theta0`` (the mode) with the
-    Laplace metric, its step size adapted over its first ``PILOT_ADAPT``
-    transitions, and the rows with large residuals (around ``cv``'s theta*) at
-    ``PILOT_POINTS`` of its later draws joined to ``exact`` (``choose_strata``).
+    Laplace ``metric`` (the posterior precision at theta*), its step size
+    adapted over its first ``PILOT_ADAPT`` transitions, and the rows with large
+    residuals (around ``cv``'s theta*) at ``PILOT_POINTS`` of its later draws
+    joined to ``exact`` (``choose_strata``).
 
     Returns ``(exact_mask, m, info, n_evals)``: ``exact_mask`` None where the
     pilot did not move (a start where the potential is not finite), ``info``
     what the pilot did (``accept``, ``step_size``, ``transitions``,
     ``n_exact``, ``m``)."""
     n = model.n_data
-    metric, _ = metric_from_precision(posterior_precision(model, hessian),
-                                      model.prior.precision)
     inner = make_inner(sampler.inner, sampler, model.n_params)
     draws, accept, passes = exact_pilot(model, inner, metric, theta0, rng, adapt=PILOT_ADAPT)
     n_evals = passes * n
