@@ -20,7 +20,7 @@ import numpy as np
 from _hard_every_sampler import criteria, ref_summary, run_problem
 from _hard_every_sampler import table as rows_table
 from _hard_problems import (compare, gaussian_function_model, ill_conditioned_regression,
-                            run_sampler, small_regression)
+                            moments, run_sampler, small_regression)
 
 from bayes_subsample import diagnostics as diag
 
@@ -38,19 +38,17 @@ def sd_rel_mcse(draws):
     """The relative Monte Carlo standard error of each coordinate's sd from
     ``draws`` (chains, draws, p): ``se(s^2) / (2 s^2)`` with ``se(s^2)`` from
     the ESS of the squared deviations (``diag.ess_mean``)."""
-    flat = draws.reshape(-1, draws.shape[-1])
-    sq = (draws - flat.mean(axis=0)) ** 2
+    sq = (draws - draws.reshape(-1, draws.shape[-1]).mean(axis=0)) ** 2
     ess = np.asarray(diag.ess_mean(sq))
-    var = sq.reshape(-1, sq.shape[-1]).var(axis=0, ddof=1)
-    return np.sqrt(var / ess) / (2 * sq.reshape(-1, sq.shape[-1]).mean(axis=0))
+    flat = sq.reshape(-1, sq.shape[-1])
+    return np.sqrt(flat.var(axis=0, ddof=1) / ess) / (2 * flat.mean(axis=0))
 
 
-def long_rows(label, model, ref_draws, seeds):
+def long_rows(label, model, ref, seeds):
     """HMC-ECS's samplers and exact NUTS at ``LONG_SAMPLES`` draws per chain:
-    means and sds against the reference, with the sd ratios' MCSE."""
-    ref = {"mean": ref_draws.reshape(-1, ref_draws.shape[-1]).mean(0),
-           "sd": ref_draws.reshape(-1, ref_draws.shape[-1]).std(0, ddof=1)}
-    ref_se = sd_rel_mcse(ref_draws)
+    means and sds against the reference (``ref``, with its ``"draws"``), with
+    the sd ratios' MCSE."""
+    ref_se = sd_rel_mcse(ref["draws"])
     rows = []
     for name in LONG_SAMPLERS:
         for seed in seeds:
@@ -61,12 +59,12 @@ def long_rows(label, model, ref_draws, seeds):
                 row["error"] = f"{type(trace).__name__}: {trace}"
                 rows.append(row)
                 continue
-            cmp = compare(trace.draws, ref, weights=trace.stats.get("sign"))
-            flat = trace.draws.reshape(-1, trace.draws.shape[-1])
-            ratio = flat.std(0, ddof=1) / ref["sd"]
+            signs = trace.stats.get("sign")
+            cmp = compare(trace.draws, ref, weights=signs)
+            ratio = moments(trace.draws, signs)[1] / ref["sd"]
             # the ratio's relative error: the run's and the reference's, independent
-            # (the signed sampler's sign weights are left out of the run's: its signs
-            # are all positive here, else its error is larger)
+            # (the signed sampler's sign weights are left out of the run's error: its
+            # signs are all positive here, else its error is larger)
             se = ratio * np.hypot(sd_rel_mcse(trace.draws), ref_se)
             worst = int(np.argmax(np.abs(ratio - 1)))
             row.update(cmp, worst_sd_ratio=float(ratio[worst]),
@@ -89,7 +87,8 @@ def run(seeds=(0, 1, 2), quick=False):
         r, ref = run_problem(label, model, seeds, quick, keep_draws=not quick)
         rows += r
         if not quick:
-            long += long_rows(label, model, ref.pop("draws"), seeds)
+            long += long_rows(label, model, ref, seeds)
+            del ref["draws"]
         refs[label] = ref_summary(ref)
     crit = criteria(rows)
     # HMC-ECS's 5%: on the long runs (the default-length rows where there are none)

@@ -183,18 +183,23 @@ def reference_from_draws(draws, **extra):
             "max_rhat": float(np.max(diag.rhat(draws))), **extra}
 
 
+def moments(draws, weights=None):
+    """Posterior means and sds of ``draws`` (chains, draws, p); ``weights``:
+    signs of a signed sampler (expectations sign-corrected)."""
+    flat = draws.reshape(-1, draws.shape[-1])
+    if weights is None:
+        return flat.mean(0), flat.std(0, ddof=1)
+    w = weights.reshape(-1).astype(np.float64)
+    mean = w @ flat / w.sum()
+    return mean, np.sqrt(np.maximum(w @ (flat - mean) ** 2 / w.sum(), 0.0))
+
+
 def compare(draws, ref, weights=None):
     """Posterior means and sds of ``draws`` (chains, draws, p) against ``ref``:
     ``max_mean_err_sd`` (the largest |mean - ref mean| / ref sd), the sd ratios'
     range, min bulk ESS and max R-hat. ``weights``: signs of a signed sampler
     (expectations sign-corrected)."""
-    flat = draws.reshape(-1, draws.shape[-1])
-    if weights is None:
-        mean, sd = flat.mean(0), flat.std(0, ddof=1)
-    else:
-        w = weights.reshape(-1).astype(np.float64)
-        mean = w @ flat / w.sum()
-        sd = np.sqrt(np.maximum(w @ (flat - mean) ** 2 / w.sum(), 0.0))
+    mean, sd = moments(draws, weights)
     ratio = sd / ref["sd"]
     return {"max_mean_err_sd": float(np.max(np.abs(mean - ref["mean"]) / ref["sd"])),
             "sd_ratio_min": float(ratio.min()), "sd_ratio_max": float(ratio.max()),
