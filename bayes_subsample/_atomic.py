@@ -9,23 +9,74 @@ reader, or a process killed at any moment, sees the old file or the whole
 new one, never a part.
 
 On Linux the file is opened with ``O_TMPFILE``: it has no name until it is
-published, so a process killed even by SIGKILL leaves nothing behind.
-Elsewhere (or on a file system without ``O_TMPFILE``) it is a hidden
-``.<name>.<random>.part`` file beside the destination, removed on every
-exit but SIGKILL or a power cut.
+published, so a process killed even by SIGKILL leaves nothing behind, except
+when it overwrites: an anonymous file cannot be renamed over another, so it
+is first linked to a hidden temporary name, then renamed, and a SIGKILL in
+the microseconds between leaves that name. Elsewhere (or on a file system
+without ``O_TMPFILE``) the file is written under the hidden name from the
+start, removed on every exit but SIGKILL or a power cut.
+
+The hidden name is ``.<name>.<host>-<pid>.<random>.part``. A later
+:class:`StagedFile` for the same destination removes the ones a process of
+this host that no longer runs left behind, so a killed run's leftover lasts
+until the next write of that file.
 """
 import errno
 import os
 import secrets
+import socket
 from pathlib import Path
 
-__all__ = ["StagedFile", "write_bytes", "fsync_folder", "probe_folder"]
+__all__ = ["StagedFile", "write_bytes", "fsync_folder", "probe_folder", "remove_stale"]
 
 _PROC_FD = "/proc/self/fd"
 
 
+def _host():
+    # a '-' or '.' in the host name would make the name ambiguous to parse
+    return socket.gethostname().replace(".", "_").replace("-", "_") or "host"
+
+
 def _temp_name(path):
-    return path.with_name(f".{path.name}.{secrets.token_hex(6)}.part")
+    return path.with_name(f".{path.name}.{_host()}-{os.getpid()}.{secrets.token_hex(6)}.part")
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True                # it exists (another user's process)
+    return True
+
+
+def remove_stale(path):
+    """Remove the hidden temporary files of ``path`` that a process of this
+    host that no longer runs left behind (killed between naming a file and
+    renaming it into place); returns the names removed. Files of other
+    hosts (a shared folder) and of running processes are left alone."""
+    path = Path(path)
+    prefix, host = f".{path.name}.", _host()
+    removed = []
+    try:
+        entries = list(os.scandir(path.parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        name = entry.name
+        if not (name.startswith(prefix) and name.endswith(".part")):
+            continue
+        owner = name[len(prefix):-len(".part")].rsplit(".", 1)[0]   # host-pid
+        who, _, pid = owner.rpartition("-")
+        if who != host or not pid.isdigit() or _alive(int(pid)):
+            continue
+        try:
+            os.unlink(entry.path)
+        except OSError:
+            continue
+        removed.append(name)
+    return removed
 
 
 def fsync_folder(folder):
@@ -68,6 +119,7 @@ class StagedFile:
         self._temp = None          # the temporary name, if it has one
         self._fd = None
         self.published = False
+        remove_stale(self.path)
         self._fd = self._open_anonymous()
         if self._fd is None:
             self._fd, self._temp = self._open_named()

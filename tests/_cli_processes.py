@@ -141,7 +141,7 @@ def run(job):
                 result["acted"] = True
             rc = _finish(pid, fd, seen, status)
             result["seconds"] = _last["seconds"] = time.perf_counter() - t0
-            return {"rc": rc, "out": seen[0], **result}
+            return {"rc": rc, "out": seen[0], "pid": pid, **result}
     elif kind in ("signal_in_sampling", "fill_in_sampling"):
         if _read_until(fd, "sampling with", seen):
             if kind == "fill_in_sampling":

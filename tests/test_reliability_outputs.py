@@ -70,7 +70,10 @@ def test_kill_while_writing_leaves_old_or_complete_new_outputs(n_kills, data, tm
     """Killed (SIGKILL) at a random moment while it writes, a run leaves, in
     a folder with a previous run's outputs (--force) or an empty one, the old
     draws file or a complete new one, a summary that describes the draws
-    beside it (or none), and no temporary file."""
+    beside it (or none), and no temporary file, except with --force in the
+    microseconds between naming a new file and renaming it over the old one:
+    then a hidden .part file of the killed process, which the next write of
+    that file removes."""
     old = tmp_path / "old"
     old.mkdir()
     assert main(_fit_argv(data, old / "d.npz", seed=0, extra=["--quiet"])) == 0
@@ -99,7 +102,23 @@ def test_kill_while_writing_leaves_old_or_complete_new_outputs(n_kills, data, tm
     outcomes = []
     for (folder, force), res in zip(folders, results):
         names = sorted(p.name for p in folder.iterdir())
-        assert set(names) <= {"d.npz", "d_summary.json"}, names   # no temporary file
+        leftovers = [n for n in names if n not in ("d.npz", "d_summary.json")]
+        if leftovers:
+            # only an overwrite names its file before it is in place
+            assert force and len(leftovers) == 1, names
+            (name,) = leftovers
+            pattern = rf"\.(d\.npz|d_summary\.json)\.\w+-{res['pid']}\.[0-9a-f]{{12}}\.part"
+            assert re.fullmatch(pattern, name), name
+            target = folder / name.split(".part")[0][1:].rsplit(".", 2)[0]
+            stale_bytes = target.read_bytes() if target.exists() else None
+            _atomic.write_bytes(folder / "probe", b"")        # another file: left alone
+            assert (folder / name).exists()
+            _atomic.StagedFile(target).discard()               # a write of that file
+            assert not (folder / name).exists()
+            assert (target.read_bytes() if target.exists() else None) == stale_bytes
+            (folder / "probe").unlink()
+            names.remove(name)
+        assert set(names) <= {"d.npz", "d_summary.json"}, names
         draws = summary = None
         if "d.npz" in names:
             if (folder / "d.npz").read_bytes() == old_draws:
@@ -371,6 +390,36 @@ def test_staged_file_never_overwrites_unless_asked_and_leaves_nothing(anonymous,
         if not anonymous:
             assert [p.suffix for p in tmp_path.iterdir() if p.name != "f.bin"] == [".part"]
     assert os.listdir(tmp_path) == ["f.bin"]
+
+
+def test_an_overwrite_killed_between_naming_and_renaming_is_cleaned_by_the_next_write(
+        tmp_path):
+    """An overwrite names the anonymous file before renaming it over the old
+    one; a process killed in between leaves that hidden name (and the old
+    file). The next write of the same file removes it; a live process's, another
+    host's, and another file's are left alone."""
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"old")
+    pid = os.fork()
+    if pid == 0:                                   # killed just before the rename
+        try:
+            _atomic.os.replace = lambda *a: os._exit(9)
+            _atomic.write_bytes(path, b"new", overwrite=True)
+        finally:
+            os._exit(1)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 9
+    (left,) = [n for n in os.listdir(tmp_path) if n != "f.bin"]
+    assert re.fullmatch(rf"\.f\.bin\.\w+-{pid}\.[0-9a-f]{{12}}\.part", left), left
+    assert (tmp_path / left).read_bytes() == b"new" and path.read_bytes() == b"old"
+    host = left.split(".")[3].rsplit("-", 1)[0]
+    keep = [f".f.bin.{host}-{os.getpid()}.{'a' * 12}.part",       # a live process's
+            f".f.bin.otherhost-{pid}.{'b' * 12}.part",              # another host's
+            f".g.bin.{host}-{pid}.{'c' * 12}.part"]                 # another file's
+    for name in keep:
+        (tmp_path / name).write_bytes(b"")
+    assert _atomic.write_bytes(path, b"newer", overwrite=True) == path
+    assert path.read_bytes() == b"newer"
+    assert sorted(os.listdir(tmp_path)) == sorted(["f.bin", *keep])
 
 
 def test_an_output_that_is_a_loop_of_links_is_refused_before_sampling(data, tmp_path, capsys):
