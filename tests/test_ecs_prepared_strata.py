@@ -200,6 +200,31 @@ def test_prepare_sums_rare_indicator_rows_exactly_and_leaves_easy_data_alone():
     a = HMCECS().prepare(easy, np.random.default_rng(2))
     b = HMCECS(stratify=False).prepare(easy, np.random.default_rng(2))
     assert a.exact_mask is None and a.m == b.m and a.n_evals == b.n_evals
+    assert not a.stratify and a.choice["engine"] == "subsampled"
+
+
+def test_auto_runs_a_stratified_warmup_where_the_mode_has_an_exact_stratum():
+    """A few rows carrying the residuals at the mode (rare indicators) bias a
+    chain whose theta* stays at the mode: ``stratify="auto"`` runs the stratified
+    warmup there, even though the mode's layout reads under 1% of the rows, and
+    says why; ``stratify=False`` runs neither strata nor stages."""
+    X, y, _ = _rare_indicator_data()
+    model = LogisticRegressionModel(X, y)
+    auto = HMCECS().prepare(model, np.random.default_rng(0))
+    assert auto.stratify and not auto.full_data and auto.pilot is not None
+    n_exact = int(auto.exact_mask.sum())
+    assert 0 < n_exact and n_exact + auto.m < model.n_data / 100
+    c = auto.choice
+    assert c["engine"] == "stratified warmup" and c["n_exact"] == n_exact
+    assert c["rows_per_evaluation"] == n_exact + auto.m
+    assert f"{n_exact:,} of them summed exactly: a few rows carry the residuals" in c["reason"]
+    # what build runs where the warmup is too short for the stages: the mode's layout
+    f = auto.fallback_choice
+    assert f["engine"] == "subsampled" and (f["n_exact"], f["m"]) == (n_exact, auto.m)
+    assert f"{n_exact:,} summed exactly" in f["reason"]
+    off = HMCECS(stratify=False).prepare(model, np.random.default_rng(0))
+    assert not off.stratify and off.exact_mask is None and off.fallback_choice is None
+    assert off.choice["engine"] == "subsampled"
 
 
 def test_heavy_rows_adds_the_rows_of_large_scaled_leverage():
@@ -271,9 +296,14 @@ def test_the_choice_and_its_reason_are_reported():
         small = BayesianLogisticRegression(**kw).fit(X[:150], y[:150])
         nuts = BayesianLogisticRegression(sampler="nuts", **kw).fit(X[:150], y[:150])
     c = tall.diagnostics_["choice"]
+    # a stratified warmup was chosen (an exact stratum at the mode), but 100
+    # warmup iterations are too few for its stages: the mode's layout ran, and
+    # the choice reports that
     assert c["engine"] == "subsampled" and c["n_exact"] == 60
     assert c["rows_per_evaluation"] == c["n_exact"] + c["m"] < X.shape[0] / 100
     assert "60 summed exactly" in c["reason"] and c["reason"] in str(tall.trace_.summary())
+    assert c["reason"].endswith("(a stratified warmup was chosen, but needs n_warmup >= 200, "
+                                "got 100)")
     assert all(t["choice"] == c for t in tall.diagnostics_["tuning"])
     s = small.diagnostics_["choice"]
     assert s["engine"] == "full data" and small.diagnostics_["tuning"][0]["full_data"]

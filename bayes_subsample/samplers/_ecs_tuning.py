@@ -489,10 +489,15 @@ def choice(n, pass_cost, n_blocks, layout, signed, n_heavy=0, overhead=0, inner=
     pct = f"{100.0 * rows / n:.2g}%"
     if layout.get("stratify"):
         share = f"{pct} of the {n:,} rows" if rows <= n else f"more than all {n:,} rows"
+        why = (f"the control variates at the mode would need {rows:,} rows per evaluation "
+               f"({share})")
+        if n_exact:
+            why += (f", {n_exact:,} of them summed exactly: a few rows carry the residuals "
+                    "there (rare indicators whose coefficients' posteriors are skewed away "
+                    "from the mode)")
         out.update(engine="stratified warmup", reason=(
-            f"stratified warmup: the control variates at the mode would need {rows:,} rows per "
-            f"evaluation ({share}); the warmup chooses the rows to sum exactly from the "
-            "chain's own draws"))
+            f"stratified warmup: {why}; theta* moves to the mean of the chain's draws and "
+            "the warmup chooses the rows to sum exactly from them"))
     elif layout.get("full_data"):
         if pass_cost < n:
             why = (f"a full-data gradient costs {pass_cost:,} evaluations (sufficient "

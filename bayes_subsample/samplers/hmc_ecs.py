@@ -24,6 +24,7 @@ pilot) in ``_ecs_warmup``, the kernel of models whose rows live with Dask in
 """
 from __future__ import annotations
 
+import dataclasses
 from numbers import Integral, Real
 
 import numpy as np
@@ -256,9 +257,12 @@ class HMCECS(BaseSampler):
         falling back to full-data HMC), e.g. posteriors with
         directions that only the prior bounds (rare categories, quasi-separation),
         where the Laplace approximation reaches likelihood walls the posterior
-        does not. ``True``: always; ``False``: never. It needs at least 200
-        warmup iterations: with fewer, ``"auto"`` runs HMC-ECS with the
-        subsample the mode's rule asks for (full-data HMC where that is more
+        does not; or where a few rows carry the residuals at the mode (an exact
+        stratum: rare indicators whose coefficients' posteriors are skewed away
+        from the mode, where a chain around the mode is biased). ``True``:
+        always; ``False``: never (nor an exact stratum at the mode). It needs
+        at least 200 warmup iterations: with fewer, ``"auto"`` runs HMC-ECS with
+        the subsample the mode's rule asks for (full-data HMC where that is more
         than half the rows) and ``True`` raises.
     metric : {"auto", "dense", "diag"}, default="auto"
         The mass matrix: the posterior precision at theta*, dense, or its
@@ -336,6 +340,11 @@ class HMCECS(BaseSampler):
             if strata_forced(self.stratify):
                 raise ValueError(f"stratify=True needs n_warmup >= {MIN_STRATIFIED_WARMUP} "
                                  f"(its warmup stages), got {n_warmup}")
+            # too short a warmup for the stages: the mode's layout, reported as such
+            fallback = dict(prepared.fallback_choice)
+            fallback["reason"] += (f" (a stratified warmup was chosen, but needs "
+                                   f"n_warmup >= {MIN_STRATIFIED_WARMUP}, got {n_warmup})")
+            prepared = dataclasses.replace(prepared, choice=fallback)
         if prepared.full_data or (prepared.stratify and prepared.m > model.n_data / 2):
             # the subsample would cost more than half the data per gradient: the
             # inner kernel on the full data (exact, and cheaper)
