@@ -77,7 +77,10 @@ def _default_fit_row(sec, key, what, score):
     sk = next(r for r in sec["rows"] if "seed" not in r)
     ours = [r for r in sec["rows"] if "seed" in r]
     ratio = [r["time_s"] / sk["time_s"] for r in ours]
-    fig = (f"seed{'s' if len(ours) > 1 else ''} {', '.join(str(r['seed']) for r in ours)}: "
+    seeds = [r["seed"] for r in ours]
+    consecutive = len(seeds) > 3 and seeds == list(range(seeds[0], seeds[-1] + 1))
+    listed = f"{seeds[0]}-{seeds[-1]}" if consecutive else ", ".join(map(str, seeds))
+    fig = (f"seed{'s' if len(ours) > 1 else ''} {listed}: "
            f"min bulk ESS {_span([r['min_ess_bulk'] for r in ours], ',.0f')}, max R-hat "
            f"{max(r['max_rhat'] for r in ours):.3f}, fit time "
            f"{_span(ratio, '.1f')}x scikit-learn's `LogisticRegression(C=1e4)` "
@@ -86,7 +89,8 @@ def _default_fit_row(sec, key, what, score):
     if all("max_mean_err_sd" in r for r in ours):
         fig += (f", means within {max(r['max_mean_err_sd'] for r in ours):.3f} sd of "
                 "full-data NUTS")
-    seeds = "" if len(ours) > 1 else f" --seeds {ours[0]['seed']}"
+    # the command that reproduces these seeds (bench_hard_data.py runs 0, 1, 2 by default)
+    seeds = "" if seeds == [0, 1, 2] else " --seeds " + " ".join(map(str, seeds))
     return (f"| default `BayesianLogisticRegression()`, {what}, all 54 attributes, "
             f"n = {sec['n_train']:,}, 4 chains x (1000 + 1000), all-in | {fig} | "
             f"`python benchmarks/bench_hard_data.py --sections {key}{seeds}` |")
