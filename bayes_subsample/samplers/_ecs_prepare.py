@@ -148,7 +148,8 @@ def prepare_ecs(sampler, model, rng):
     layout["choice"] = choice(n, pass_cost, sampler.n_blocks, layout, signed, n_heavy=heavy,
                               overhead=overhead, inner=sampler.inner)
     if layout.get("stratify"):
-        # what build runs where the warmup is too short for the stages
+        # what build runs where the warmup is too short for the stages: the
+        # mode's layout, or full data where its subsample is more than half the rows
         fallback = {**layout, "stratify": False, "full_data": layout["m"] > n / 2}
         layout["fallback_choice"] = choice(n, pass_cost, sampler.n_blocks, fallback, signed,
                                            n_heavy=heavy, overhead=overhead,
@@ -329,8 +330,8 @@ def _automatic_layout(sampler, model, cv, sums, laplace, rng, mode, *, user_orde
     # the mode, where a chain around the mode is biased (covtype, class 2
     # against the rest, 54 attributes: ~5,300 exact rows and m = 100, the
     # largest mean error 0.035-0.191 reference sds over seeds 0-8, on 674- and
-    # 1,545-row soil indicators; stratified, 0.035-0.059 over six seeds, in
-    # 1.7x the time): the warmup's stages move theta* to the draws' mean
+    # 1,545-row soil indicators; stratified, 0.035-0.059 over the same nine
+    # seeds, in 1.7x the time): the warmup's stages move theta* to the draws' mean
     costly = poor or n_exact > 0 or m > STRATIFY_FRACTION * n
     stratify = can_stratify and (strata_forced(sampler.stratify) or (
         isinstance(sampler.stratify, str) and costly and pass_cost >= n

@@ -340,12 +340,14 @@ class HMCECS(BaseSampler):
             if strata_forced(self.stratify):
                 raise ValueError(f"stratify=True needs n_warmup >= {MIN_STRATIFIED_WARMUP} "
                                  f"(its warmup stages), got {n_warmup}")
-            # too short a warmup for the stages: the mode's layout, reported as such
+            # too short a warmup for the stages: the mode's layout (full data where
+            # its subsample is more than half the rows), reported as such
             fallback = dict(prepared.fallback_choice)
             fallback["reason"] += (f" (a stratified warmup was chosen, but needs "
                                    f"n_warmup >= {MIN_STRATIFIED_WARMUP}, got {n_warmup})")
-            prepared = dataclasses.replace(prepared, choice=fallback)
-        if prepared.full_data or (prepared.stratify and prepared.m > model.n_data / 2):
+            prepared = dataclasses.replace(prepared, choice=fallback, stratify=False,
+                                           full_data=fallback["engine"] == "full data")
+        if prepared.full_data:
             # the subsample would cost more than half the data per gradient: the
             # inner kernel on the full data (exact, and cheaper)
             return HMCKernel(model, self, self.inner,
