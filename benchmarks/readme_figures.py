@@ -90,10 +90,10 @@ def _default_fit_row(sec, key, what, score):
         fig += (f", means within {max(r['max_mean_err_sd'] for r in ours):.3f} sd of "
                 "full-data NUTS")
     # the command that reproduces these seeds (bench_hard_data.py runs 0, 1, 2 by default)
-    seeds = "" if seeds == [0, 1, 2] else " --seeds " + " ".join(map(str, seeds))
+    seeds_arg = "" if seeds == [0, 1, 2] else " --seeds " + " ".join(map(str, seeds))
     return (f"| default `BayesianLogisticRegression()`, {what}, all 54 attributes, "
             f"n = {sec['n_train']:,}, 4 chains x (1000 + 1000), all-in | {fig} | "
-            f"`python benchmarks/bench_hard_data.py --sections {key}{seeds}` |")
+            f"`python benchmarks/bench_hard_data.py --sections {key}{seeds_arg}` |")
 
 
 def _priors_rows(res):
