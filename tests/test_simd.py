@@ -127,6 +127,49 @@ def test_terms_do_not_depend_on_place_in_block(family):
         np.testing.assert_array_equal(np.concatenate([s[k] for s in singles]), whole[k])
 
 
+@pytest.mark.parametrize("order", [0, 1, 2])
+def test_logistic_cv_residuals_do_not_depend_on_place_in_block(order):
+    """The logistic control-variate residuals (a SIMD block function that
+    computes the series and the direct form for every datum and selects one):
+    a datum in a lane, in the scalar tail, alone or past a block of 256 gives
+    the same bits; on both sides of |eta - eta*| = 0.1 they match a NumPy
+    reference of the form used there; non-finite predictors stay non-finite."""
+    rng = np.random.default_rng(4)
+    m = 613      # two blocks of 256 and a tail
+    eta_star = rng.normal(scale=4.0, size=m)
+    delta = rng.choice([1e-3, 0.05, 0.0999, 0.1, 0.5, 3.0], m) * rng.choice([-1, 1], m)
+    eta = eta_star + delta
+    y = (rng.random(m) < 0.5).astype(float)
+    cy = model_of("logistic")._cy
+    whole = cy.cv_terms_array(order, y, eta, eta_star)
+    perm = rng.permutation(m)
+    permuted = cy.cv_terms_array(order, y[perm], eta[perm], eta_star[perm])
+    singles = [cy.cv_terms_array(order, y[i:i + 1], eta[i:i + 1], eta_star[i:i + 1])
+               for i in range(m)]
+    for k in range(2):
+        np.testing.assert_array_equal(permuted[k], whole[k][perm])
+        np.testing.assert_array_equal(np.concatenate([s[k] for s in singles]), whole[k])
+    # the NumPy reference (direct form; the series' accuracy near eta* is checked
+    # against mpmath in test_control_variates.py)
+    e = eta - eta_star
+    b = np.logaddexp(0.0, eta) - np.logaddexp(0.0, eta_star)
+    s1, s = 1.0 / (1.0 + np.exp(-eta_star)), 1.0 / (1.0 + np.exp(-eta))
+    c2 = s1 * (1.0 - s1)
+    if order == 0:
+        d_ref, dp_ref = y * e - b, y - s
+    else:
+        d_ref = -(b - s1 * e - (0.5 * c2 * e * e if order == 2 else 0.0))
+        dp_ref = -(s - s1 - (c2 * e if order == 2 else 0.0))
+    far = np.abs(e) >= 0.5
+    np.testing.assert_allclose(whole[0][far], d_ref[far], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(whole[1][far], dp_ref[far], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(whole[0], d_ref, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(whole[1], dp_ref, rtol=1e-6, atol=1e-9)
+    bad = cy.cv_terms_array(order, [1.0, 0.0, 1.0], [np.nan, np.inf, -np.inf], [0.0, 0.0, 0.0])
+    assert np.isnan(bad[0][0]) and np.isnan(bad[1][0])
+    assert not np.isfinite(bad[0][1:]).any()
+
+
 # ---- the dense row loops ------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("d", [1, 2, 3, 6, 7, 8, 9, 16, 28, 30, 31])

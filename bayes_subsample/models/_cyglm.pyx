@@ -23,7 +23,7 @@ from bayes_subsample.models._cymodel cimport (CyTermModel, MODEL_CHUNK, sum_slot
 from bayes_subsample.models._rows cimport Rows, DenseRows
 from bayes_subsample.models._glm_terms cimport (
     GLMFamily, GLM_LOGISTIC, GLM_POISSON, GLM_GAUSSIAN, Family, Logistic, Poisson, Gaussian,
-    glm_terms, glm_cv_consts, glm_cv_residual, bs_exp, bs_log1p01, bs_sum)
+    glm_terms, glm_cv_consts, glm_cv_residuals, bs_exp, bs_log1p01, bs_sum)
 
 # rows per task of the threaded full pass: the reduction is over fixed chunks
 # in a fixed order, so the result does not depend on the number of threads
@@ -32,23 +32,6 @@ DEF PASS_CHUNK = 4096
 
 cdef inline Py_ssize_t _imin(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
     return a if a < b else b
-
-
-# the family's terms over a chunk of m data (one loop, compiled once per family)
-cdef inline void _cv_consts(Family f, Py_ssize_t m, const double* eta_star, double* c0,
-                            double* c1, double* c2) noexcept nogil:
-    cdef Py_ssize_t i
-    for i in range(m):
-        glm_cv_consts(f, eta_star[i], &c0[i], &c1[i], &c2[i])
-
-
-cdef inline void _cv_terms(Family f, int order, Py_ssize_t m, const double* y,
-                           const double* eta, const double* eta_star, const double* c0,
-                           const double* c1, const double* c2, double* d,
-                           double* dp) noexcept nogil:
-    cdef Py_ssize_t i
-    for i in range(m):
-        glm_cv_residual(f, order, y[i], eta[i], eta_star[i], c0[i], c1[i], c2[i], &d[i], &dp[i])
 
 
 # ---------------------------------------------------------------------------------------
@@ -191,21 +174,21 @@ cdef class CyGLM(CyTermModel):
     cdef void cv_consts(self, Py_ssize_t m, const double* eta_star, double* c0, double* c1,
                         double* c2) noexcept nogil:
         if self.family == GLM_LOGISTIC:
-            _cv_consts(Logistic(self.phi), m, eta_star, c0, c1, c2)
+            glm_cv_consts(Logistic(self.phi), m, eta_star, c0, c1, c2)
         elif self.family == GLM_POISSON:
-            _cv_consts(Poisson(self.phi), m, eta_star, c0, c1, c2)
+            glm_cv_consts(Poisson(self.phi), m, eta_star, c0, c1, c2)
         else:
-            _cv_consts(Gaussian(self.phi), m, eta_star, c0, c1, c2)
+            glm_cv_consts(Gaussian(self.phi), m, eta_star, c0, c1, c2)
 
     cdef void cv_terms(self, int order, Py_ssize_t m, const double* y, const double* eta,
                        const double* eta_star, const double* c0, const double* c1,
                        const double* c2, double* d, double* dp) noexcept nogil:
         if self.family == GLM_LOGISTIC:
-            _cv_terms(Logistic(self.phi), order, m, y, eta, eta_star, c0, c1, c2, d, dp)
+            glm_cv_residuals(Logistic(self.phi), order, m, y, eta, eta_star, c0, c1, c2, d, dp)
         elif self.family == GLM_POISSON:
-            _cv_terms(Poisson(self.phi), order, m, y, eta, eta_star, c0, c1, c2, d, dp)
+            glm_cv_residuals(Poisson(self.phi), order, m, y, eta, eta_star, c0, c1, c2, d, dp)
         else:
-            _cv_terms(Gaussian(self.phi), order, m, y, eta, eta_star, c0, c1, c2, d, dp)
+            glm_cv_residuals(Gaussian(self.phi), order, m, y, eta, eta_star, c0, c1, c2, d, dp)
 
     # ---- the loops over chunks of indices ------------------------------------------------
     cdef void _setup(self, Chunk* b, int order, const double* theta_star,

@@ -23,16 +23,11 @@ cdef extern from "_simd.h" nogil:
                            double* ll, double* r, double* w)
     void bs_poisson_terms(Py_ssize_t m, const double* y, const double* eta, int want_ll,
                           double* ll, double* r, double* w)
-
-
-cdef inline double softplus(double eta) noexcept nogil:
-    return (eta if eta > 0 else 0.0) + bs_log1p01(bs_exp(-fabs(eta)))
-
-
-cdef inline double sigmoid(double eta) noexcept nogil:
-    # the bits of bs_logistic_terms' (r = y - sigmoid): times the reciprocal
-    cdef double e = bs_exp(-fabs(eta))
-    return (1.0 if eta >= 0 else e) * (1.0 / (1.0 + e))
+    void bs_logistic_cv_consts(Py_ssize_t m, const double* eta_star, double* c0, double* c1,
+                               double* c2)
+    void bs_logistic_cv_residuals(Py_ssize_t m, int order, const double* y, const double* eta,
+                                  const double* eta_star, const double* c0, const double* c1,
+                                  const double* c2, double* d, double* dp)
 
 
 # ---- ll, r = dl/deta, w = -d2l/deta2 ------------------------------------------------------
@@ -47,13 +42,7 @@ cdef inline void gaussian_terms(double y, double eta, double phi, bint want_ll, 
 
 # ---- control variates: constants at eta* ---------------------------------------------------
 # c0 = b(eta*), c1 = b'(eta*), c2 = b''(eta*) / phi
-cdef inline void logistic_cv_consts(double eta_star, double* c0, double* c1,
-                                    double* c2) noexcept nogil:
-    c0[0] = softplus(eta_star)
-    c1[0] = sigmoid(eta_star)
-    c2[0] = sigmoid(eta_star) * sigmoid(-eta_star)   # p(1-p) without cancellation
-
-
+# logistic: bs_logistic_cv_consts over a block (_simd.h)
 cdef inline void poisson_cv_consts(double eta_star, double* c0, double* c1,
                                    double* c2) noexcept nogil:
     c1[0] = bs_exp(eta_star)
@@ -72,7 +61,8 @@ cdef inline void gaussian_cv_consts(double eta_star, double phi, double* c0, dou
 # Orders 1 and 2 are computed as minus the Taylor remainder of b (the y terms
 # cancel), by its order-8 series for |delta| = |eta - eta*| < 0.1 (accurate as
 # theta -> theta*, and free of exp/log) and directly beyond; ``finish_order``
-# turns the second-order remainder into the order-1 residual.
+# turns the second-order remainder into the order-1 residual (the logistic
+# block function in _simd.h does the same in its own loop).
 cdef inline void finish_order(int order, double delta, double c2, double d2, double d2p,
                               double* d, double* dp) noexcept nogil:
     if order == 2:
@@ -84,43 +74,7 @@ cdef inline void finish_order(int order, double delta, double c2, double d2, dou
         dp[0] = d2p - c2 * delta
 
 
-cdef inline void logistic_cv_residual(int order, double y, double eta, double eta_star,
-                                      double c0, double c1, double c2, double* d,
-                                      double* dp) noexcept nogil:
-    cdef double delta = eta - eta_star
-    cdef double d2, d2p, t, e, sp, sg, k3, k4, k5, k6, k7, k8
-    if order == 0:
-        d[0] = y * delta - (softplus(eta) - c0)
-        dp[0] = y - sigmoid(eta)
-        return
-    if fabs(delta) < 0.1:
-        # Taylor remainder to order 8 from the derivatives of b = softplus at eta*
-        # (s = sigmoid, w = s(1-s), t = 1-2s): b3 = w t, b4 = w(1-6w),
-        # b5 = w t (1-12w), b6 = w(1-30w+120w^2), b7 = w t (1-60w+360w^2),
-        # b8 = w(1-126w+1680w^2-5040w^3); k_j = b_j / j!. The truncation error
-        # is below 1e-14 in absolute value for |delta| < 0.1, and no exp/log is
-        # evaluated: near theta* (most subsample rows) this is the fast path.
-        t = 1.0 - 2.0 * c1
-        k3 = c2 * t / 6.0
-        k4 = c2 * (1.0 - 6.0 * c2) / 24.0
-        k5 = c2 * t * (1.0 - 12.0 * c2) / 120.0
-        k6 = c2 * (1.0 + c2 * (-30.0 + 120.0 * c2)) / 720.0
-        k7 = c2 * t * (1.0 + c2 * (-60.0 + 360.0 * c2)) / 5040.0
-        k8 = c2 * (1.0 + c2 * (-126.0 + c2 * (1680.0 - 5040.0 * c2))) / 40320.0
-        d2 = -delta * delta * delta * (
-            k3 + delta * (k4 + delta * (k5 + delta * (k6 + delta * (k7 + delta * k8)))))
-        d2p = -delta * delta * (
-            3.0 * k3 + delta * (4.0 * k4 + delta * (5.0 * k5 + delta * (
-                6.0 * k6 + delta * (7.0 * k7 + delta * 8.0 * k8)))))
-    else:
-        e = bs_exp(-fabs(eta))        # one exp serves softplus and sigmoid
-        sp = (eta if eta > 0 else 0.0) + bs_log1p01(e)
-        sg = (1.0 if eta >= 0 else e) * (1.0 / (1.0 + e))
-        d2 = -(sp - c0 - c1 * delta - 0.5 * c2 * delta * delta)
-        d2p = -(sg - c1 - c2 * delta)
-    finish_order(order, delta, c2, d2, d2p, d, dp)
-
-
+# logistic: bs_logistic_cv_residuals over a block (_simd.h)
 cdef inline void poisson_cv_residual(int order, double y, double eta, double eta_star,
                                      double c0, double c1, double c2, double* d,
                                      double* dp) noexcept nogil:
@@ -192,22 +146,33 @@ cdef inline void glm_terms(Family f, Py_ssize_t m, const double* y, const double
             gaussian_terms(y[i], eta[i], f.phi, want_ll, &ll[i], &r[i], &w[i])
 
 
-cdef inline void glm_cv_consts(Family f, double eta_star, double* c0, double* c1,
-                               double* c2) noexcept nogil:
+cdef inline void glm_cv_consts(Family f, Py_ssize_t m, const double* eta_star, double* c0,
+                               double* c1, double* c2) noexcept nogil:
+    """The Taylor constants of ``m`` data (a block: the logistic loop is SIMD)."""
+    cdef Py_ssize_t i
     if Family is Logistic:
-        logistic_cv_consts(eta_star, c0, c1, c2)
+        bs_logistic_cv_consts(m, eta_star, c0, c1, c2)
     elif Family is Poisson:
-        poisson_cv_consts(eta_star, c0, c1, c2)
+        for i in range(m):
+            poisson_cv_consts(eta_star[i], &c0[i], &c1[i], &c2[i])
     else:
-        gaussian_cv_consts(eta_star, f.phi, c0, c1, c2)
+        for i in range(m):
+            gaussian_cv_consts(eta_star[i], f.phi, &c0[i], &c1[i], &c2[i])
 
 
-cdef inline void glm_cv_residual(Family f, int order, double y, double eta, double eta_star,
-                                 double c0, double c1, double c2, double* d,
-                                 double* dp) noexcept nogil:
+cdef inline void glm_cv_residuals(Family f, int order, Py_ssize_t m, const double* y,
+                                  const double* eta, const double* eta_star, const double* c0,
+                                  const double* c1, const double* c2, double* d,
+                                  double* dp) noexcept nogil:
+    """The residuals of ``m`` data (a block: the logistic loop is SIMD)."""
+    cdef Py_ssize_t i
     if Family is Logistic:
-        logistic_cv_residual(order, y, eta, eta_star, c0, c1, c2, d, dp)
+        bs_logistic_cv_residuals(m, order, y, eta, eta_star, c0, c1, c2, d, dp)
     elif Family is Poisson:
-        poisson_cv_residual(order, y, eta, eta_star, c0, c1, c2, d, dp)
+        for i in range(m):
+            poisson_cv_residual(order, y[i], eta[i], eta_star[i], c0[i], c1[i], c2[i], &d[i],
+                                &dp[i])
     else:
-        gaussian_cv_residual(order, y, eta, eta_star, c0, c1, c2, f.phi, d, dp)
+        for i in range(m):
+            gaussian_cv_residual(order, y[i], eta[i], eta_star[i], c0[i], c1[i], c2[i], f.phi,
+                                 &d[i], &dp[i])
