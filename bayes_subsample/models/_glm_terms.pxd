@@ -13,7 +13,7 @@ from libc.math cimport log, expm1, fabs, lgamma, M_PI
 
 # exp and log1p on [0, 1] as branch-free arithmetic (within 1 ulp of libm's, measured
 # in tests/test_simd.py), and the logistic and Poisson terms over a block of data
-# with them, compiled to SIMD code (``_simd.h``): the per-datum terms of a full
+# with them, compiled to SIMD code (``_simd_glm.h``): the per-datum terms of a full
 # pass cost about 14 ns a row with libm's scalar exp and log1p, 3 ns with these
 cdef extern from "_simd.h" nogil:
     double bs_exp(double x)
@@ -31,7 +31,7 @@ cdef extern from "_simd.h" nogil:
 
 
 # ---- ll, r = dl/deta, w = -d2l/deta2 ------------------------------------------------------
-# logistic and Poisson: bs_logistic_terms, bs_poisson_terms over a block (_simd.h)
+# logistic and Poisson: bs_logistic_terms, bs_poisson_terms over a block (_simd_glm.h)
 cdef inline void gaussian_terms(double y, double eta, double phi, bint want_ll, double* ll,
                                 double* r, double* w) noexcept nogil:
     r[0] = (y - eta) / phi
@@ -42,7 +42,7 @@ cdef inline void gaussian_terms(double y, double eta, double phi, bint want_ll, 
 
 # ---- control variates: constants at eta* ---------------------------------------------------
 # c0 = b(eta*), c1 = b'(eta*), c2 = b''(eta*) / phi
-# logistic: bs_logistic_cv_consts over a block (_simd.h)
+# logistic: bs_logistic_cv_consts over a block (_simd_glm.h)
 cdef inline void poisson_cv_consts(double eta_star, double* c0, double* c1,
                                    double* c2) noexcept nogil:
     c1[0] = bs_exp(eta_star)
@@ -62,7 +62,7 @@ cdef inline void gaussian_cv_consts(double eta_star, double phi, double* c0, dou
 # cancel), by its order-8 series for |delta| = |eta - eta*| < 0.1 (accurate as
 # theta -> theta*, and free of exp/log) and directly beyond; ``finish_order``
 # turns the second-order remainder into the order-1 residual (the logistic
-# block function in _simd.h does the same in its own loop).
+# block function in _simd_glm.h does the same in its own loop).
 cdef inline void finish_order(int order, double delta, double c2, double d2, double d2p,
                               double* d, double* dp) noexcept nogil:
     if order == 2:
@@ -74,7 +74,7 @@ cdef inline void finish_order(int order, double delta, double c2, double d2, dou
         dp[0] = d2p - c2 * delta
 
 
-# logistic: bs_logistic_cv_residuals over a block (_simd.h)
+# logistic: bs_logistic_cv_residuals over a block (_simd_glm.h)
 cdef inline void poisson_cv_residual(int order, double y, double eta, double eta_star,
                                      double c0, double c1, double c2, double* d,
                                      double* dp) noexcept nogil:
