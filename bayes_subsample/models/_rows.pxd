@@ -20,6 +20,8 @@ ctypedef fused index_t:
 cdef extern from "_simd.h" nogil:
     double bs_row_dot_f32(const float* x, const double* theta, Py_ssize_t d, int icpt)
     double bs_row_dot_f64(const double* x, const double* theta, Py_ssize_t d, int icpt)
+    void bs_dot_range_f64(const double* X, Py_ssize_t d, int icpt, Py_ssize_t start,
+                          Py_ssize_t stop, const double* v, double* out)
 
 
 cdef inline double row_dot(const floating* x, const double* theta, Py_ssize_t d,
@@ -31,6 +33,17 @@ cdef inline double row_dot(const floating* x, const double* theta, Py_ssize_t d,
         return bs_row_dot_f32(x, theta, d, intercept)
     else:
         return bs_row_dot_f64(x, theta, d, intercept)
+
+
+cdef inline void matvec(const double* A, Py_ssize_t p, const double* x,
+                        double* y) noexcept nogil:
+    """``y = A x`` for a row-major ``p x p`` matrix ``A``: each ``y_j`` is
+    ``row_dot(A_j, x)`` (the AVX2 kernel where the processor has it, four rows
+    at a time): the same bits on every instruction set and in every thread, and
+    four to eight times faster than a scalar loop, whose sum is a chain of
+    dependent additions (the p x p metric and Hessian products of the
+    Hamiltonian samplers at a few hundred parameters)."""
+    bs_dot_range_f64(A, p, 0, 0, p, x, y)
 
 
 cdef class Rows:

@@ -6,6 +6,7 @@ import numpy as np
 from libc.math cimport exp, isfinite, log, INFINITY, NAN
 from bayes_subsample._rng cimport get_bitgen, rng_normal, rng_uniform_open
 from bayes_subsample.models._cymodel cimport CyModel
+from bayes_subsample.models._rows cimport matvec, row_dot
 
 
 cdef class Potential:
@@ -277,31 +278,25 @@ cdef class Metric:
         return L @ L.T
 
     cdef void sample_momentum(self, bitgen_t* bg, double* z, double* p) noexcept nogil:
-        cdef Py_ssize_t j, l
-        cdef double r
+        cdef Py_ssize_t j
         for j in range(self.dim):
             z[j] = rng_normal(bg)
         for j in range(self.dim):
             if self.diagonal:
                 p[j] = self.dchol[j] * z[j]
             else:
-                r = 0.0
-                for l in range(j + 1):
-                    r += self.chol[j, l] * z[l]
-                p[j] = r
+                p[j] = row_dot(&self.chol[j, 0], z, j + 1, False)
 
     cdef double kinetic(self, const double* p, double* vel) noexcept nogil:
-        cdef Py_ssize_t j, l
-        cdef double k = 0.0, r
+        cdef Py_ssize_t j
+        cdef double k = 0.0
+        if self.diagonal:
+            for j in range(self.dim):
+                vel[j] = self.dinv[j] * p[j]
+        else:
+            matvec(&self.inv[0, 0], self.dim, p, vel)
         for j in range(self.dim):
-            if self.diagonal:
-                r = self.dinv[j] * p[j]
-            else:
-                r = 0.0
-                for l in range(self.dim):
-                    r += self.inv[j, l] * p[l]
-            vel[j] = r
-            k += p[j] * r
+            k += p[j] * vel[j]
         return 0.5 * k
 
 

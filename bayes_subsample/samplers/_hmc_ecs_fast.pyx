@@ -45,6 +45,7 @@ from bayes_subsample.models._cyglm import CyGLM
 from bayes_subsample.models._cymultinomial import CyMultinomial
 from bayes_subsample.models._cylinear import CyGaussianScale
 from bayes_subsample.samplers._ecs_rows cimport ECSRows, RowBlock
+from bayes_subsample.models._rows cimport matvec
 from bayes_subsample.samplers._hamiltonian cimport Potential
 
 
@@ -401,13 +402,16 @@ cdef class ECSCore(Potential):
         for j in range(p):
             self.delta[j] = th[j] - self.theta_star[j]
         Q = self.L_star
+        if self.has_B:
+            # gq = B delta first (row dots in a fixed order), then A + B delta
+            matvec(&self.B[0, 0], p, &self.delta[0], &self.gq[0])
+        else:
+            for j in range(p):
+                self.gq[j] = 0.0
         for j in range(p):
-            r = self.A[j]
-            if self.has_B:
-                for l in range(p):
-                    r += self.B[j, l] * self.delta[l]
-            self.gq[j] = r
-            Q += self.delta[j] * (self.A[j] + 0.5 * (r - self.A[j]))
+            r = self.gq[j]
+            self.gq[j] = self.A[j] + r
+            Q += self.delta[j] * (self.A[j] + 0.5 * r)
         for i in range(m):
             stot += self.D[bank, i]
         dbar = stot / m if m > 0 else 0.0
