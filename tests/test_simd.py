@@ -1,6 +1,7 @@
 """The SIMD kernels of ``models/_simd.h`` against NumPy.
 
-``bs_exp`` and ``bs_log1p01`` replace libm's exp and log1p in the GLM terms; the
+``bs_exp`` and ``bs_log1p01`` replace libm's exp and log1p in the GLM terms,
+``bs_expm1`` and ``bs_log1p`` its expm1 and log1p in the softmax residuals; the
 dense row loops of a full pass (dot products, gradient sums) are compiled for
 several instruction sets. Each is checked against a plain NumPy reference, in
 float32 and float64, and for the properties the package relies on: a datum's
@@ -15,7 +16,8 @@ from bayes_subsample.models import (
     LogisticRegressionModel,
     PoissonRegressionModel,
 )
-from bayes_subsample.models._cyglm import _simd_exp, _simd_log1p01
+from bayes_subsample.models._cyglm import _simd_exp, _simd_expm1, _simd_log1p, _simd_log1p01
+from bayes_subsample.models._cymultinomial import _softmax_residual_blocks
 from bayes_subsample.models._rows import all_finite, make_rows
 
 
@@ -57,6 +59,103 @@ def test_log1p01_within_one_ulp_of_numpy():
     assert _simd_log1p01([0.0])[0] == 0.0
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         _simd_log1p01([1.5])
+
+
+def test_expm1_within_two_ulp_of_numpy():
+    rng = np.random.default_rng(2)
+    x = np.concatenate([
+        rng.uniform(-708.0, 709.78, 200_000),
+        rng.uniform(-40.0, 40.0, 200_000),            # the softmax residuals' range
+        rng.uniform(-1.0, 1.0, 200_000),              # k = -1, 0, 1: the cancellations
+        rng.uniform(-1e-8, 1e-8, 10_000),
+        [1e-300, -1e-300, 5e-324, 0.5 * np.log(2), -0.5 * np.log(2), np.log(2), -np.log(2),
+         709.5, 709.78, -708.0, -37.0, -38.0],
+    ])
+    assert ulps(_simd_expm1(x), np.expm1(x)).max() <= 2.0
+
+
+def test_expm1_limits():
+    out = _simd_expm1([-708.01, -1e10, -np.inf, 709.79, 1e10, np.inf, np.nan, 0.0])
+    np.testing.assert_array_equal(out[:3], -1.0)
+    np.testing.assert_array_equal(out[3:6], np.inf)
+    assert np.isnan(out[6]) and out[7] == 0.0
+
+
+def test_log1p_within_two_ulp_of_numpy():
+    rng = np.random.default_rng(3)
+    x = np.concatenate([
+        rng.uniform(-0.5, 1.0, 300_000),
+        np.exp(rng.uniform(-745.0, 0.0, 100_000)),     # down to subnormals
+        -np.exp(rng.uniform(-745.0, np.log(0.5), 100_000)),
+        np.exp(rng.uniform(0.0, 709.78, 200_000)),     # up to DBL_MAX
+        [-0.5, 1.0, np.sqrt(2) - 1, 1e-17, 5e-324, 1e300, np.finfo(float).max],
+    ])
+    assert ulps(_simd_log1p(x), np.log1p(x)).max() <= 2.0
+    out = _simd_log1p([0.0, np.inf, np.nan])
+    assert out[0] == 0.0 and out[1] == np.inf and np.isnan(out[2])
+    with pytest.raises(ValueError, match=r"\[-0.5, inf\]"):
+        _simd_log1p([-0.75])
+
+
+# ---- the softmax residuals ----------------------------------------------------------------
+def _softmax_data(rng, n, K):
+    """Classes, predictors and caches at eta* (eta*, p*, lse*) with deviations from
+    eta* at several scales: tiny, moderate, beyond 30 (the direct branch), and some
+    non-finite predictors."""
+    from scipy.special import logsumexp, softmax
+
+    es = rng.normal(0.0, 3.0, (n, K))
+    scale = rng.choice([1e-6, 0.05, 1.0, 5.0, 60.0], size=(n, 1))
+    eta = es + scale * rng.normal(size=(n, K)) + rng.normal(0.0, 50.0, (n, 1))  # + a shift
+    eta[rng.random(n) < 0.01, 0] = np.nan
+    eta[rng.random(n) < 0.01, 1] = np.inf
+    eta[rng.random(n) < 0.01, 0] = -np.inf
+    cache = np.hstack([es, softmax(es, axis=1), logsumexp(es, axis=1)[:, None]])
+    return rng.integers(0, K, n).astype(float), eta, cache
+
+
+@pytest.mark.parametrize("K", [2, 3, 7, 300, 2500])     # 2500: beyond the block's scratch
+@pytest.mark.parametrize("order", [0, 1, 2])
+def test_softmax_residuals_do_not_depend_on_place_in_block(K, order):
+    """A datum's residual and derivatives have the same bits alone, in any block and
+    without the derivatives; and they match the direct NumPy definition."""
+    from scipy.special import logsumexp, softmax
+
+    rng = np.random.default_rng(K * 10 + order)
+    n = 40 if K > 1000 else 613
+    y, eta, cache = _softmax_data(rng, n, K)
+    D1, DP1 = _softmax_residual_blocks(order, y, eta, cache, 0)
+    for block in (1, 3, 7, 64, n):
+        D, DP = _softmax_residual_blocks(order, y, eta, cache, block)
+        np.testing.assert_array_equal(D, D1)
+        np.testing.assert_array_equal(DP, DP1)
+    D0, DP0 = _softmax_residual_blocks(order, y, eta, cache, 64, want_dp=False)
+    assert DP0 is None
+    np.testing.assert_array_equal(D0, D1)
+    # against the definition (finite rows; the direct differences cancel |lse|-sized
+    # numbers, so the tolerance is relative to those)
+    ok = np.isfinite(eta).all(axis=1)
+    es, ps = cache[ok, :K], cache[ok, K:2 * K]
+    e, yi = eta[ok], y[ok].astype(int)
+    delta = e - es
+    pd = (ps * delta).sum(1)
+    D = logsumexp(e, axis=1) - cache[ok, 2 * K]
+    rows = np.arange(ok.sum())
+    if order == 0:
+        ref = delta[rows, yi] - D
+        dref = -softmax(e, axis=1)
+        dref[rows, yi] += 1.0
+    elif order == 1:
+        ref = -(D - pd)
+        dref = -(softmax(e, axis=1) - ps)
+    else:
+        ref = -(D - pd - 0.5 * ((ps * delta ** 2).sum(1) - pd ** 2))
+        dref = -(softmax(e, axis=1) - ps - ps * (delta - pd[:, None]))
+    mag = np.abs(e).max(1) + np.abs(es).max(1) + (delta ** 2).sum(1) + 1.0
+    assert np.all(np.abs(D1[ok] - ref) <= 1e-12 * mag)
+    np.testing.assert_allclose(DP1[ok], dref, rtol=0, atol=1e-12 * (1 + np.abs(delta).max()))
+    # non-finite predictors stay non-finite (never a finite number made up)
+    assert not np.isfinite(D1[~ok]).any()
 
 
 # ---- the GLM terms ------------------------------------------------------------------------

@@ -23,7 +23,8 @@ from bayes_subsample.models._cymodel cimport (CyTermModel, MODEL_CHUNK, sum_slot
 from bayes_subsample.models._rows cimport Rows, DenseRows
 from bayes_subsample.models._glm_terms cimport (
     GLMFamily, GLM_LOGISTIC, GLM_POISSON, GLM_GAUSSIAN, Family, Logistic, Poisson, Gaussian,
-    glm_terms, glm_cv_consts, glm_cv_residuals, bs_exp, bs_log1p01, bs_sum)
+    glm_terms, glm_cv_consts, glm_cv_residuals, bs_exp, bs_log1p01, bs_expm1, bs_log1p,
+    bs_sum)
 
 # rows per task of the threaded full pass: the reduction is over fixed chunks
 # in a fixed order, so the result does not depend on the number of threads
@@ -97,6 +98,28 @@ def _simd_log1p01(x):
         raise ValueError("bs_log1p01 is defined on [0, 1]")
     for i in range(a.shape[0]):
         out[i] = bs_log1p01(a[i])
+    return np.asarray(out)
+
+
+def _simd_expm1(x):
+    """``bs_expm1`` elementwise over a float64 array (tests)."""
+    cdef double[::1] a = np.ascontiguousarray(x, dtype=np.float64).ravel()
+    cdef double[::1] out = np.empty(a.shape[0])
+    cdef Py_ssize_t i
+    for i in range(a.shape[0]):
+        out[i] = bs_expm1(a[i])
+    return np.asarray(out)
+
+
+def _simd_log1p(x):
+    """``bs_log1p`` elementwise over a float64 array in [-0.5, inf] (tests)."""
+    cdef double[::1] a = np.ascontiguousarray(x, dtype=np.float64).ravel()
+    cdef double[::1] out = np.empty(a.shape[0])
+    cdef Py_ssize_t i
+    if a.shape[0] and np.any(np.asarray(a) < -0.5):
+        raise ValueError("bs_log1p is defined on [-0.5, inf]")
+    for i in range(a.shape[0]):
+        out[i] = bs_log1p(a[i])
     return np.asarray(out)
 
 

@@ -59,7 +59,7 @@ from bayes_subsample.models._checks cimport check_indices, check_theta
 from bayes_subsample.models._cymodel cimport CyModel, MODEL_CHUNK, LOGLIK, sum_slots
 from bayes_subsample.models._rows cimport Rows
 from bayes_subsample.models._softmax_terms cimport (
-    softmax_cache_width, softmax_terms, softmax_cache, softmax_residual)
+    softmax_cache_width, softmax_terms, softmax_cache, softmax_residual, softmax_residuals)
 
 cdef enum:
     # rows per task of cv_cache; a full pass has one slot (task) per PASS_CHUNK rows,
@@ -136,6 +136,35 @@ cdef inline double _term(int order, Py_ssize_t K, int y, const double* e,
     if order < 0:
         return softmax_terms(K, y, e, dt, p)
     return softmax_residual(order, K, y, e, cache, dt)
+
+
+def _softmax_residual_blocks(int order, y, eta, cache, Py_ssize_t block, bint want_dp=True):
+    """``(D, DP)``: the residuals of the data (class ``y`` (n,), predictors ``eta``
+    (n, K), caches ``cache`` (n, 2K + 1)) by ``softmax_residuals`` over blocks of
+    ``block`` data, or datum by datum by ``softmax_residual`` (``block=0``); ``DP``
+    is None without ``want_dp`` (tests)."""
+    cdef double[::1] yv = np.ascontiguousarray(y, dtype=np.float64)
+    cdef double[:, ::1] E = np.ascontiguousarray(eta, dtype=np.float64)
+    cdef double[:, ::1] C = np.ascontiguousarray(cache, dtype=np.float64)
+    cdef Py_ssize_t n = E.shape[0], K = E.shape[1], W = softmax_cache_width(K), s, c, i
+    if yv.shape[0] != n or C.shape[0] != n or C.shape[1] != W or block < 0:
+        raise ValueError("y (n,), eta (n, K) and cache (n, 2K + 1), block >= 0")
+    cdef double[::1] D = np.zeros(n)
+    cdef double[:, ::1] DP = np.zeros((n, K))
+    cdef double* dp = &DP[0, 0] if want_dp and n else NULL
+    with nogil:
+        if block == 0:
+            for i in range(n):
+                D[i] = softmax_residual(order, K, <int> yv[i], &E[i, 0], &C[i, 0],
+                                        NULL if dp == NULL else dp + i * K)
+        else:
+            s = 0
+            while s < n:
+                c = _imin(block, n - s)
+                softmax_residuals(order, K, c, &yv[s], &E[s, 0], &C[s, 0], W, &D[s],
+                                  NULL if dp == NULL else dp + s * K)
+                s += c
+    return np.asarray(D), (np.asarray(DP) if want_dp else None)
 
 
 cdef class CyMultinomial(CyTermModel):

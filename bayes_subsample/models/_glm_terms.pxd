@@ -18,6 +18,8 @@ from libc.math cimport log, expm1, fabs, lgamma, M_PI
 cdef extern from "_simd.h" nogil:
     double bs_exp(double x)
     double bs_log1p01(double x)
+    double bs_expm1(double x)
+    double bs_log1p(double x)
     double bs_sum(Py_ssize_t m, const double* x)
     void bs_logistic_terms(Py_ssize_t m, const double* y, const double* eta, int want_ll,
                            double* ll, double* r, double* w)

@@ -1,6 +1,7 @@
 /* The models' innermost loops as plain C that compiles to SIMD code: branch-free exp and
  * log1p, the GLM link terms and control variates over a block of data built on them
- * (_simd_glm.h, included below), and the dense row loops of a full pass (dot products,
+ * (_simd_glm.h, included below), the softmax control variates' residuals over a block
+ * (_simd_softmax.h, included below), and the dense row loops of a full pass (dot products,
  * gradient sums, Hessian sums).
  *
  * A full pass over the data computes, per row, a dot product (memory-bound), the
@@ -13,7 +14,8 @@
  *
  * Accuracy (tested against NumPy in tests/test_simd.py): bs_exp within 2 ulp of exp
  * on [-708, 709.78] (0 below -708, +inf above log(DBL_MAX), NaN for NaN); bs_log1p01 within
- * 2 ulp of log1p on [0, 1].  No fused multiply-add is formed (the package builds with
+ * 2 ulp of log1p on [0, 1]; bs_expm1 within 2 ulp of expm1, bs_log1p within 2 ulp of
+ * log1p on [-0.5, inf) (the softmax residuals of _simd_softmax.h).  No fused multiply-add is formed (the package builds with
  * -ffp-contract=off), so a SIMD lane and the scalar tail give the same bits: a datum's
  * terms do not depend on its place in a block.
  */
@@ -124,6 +126,100 @@ static inline double bs_log1p01(double x)
     return bs_log1p01_q(x, u, 1.0 / u);
 }
 
+/* expm1(x): bs_exp's reduction x = k ln2 + r and its polynomial p = exp(r) - 1 (relative
+ * accuracy near r = 0 kept: the leading r is added last), then expm1(x) = (2^k - 1) +
+ * 2^k p, where 2^k - 1 is exact for |k| <= 53 and the tiny p of k = 0 is returned as
+ * it is. -1 below -708 (the true value rounds to -1 from -38), +inf above
+ * log(DBL_MAX), NaN for NaN. */
+static inline double bs_expm1(double x)
+{
+    const double shifter = 6755399441055744.0;         /* 1.5 * 2^52 */
+    const double log2e = 1.4426950408889634074;
+    const double ln2_hi = 6.93147180369123816490e-01;
+    const double ln2_lo = 1.90821492927058770002e-10;
+    double xc = x < -708.0 ? -708.0 : (x > 709.78 ? 709.78 : x);
+    double kd = xc * log2e + shifter;
+    double k = kd - shifter;
+    double r = (xc - k * ln2_hi) - k * ln2_lo;
+    double p = 1.0 / 6227020800.0;                     /* 1/13! */
+    p = p * r + 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r * r + r;                                 /* exp(r) - 1 */
+    uint64_t kb, sb;
+    memcpy(&kb, &kd, sizeof kb);
+    sb = (kb + 1022u) << 52;                 /* 2^(k-1), k in [-1021, 1024]: normal */
+    double half;
+    memcpy(&half, &sb, sizeof half);
+    double t = 2.0 * half;                   /* 2^k: +inf for k = 1024 */
+    double res = (t - 1.0) + t * p;
+    /* k = 1024 (x above 709.43): 2^k overflows alone, the product 2^(k-1) (1 + p) 2
+     * only past log(DBL_MAX) (and 1 is below its ulp) */
+    res = k > 1000.0 ? 2.0 * (half + half * p) : res;
+    res = x < -708.0 ? -1.0 : res;
+    res = x > 709.782712893384 ? HUGE_VAL : res;
+    return res;
+}
+
+/* log1p(x) for x >= -0.5 (and +inf, NaN): u = 1 + x with the rounding error of that sum
+ * carried as in bs_log1p01_q (c = (x - (u - 1)) inv_u, inv_u = 1 / u given: the
+ * softmax residuals need it too; u - 1 is exact for u >= 1/2); u = 2^k m with m in
+ * [sqrt(1/2), sqrt(2)), k from the exponent field (put in a double by the 2^52
+ * shifter, as bs_exp takes k out: no int -> double conversion, which AVX2 lacks),
+ * log m by bs_log1p01_q's atanh series. */
+static inline double bs_log1p_q(double x, double u, double inv_u)
+{
+    const double ln2_hi = 6.93147180369123816490e-01;
+    const double ln2_lo = 1.90821492927058770002e-10;
+    double c = (x - (u - 1.0)) * inv_u;
+    uint64_t ub, mb, kb;
+    memcpy(&ub, &u, sizeof ub);
+    /* m in [1, 2) (exponent field 1023), then halved above sqrt(2) */
+    mb = (ub & 0x000fffffffffffffull) | 0x3ff0000000000000ull;
+    kb = ((ub >> 52) & 0x7ffu) | 0x4330000000000000ull;   /* 2^52 + biased exponent */
+    double m, kd;
+    memcpy(&m, &mb, sizeof m);
+    memcpy(&kd, &kb, sizeof kd);
+    double k = (kd - 4503599627370496.0) - 1023.0;
+    k = m > 1.4142135623730951 ? k + 1.0 : k;
+    m = m > 1.4142135623730951 ? 0.5 * m : m;
+    double f = m - 1.0;                                /* exact (Sterbenz) */
+    double s = f / (2.0 + f);
+    double z = s * s;
+    double q = 1.0 / 21.0;
+    q = q * z + 1.0 / 19.0;
+    q = q * z + 1.0 / 17.0;
+    q = q * z + 1.0 / 15.0;
+    q = q * z + 1.0 / 13.0;
+    q = q * z + 1.0 / 11.0;
+    q = q * z + 1.0 / 9.0;
+    q = q * z + 1.0 / 7.0;
+    q = q * z + 1.0 / 5.0;
+    q = q * z + 1.0 / 3.0;
+    double hfsq = 0.5 * f * f;
+    double R = 2.0 * z * q;
+    double logm = f - (hfsq - s * (hfsq + R));
+    double res = k * ln2_hi + ((logm + c) + k * ln2_lo);
+    res = u == HUGE_VAL ? HUGE_VAL : res;
+    res = x != x ? x : res;
+    return res;
+}
+
+/* log1p(x) for x >= -0.5, the same bits as bs_log1p_q(x, 1 + x, 1 / (1 + x)) */
+static inline double bs_log1p(double x)
+{
+    double u = 1.0 + x;
+    return bs_log1p_q(x, u, 1.0 / u);
+}
+
 /* sum of x[0..m) in eight partial sums (x[i] into s[i mod 8]) added pairwise at the end:
  * a SIMD loop without the latency chain of one running sum; the order depends on m alone */
 BS_CLONES
@@ -141,6 +237,7 @@ static double bs_sum(ptrdiff_t m, const double* BS_RESTRICT x)
 
 /* the GLM families' terms over blocks (built on bs_exp and bs_log1p01) */
 #include "_simd_glm.h"
+#include "_simd_softmax.h"
 
 /* Prefetch (into L2) the nrows rows of d values that start BS_PREFETCH_ROWS rows after
  * the row x. A full pass reads X in chunks of 256 rows (MODEL_CHUNK): the chunk's dot

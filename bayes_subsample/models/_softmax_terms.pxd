@@ -20,29 +20,22 @@
 #
 # The cache of one datum at eta* (``2K + 1`` doubles, ``SOFTMAX_CACHE(K)``):
 # eta*_0..K-1, p*_0..K-1, lse(eta*).
-from libc.math cimport exp, log, log1p, expm1, fabs
 
 
 cdef inline Py_ssize_t softmax_cache_width(Py_ssize_t K) noexcept nogil:
     return 2 * K + 1
 
 
+cdef extern from "_simd.h" nogil:
+    double bs_softmax_lse(Py_ssize_t K, const double* eta, double* p)
+    void bs_softmax_residuals(int order, Py_ssize_t count, Py_ssize_t K, const double* y,
+                              const double* eta, const double* cache, Py_ssize_t W,
+                              double* D, double* DP)
+
+
 cdef inline double softmax_lse(Py_ssize_t K, const double* eta, double* p) noexcept nogil:
-    """``lse(eta)``; ``p`` (if not NULL) receives ``softmax(eta)``."""
-    cdef Py_ssize_t k
-    cdef double mx = eta[0], s = 0.0, e
-    for k in range(1, K):
-        if eta[k] > mx:
-            mx = eta[k]
-    for k in range(K):
-        e = exp(eta[k] - mx)
-        s += e
-        if p != NULL:
-            p[k] = e
-    if p != NULL:
-        for k in range(K):
-            p[k] /= s
-    return mx + log(s)
+    """``lse(eta)``; ``p`` (if not NULL) receives ``softmax(eta)`` (``_simd_softmax.h``)."""
+    return bs_softmax_lse(K, eta, p)
 
 
 cdef inline double softmax_terms(Py_ssize_t K, int y, const double* eta, double* r,
@@ -66,56 +59,28 @@ cdef inline void softmax_cache(Py_ssize_t K, const double* eta_star, double* cac
     cache[2 * K] = softmax_lse(K, eta_star, cache + K)
 
 
+cdef inline void softmax_residuals(int order, Py_ssize_t K, Py_ssize_t count, const double* y,
+                                   const double* eta, const double* cache, Py_ssize_t W,
+                                   double* D, double* dp) noexcept nogil:
+    """``D[i]`` = the residual of datum ``i`` of a block (class ``y[i]``, predictors
+    ``eta[i K:(i + 1) K]``, cache ``cache[i W:]``) and ``dp[i K + k]`` (if not NULL)
+    its derivatives: ``softmax_residual`` of each, with the same bits, its
+    polynomials computed over the block (``_simd_softmax.h``)."""
+    bs_softmax_residuals(order, count, K, y, eta, cache, W, D, dp)
+
+
 cdef inline double softmax_residual(int order, Py_ssize_t K, int y, const double* eta,
                                     const double* cache, double* dp) noexcept nogil:
     """Residual ``d`` of the order-0/1/2 Taylor expansion at the cached ``eta*``
     (``cache``: see above); ``dp[k] = dd/deta_k`` when ``dp`` is not NULL.
-
     The residuals do not change when the same number is added to every
     ``delta_k`` (a shift common to all classes, which the posterior leaves to the
     prior), and neither does anything computed here: the deviations are centred
     first, ``c_k = delta_k - p*.delta``, so that ``D - p*.delta = log sum_k p*_k
-    e^{c_k}`` and the quadratic term ``sum_k p*_k c_k^2`` are computed without
-    cancelling large shifts."""
-    cdef const double* es = cache
-    cdef const double* ps = cache + K
-    cdef double u = 0.0, pd = 0.0, var = 0.0, Dc, c, e, t
-    cdef Py_ssize_t k
-    cdef bint small = True
-    for k in range(K):
-        pd += ps[k] * (eta[k] - es[k])
-    for k in range(K):
-        c = (eta[k] - es[k]) - pd
-        var += ps[k] * c * c
-        if fabs(c) > 30.0:
-            small = False
-    if small:
-        # Dc = D - p*.delta = log sum_k p*_k e^{c_k}; p_k = p*_k e^{c_k} / (1 + u)
-        for k in range(K):
-            e = expm1((eta[k] - es[k]) - pd)
-            u += ps[k] * e
-            if dp != NULL:
-                dp[k] = ps[k] * (1.0 + e)
-        Dc = log1p(u)
-        if dp != NULL:
-            t = 1.0 / (1.0 + u)
-            for k in range(K):
-                dp[k] *= t
-    else:
-        Dc = (softmax_lse(K, eta, dp) - cache[2 * K]) - pd
-    # dp holds p = softmax(eta) here
-    if order == 0:
-        if dp != NULL:
-            for k in range(K):
-                dp[k] = -dp[k]
-            dp[y] += 1.0
-        return ((eta[y] - es[y]) - pd) - Dc
-    if order == 1:
-        if dp != NULL:
-            for k in range(K):
-                dp[k] = -(dp[k] - ps[k])
-        return -Dc
-    if dp != NULL:
-        for k in range(K):
-            dp[k] = -(dp[k] - ps[k] - ps[k] * ((eta[k] - es[k]) - pd))
-    return -(Dc - 0.5 * var)
+    e^{c_k}`` (``log1p(sum_k p*_k expm1(c_k))`` while every ``|c_k| <= 30``, else
+    the direct difference of log-sum-exps) and the quadratic term ``sum_k p*_k
+    c_k^2`` are computed without cancelling large shifts. A block of one datum of
+    ``softmax_residuals``: the same bits as in any block."""
+    cdef double yd = y, d = 0.0
+    bs_softmax_residuals(order, 1, K, &yd, eta, cache, 2 * K + 1, &d, dp)
+    return d

@@ -26,7 +26,7 @@ import numpy as np
 from libc.stdint cimport int64_t
 from bayes_subsample.models._cymodel cimport CyModel
 from bayes_subsample.models._scale_terms cimport ScaleConsts, scale_terms_block
-from bayes_subsample.models._softmax_terms cimport softmax_cache, softmax_residual
+from bayes_subsample.models._softmax_terms cimport softmax_cache, softmax_residuals
 from bayes_subsample.models._rows cimport row_dot
 from scipy.linalg.cython_blas cimport dgemv, dgemm
 
@@ -186,9 +186,8 @@ cdef class ECSRows:
         # K x count matrix Theta (p1 x K) ^T X^T (p1 x count), intercept column included
         dgemm(&trans, &notrans, &kk, &cc, &pp, &alpha, <double*> th, &pp, &b.X[start, 0], &pp,
               &beta, eta, &kk)
-        for i in range(count):
-            D[i] = softmax_residual(self.order, K, <int> b.y[start + i], &eta[i * K],
-                                    &b.MC[start + i, 0], &DP[i * K])
+        softmax_residuals(self.order, K, count, &b.y[start], eta, &b.MC[start, 0], self.W, D,
+                          DP)
         return self._weigh_rows(count, &b.w[start], D, DP)
 
     cdef double block_residuals(self, const int64_t* idx, RowBlock b, Py_ssize_t start,
@@ -209,9 +208,8 @@ cdef class ECSRows:
         for i in range(start, stop):
             for k in range(K):
                 eta[(i - start) * K + k] = row_dot(&b.X[i, 0], th + k * p1, p1, False)
-            D[i - start] = softmax_residual(self.order, K, <int> b.y[i],
-                                            &eta[(i - start) * K], &b.MC[i, 0],
-                                            &DP[(i - start) * K])
+        softmax_residuals(self.order, K, stop - start, &b.y[start], eta, &b.MC[start, 0],
+                          self.W, D, DP)
         return self._weigh_rows(stop - start, &b.w[start], D, DP)
 
     cdef void grad(self, const int64_t* idx, RowBlock b, Py_ssize_t count, double* c,
