@@ -362,20 +362,27 @@ def test_full_pass_against_numpy(family, dtype):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("d", [1, 5, 28, 600])     # 600: the scratch beyond the stack's
 @pytest.mark.parametrize("intercept", [True, False])
-def test_dense_hessian_sum_against_numpy(dtype, d, intercept):
+@pytest.mark.parametrize("one_hot", [False, True])
+def test_dense_hessian_sum_against_numpy(dtype, d, intercept, one_hot):
     """The lower triangle of sum_i w_i x_i x_i^T over row ranges of every length
     modulo 8 (eight-row blocks, a padded tail) and across the float32 kernel's
     32-row blocks, weights of both signs; the strict upper triangle is not
     touched. float32 rows may be summed in float32 blocks of 32 rows (AVX2 and
     FMA), each block within FLOAT32_HESSIAN_RTOL of its sum of absolute
-    products."""
+    products. ``one_hot``: most columns 0/1 indicators, mostly zero, and some zero
+    weights (the rows of the triangle an eight-row block adds only zeros to are
+    skipped)."""
     rng = np.random.default_rng(d + 1)
     n = 100
     X = rng.normal(size=(n, d)).astype(dtype)
+    if one_hot:
+        X[:, d // 3:] = rng.random((n, d - d // 3)) < 0.05
+    w = rng.normal(size=n)
+    if one_hot:
+        w[rng.random(n) < 0.3] = 0.0
     rows = make_rows(X, intercept)
     X1 = np.hstack([X.astype(np.float64), np.ones((n, 1))]) if intercept else X.astype(float)
     p = X1.shape[1]
-    w = rng.normal(size=n)
     eps = 64 * np.finfo(np.float64).eps + rows.hessian_rtol
     for start, stop in ((0, n), (4, 4), (3, 4), (2, 17), (8, 16), (5, 44), (31, 97)):
         H0 = np.full((p, p), 7.0)

@@ -535,7 +535,10 @@ BS_UNUSED static int bs_avx2(void)
  * added as ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)) (a short block padded
  * with zero rows and weights): each load and store of H serves eight rows. Any
  * weights (no square roots). 1e6 x 28 float32 rows, one thread: about 21 ms, where
- * BLAS dsyrk on sqrt(w)-scaled chunks of 256 rows took about 40 ms. */
+ * BLAS dsyrk on sqrt(w)-scaled chunks of 256 rows took about 40 ms. A row j of the
+ * triangle to which all eight rows add zeros (x_ij w_i = 0: one-hot indicators) is
+ * skipped: the same sums for finite X (but the sign of a zero), and on covtype's 44
+ * indicators of 54 columns about a quarter of the work. */
 #define BS_XWX_ROWS 8
 #define BS_ADD_XWX_RANGE(S, T)                                                            \
     BS_CLONES static void bs_add_xwx_range_##S(const T* X, ptrdiff_t d, int icpt,         \
@@ -594,6 +597,11 @@ BS_UNUSED static int bs_avx2(void)
                 double c0 = a[0] * z0[j], c1 = a[1] * z1[j], c2 = a[2] * z2[j];           \
                 double c3 = a[3] * z3[j], c4 = a[4] * z4[j], c5 = a[5] * z5[j];           \
                 double c6 = a[6] * z6[j], c7 = a[7] * z7[j];                              \
+                /* a row of the triangle the eight rows add only zeros to (finite X:  \
+                 * column j zero in all of them, as one-hot indicators mostly are) */    \
+                if (c0 == 0.0 && c1 == 0.0 && c2 == 0.0 && c3 == 0.0 && c4 == 0.0         \
+                    && c5 == 0.0 && c6 == 0.0 && c7 == 0.0)                               \
+                    continue;                                                             \
                 double* BS_RESTRICT h = H + j * p;                                        \
                 for (k = 0; k <= j; k++)                                                  \
                     h[k] += ((c0 * z0[k] + c1 * z1[k]) + (c2 * z2[k] + c3 * z3[k]))       \
