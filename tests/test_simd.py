@@ -17,7 +17,10 @@ from bayes_subsample.models import (
     PoissonRegressionModel,
 )
 from bayes_subsample.models._cyglm import _simd_exp, _simd_expm1, _simd_log1p, _simd_log1p01
-from bayes_subsample.models._cymultinomial import _softmax_residual_blocks
+from bayes_subsample.models._cymultinomial import (
+    _softmax_residual_blocks,
+    _softmax_terms_blocks,
+)
 from bayes_subsample.models._rows import all_finite, make_rows
 
 
@@ -156,6 +159,33 @@ def test_softmax_residuals_do_not_depend_on_place_in_block(K, order):
     np.testing.assert_allclose(DP1[ok], dref, rtol=0, atol=1e-12 * (1 + np.abs(delta).max()))
     # non-finite predictors stay non-finite (never a finite number made up)
     assert not np.isfinite(D1[~ok]).any()
+
+
+@pytest.mark.parametrize("K", [2, 3, 7, 300, 2500])     # 2500: beyond the block's scratch
+def test_softmax_terms_do_not_depend_on_place_in_block(K):
+    """A datum's term, derivatives and probabilities have the same bits alone and
+    in any block, and match SciPy's log-sum-exp and softmax."""
+    from scipy.special import logsumexp, softmax
+
+    rng = np.random.default_rng(K)
+    n = 40 if K > 1000 else 613
+    y, eta, _ = _softmax_data(rng, n, K)
+    eta[::7] *= 20.0                                 # some far beyond exp's range
+    L1, R1, P1 = _softmax_terms_blocks(y, eta, 0)
+    for block in (1, 3, 7, 64, n):
+        L, R, P = _softmax_terms_blocks(y, eta, block)
+        np.testing.assert_array_equal(L, L1)
+        np.testing.assert_array_equal(R, R1)
+        np.testing.assert_array_equal(P, P1)
+    ok = np.isfinite(eta).all(axis=1)
+    e, yi, rows = eta[ok], y[ok].astype(int), np.arange(ok.sum())
+    ref = e[rows, yi] - logsumexp(e, axis=1)
+    assert np.all(np.abs(L1[ok] - ref) <= 4e-16 * (np.abs(e).max(1) + 1.0))
+    np.testing.assert_allclose(P1[ok], softmax(e, axis=1), rtol=1e-14, atol=1e-300)
+    r = -softmax(e, axis=1)
+    r[rows, yi] += 1.0
+    np.testing.assert_allclose(R1[ok], r, rtol=1e-14, atol=1e-15)
+    assert not np.isfinite(L1[np.isnan(eta).any(axis=1)]).any()
 
 
 # ---- the GLM terms ------------------------------------------------------------------------

@@ -59,7 +59,8 @@ from bayes_subsample.models._checks cimport check_indices, check_theta
 from bayes_subsample.models._cymodel cimport CyModel, MODEL_CHUNK, LOGLIK, sum_slots
 from bayes_subsample.models._rows cimport Rows
 from bayes_subsample.models._softmax_terms cimport (
-    softmax_cache_width, softmax_terms, softmax_cache, softmax_residual, softmax_residuals)
+    softmax_cache_width, softmax_terms, softmax_terms_block, softmax_cache, softmax_residual,
+    softmax_residuals)
 
 cdef enum:
     # rows per task of cv_cache; a full pass has one slot (task) per PASS_CHUNK rows,
@@ -165,6 +166,31 @@ def _softmax_residual_blocks(int order, y, eta, cache, Py_ssize_t block, bint wa
                                   NULL if dp == NULL else dp + s * K)
                 s += c
     return np.asarray(D), (np.asarray(DP) if want_dp else None)
+
+
+def _softmax_terms_blocks(y, eta, Py_ssize_t block):
+    """``(L, R, P)``: the terms, derivatives and probabilities of the data (class
+    ``y`` (n,), predictors ``eta`` (n, K)) by ``softmax_terms_block`` over blocks of
+    ``block`` data, or datum by datum by ``softmax_terms`` (``block=0``) (tests)."""
+    cdef double[::1] yv = np.ascontiguousarray(y, dtype=np.float64)
+    cdef double[:, ::1] E = np.ascontiguousarray(eta, dtype=np.float64)
+    cdef Py_ssize_t n = E.shape[0], K = E.shape[1], s, c, i
+    if yv.shape[0] != n or block < 0:
+        raise ValueError("y (n,) and eta (n, K), block >= 0")
+    cdef double[::1] L = np.zeros(n)
+    cdef double[:, ::1] R = np.zeros((n, K))
+    cdef double[:, ::1] P = np.zeros((n, K))
+    with nogil:
+        if block == 0:
+            for i in range(n):
+                L[i] = softmax_terms(K, <int> yv[i], &E[i, 0], &R[i, 0], &P[i, 0])
+        else:
+            s = 0
+            while s < n:
+                c = _imin(block, n - s)
+                softmax_terms_block(c, K, &yv[s], &E[s, 0], &L[s], &R[s, 0], &P[s, 0])
+                s += c
+    return np.asarray(L), np.asarray(R), np.asarray(P)
 
 
 cdef class CyMultinomial(CyTermModel):
@@ -372,31 +398,47 @@ cdef class CyMultinomial(CyTermModel):
         cdef Py_ssize_t c0 = _imin(step, stop - start), s, c, i, k, a, bb, q
         cdef double* mem
         cdef double* Wq       # (Q, c): the pairs' weights p_ka p_kb, pair-major
-        cdef double llsum = 0.0, v
+        cdef double* ER       # (c, K) row-major: the predictors, then (c, K) derivatives,
+        cdef double* RR       # (c, K) probabilities and (c,) terms of the chunk's rows
+        cdef double* PP
+        cdef double* LL
+        cdef double llsum = 0.0, v, w
         cdef Scratch b
-        mem = <double*> malloc((c0 * (2 * K + Q) + 3 * K) * sizeof(double))
+        mem = <double*> malloc((c0 * (5 * K + Q + 1)) * sizeof(double))
         if mem == NULL:
             return -1
         b.E = mem
         b.R = b.E + K * c0
-        b.e = b.R + K * c0
-        b.dt = b.e + K
-        b.p = b.dt + K
-        Wq = b.p + K
+        ER = b.R + K * c0
+        RR = ER + K * c0
+        PP = RR + K * c0
+        LL = PP + K * c0
+        Wq = LL + c0
         s = start
         while s < stop:
             c = _imin(step, stop - s)
             self._eta_range(s, c, theta, b.E)
             for i in range(c):
-                _col(b.E, K, c, i, b.e)
-                v = softmax_terms(K, <int> self.y[s + i], b.e, b.dt, b.p)
+                for k in range(K):
+                    ER[i * K + k] = b.E[k * c + i]
+            # the chunk's terms, derivatives and probabilities (_simd_softmax.h)
+            softmax_terms_block(c, K, &self.y[s], ER, LL, RR, PP)
+            for i in range(c):
+                v = LL[i]
+                if self.has_weight:
+                    w = self.row_weight(s + i)
+                    v *= w
+                    for k in range(K):
+                        RR[i * K + k] *= w
+                for k in range(K):
+                    b.R[k * c + i] = RR[i * K + k]
+                llsum += v
                 # (the pair weights: below)
-                llsum += _weigh_row(&b, K, c, i, v, self.has_weight, self.row_weight(s + i))
                 if Q:
                     q = 0
                     for a in range(1, K):
                         for bb in range(a):
-                            Wq[q * c + i] = b.p[a] * b.p[bb]
+                            Wq[q * c + i] = PP[i * K + a] * PP[i * K + bb]
                             q += 1
             if Q and self.has_weight:
                 for q in range(Q):

@@ -15,27 +15,90 @@
 #define BS_SOFTMAX_SCRATCH 2048
 #define BS_SOFTMAX_ROWS 256
 
-/* lse(eta) = log sum_k exp(eta_k) (libm's exp and log, after the largest eta_k is
- * taken out); p, if not NULL, receives softmax(eta). The softmax terms' and caches'
- * log-sum-exp (_softmax_terms.pxd's softmax_lse) and that of the direct residuals. */
+/* lse_i = log sum_k exp(eta_ik) for `count` data (eta row-major, count x K), the largest
+ * eta_ik taken out first; P (count x K, if not NULL) receives softmax(eta_i). The exps
+ * of a block of data run as one loop (bs_exp, SIMD code), then each datum's sum in
+ * class order and its log (bs_log1p_q of s - 1, exact for s in [1, K]): a datum's
+ * results have the same bits in any block. The C library's exp and log, called datum
+ * by datum, took about a third of a 7-class full pass. */
+BS_CLONES
+static void bs_softmax_lse_block(ptrdiff_t count, ptrdiff_t K, const double* BS_RESTRICT eta,
+                                 double* BS_RESTRICT lse, double* BS_RESTRICT P)
+{
+    double cb[BS_SOFTMAX_SCRATCH], mb[BS_SOFTMAX_ROWS], sb[BS_SOFTMAX_ROWS];
+    ptrdiff_t nb = BS_SOFTMAX_SCRATCH / K, s, i, j, k, c;
+    nb = nb > BS_SOFTMAX_ROWS ? BS_SOFTMAX_ROWS : nb;
+    for (s = 0; s < count; s += c) {
+        c = count - s < nb ? count - s : nb;
+        if (c < 1)
+            c = 1;              /* K > BS_SOFTMAX_SCRATCH: one datum at a time */
+        /* e = exp(eta - max), in P's rows or the scratch */
+        double* e = P != NULL ? P + s * K : cb;
+        for (i = 0; i < c; i++) {
+            const double* x = eta + (s + i) * K;
+            double mx = x[0];
+            for (k = 1; k < K; k++)
+                if (x[k] > mx)
+                    mx = x[k];
+            mb[i] = mx;
+        }
+        if (P != NULL || nb >= 1) {
+            for (i = 0; i < c; i++)
+                for (k = 0; k < K; k++)
+                    e[i * K + k] = eta[(s + i) * K + k] - mb[i];
+            for (j = 0; j < c * K; j++)
+                e[j] = bs_exp(e[j]);
+            for (i = 0; i < c; i++) {
+                double sum = 0.0;
+                for (k = 0; k < K; k++)
+                    sum += e[i * K + k];
+                sb[i] = sum;
+            }
+        } else {
+            double sum = 0.0;
+            for (k = 0; k < K; k++)
+                sum += bs_exp(eta[s * K + k] - mb[0]);
+            sb[0] = sum;
+        }
+        for (i = 0; i < c; i++)
+            lse[s + i] = mb[i] + bs_log1p_q(sb[i] - 1.0, sb[i], 1.0 / sb[i]);
+        if (P != NULL)
+            for (i = 0; i < c; i++)
+                for (k = 0; k < K; k++)
+                    e[i * K + k] /= sb[i];
+    }
+}
+
+/* lse(eta) of one datum: bs_softmax_lse_block's block of one (p: softmax(eta) if not
+ * NULL) */
 static inline double bs_softmax_lse(ptrdiff_t K, const double* BS_RESTRICT eta,
                                     double* BS_RESTRICT p)
 {
-    ptrdiff_t k;
-    double mx = eta[0], s = 0.0, e;
-    for (k = 1; k < K; k++)
-        if (eta[k] > mx)
-            mx = eta[k];
-    for (k = 0; k < K; k++) {
-        e = exp(eta[k] - mx);
-        s += e;
-        if (p != NULL)
-            p[k] = e;
+    double lse;
+    bs_softmax_lse_block(1, K, eta, &lse, p);
+    return lse;
+}
+
+/* l_i = eta_{i y_i} - lse_i and (if R is not NULL) r_ik = [k == y_i] - p_ik for `count`
+ * data; P (count x K, if not NULL) receives the probabilities p_ik (R needs them: with R
+ * and without P, R's rows hold them first) */
+BS_CLONES
+static void bs_softmax_terms_block(ptrdiff_t count, ptrdiff_t K, const double* BS_RESTRICT y,
+                                   const double* BS_RESTRICT eta, double* BS_RESTRICT L,
+                                   double* BS_RESTRICT R, double* BS_RESTRICT P)
+{
+    ptrdiff_t i, k;
+    double* p = P != NULL ? P : R;
+    bs_softmax_lse_block(count, K, eta, L, p);
+    for (i = 0; i < count; i++) {
+        ptrdiff_t yi = (ptrdiff_t) y[i];
+        L[i] = eta[i * K + yi] - L[i];
+        if (R != NULL) {
+            for (k = 0; k < K; k++)
+                R[i * K + k] = -p[i * K + k];
+            R[i * K + yi] += 1.0;
+        }
     }
-    if (p != NULL)
-        for (k = 0; k < K; k++)
-            p[k] /= s;
-    return mx + log(s);
 }
 
 /* The end of one datum's residual (eta, cache: the datum's K predictors and its cache

@@ -28,6 +28,8 @@ cdef inline Py_ssize_t softmax_cache_width(Py_ssize_t K) noexcept nogil:
 
 cdef extern from "_simd.h" nogil:
     double bs_softmax_lse(Py_ssize_t K, const double* eta, double* p)
+    void bs_softmax_terms_block(Py_ssize_t count, Py_ssize_t K, const double* y,
+                                const double* eta, double* L, double* R, double* P)
     void bs_softmax_residuals(int order, Py_ssize_t count, Py_ssize_t K, const double* y,
                               const double* eta, const double* cache, Py_ssize_t W,
                               double* D, double* DP)
@@ -49,6 +51,16 @@ cdef inline double softmax_terms(Py_ssize_t K, int y, const double* eta, double*
             r[k] = -p[k]
         r[y] += 1.0
     return eta[y] - lse
+
+
+cdef inline void softmax_terms_block(Py_ssize_t count, Py_ssize_t K, const double* y,
+                                     const double* eta, double* L, double* R,
+                                     double* P) noexcept nogil:
+    """``softmax_terms`` of ``count`` data (``y[i]``, ``eta[i K:(i + 1) K]``), with
+    the same bits: ``L[i]`` the terms, ``R`` (count x K, if not NULL) their
+    derivatives, ``P`` (count x K, if not NULL) the probabilities; the block's
+    exps in one SIMD loop (``_simd_softmax.h``)."""
+    bs_softmax_terms_block(count, K, y, eta, L, R, P)
 
 
 cdef inline void softmax_cache(Py_ssize_t K, const double* eta_star, double* cache) noexcept nogil:
