@@ -21,7 +21,7 @@ from bayes_subsample.models._cymultinomial import (
     _softmax_residual_blocks,
     _softmax_terms_blocks,
 )
-from bayes_subsample.models._rows import all_finite, make_rows
+from bayes_subsample.models._rows import _dot_classes, all_finite, make_rows
 
 
 def ulps(a, ref):
@@ -329,6 +329,19 @@ def test_dense_row_loops_against_numpy(dtype, d, intercept):
         assert np.all(np.abs(got - ref) <= bound), (start, stop)
         np.testing.assert_allclose(rows.py_add_xt(np.arange(start, stop), c[start:stop]), ref,
                                    rtol=1e-12, atol=1e-12 * (1 + np.abs(ref).max(initial=0)))
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 4, 5, 8, 55])
+@pytest.mark.parametrize("K", [1, 2, 3, 4, 5, 7, 8, 9])
+def test_dot_classes_is_row_dot(d, K):
+    """The K predictors of a row, four classes at a time, have row_dot's bits (and
+    match NumPy), for every remainder of d and K modulo 4."""
+    rng = np.random.default_rng(10 * d + K)
+    X = rng.normal(size=(37, d)) * rng.choice([0.0, 1.0, 1e3], size=(37, d))
+    theta = rng.normal(size=(K, d))
+    got = _dot_classes(X, theta)
+    np.testing.assert_array_equal(got, _dot_classes(X, theta, by_row_dot=True))
+    np.testing.assert_allclose(got, X @ theta.T, rtol=1e-12, atol=1e-9)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -244,6 +244,25 @@ cdef class Rows:
         return np.asarray(out)
 
 
+def _dot_classes(X, theta, bint by_row_dot=False):
+    """``X @ theta.T`` by ``dot_classes`` (or ``row_dot`` row by row and class by
+    class with ``by_row_dot``) for float64 ``X`` (n, d) and ``theta`` (K, d) (tests)."""
+    cdef double[:, ::1] Xv = np.ascontiguousarray(X, dtype=np.float64)
+    cdef double[:, ::1] T = np.ascontiguousarray(theta, dtype=np.float64)
+    cdef Py_ssize_t n = Xv.shape[0], d = Xv.shape[1], K = T.shape[0], i, k
+    if T.shape[1] != d or K < 1:
+        raise ValueError("X (n, d) and theta (K, d) with K >= 1")
+    cdef double[:, ::1] out = np.zeros((n, K))
+    if n and d:
+        if by_row_dot:
+            for i in range(n):
+                for k in range(K):
+                    out[i, k] = row_dot(&Xv[i, 0], &T[k, 0], d, False)
+        else:
+            dot_classes(&Xv[0, 0], d, n, &T[0, 0], K, &out[0, 0])
+    return np.asarray(out)
+
+
 def make_rows(X, bint intercept):
     """The :class:`Rows` of a design matrix (no copy of it).
 

@@ -621,6 +621,83 @@ BS_ADD_XT_RANGE(f64, double)
 BS_ADD_XWX_RANGE(f32_portable, float)
 BS_ADD_XWX_RANGE(f64, double)
 
+/* out[i K + k] = x_i . theta_k for the `count` rows x_i of the row-major X (d stored
+ * columns, the intercept's ones among them if any) and the K rows theta_k of the
+ * row-major theta (K x d): each by bs_row_dot's arithmetic, so the same bits as row_dot.
+ * With AVX2 four classes of a row at a time (the row's loads shared, the four sums
+ * reduced together as in bs_dot_range_avx2). The multinomial predictors of HMC-ECS's
+ * rows: BLAS dgemm spent as long packing these rows as multiplying them. */
+BS_UNUSED static void bs_dot_classes_portable(const double* X, ptrdiff_t d, ptrdiff_t count,
+                                              const double* theta, ptrdiff_t K, double* out)
+{
+    ptrdiff_t i, k;
+    for (i = 0; i < count; i++)
+        for (k = 0; k < K; k++)
+            out[i * K + k] = bs_row_dot_f64(X + i * d, theta + k * d, d, 0);
+}
+
+#if BS_HAVE_AVX2_DOT
+__attribute__((target("avx2"), unused))
+static void bs_dot_classes_avx2(const double* X, ptrdiff_t d, ptrdiff_t count,
+                                const double* theta, ptrdiff_t K, double* out)
+{
+    ptrdiff_t i, j, k, l, d4 = d - d % 4;
+    long long k64[4];
+    double res[4];
+    for (l = 0; l < 4; l++)
+        k64[l] = d4 + l < d ? -1 : 0;
+    __m256i m64 = _mm256_loadu_si256((const __m256i*) k64);
+    for (i = 0; i < count; i++) {
+        const double* x = X + i * d;
+        __m256d xtail = _mm256_maskload_pd(x + d4, m64);   /* zeros past d */
+        for (k = 0; k < K; k += 4) {
+            /* a last group of fewer than four classes repeats its last class */
+            const double* t0 = theta + k * d;
+            const double* t1 = theta + (k + 1 < K ? k + 1 : K - 1) * d;
+            const double* t2 = theta + (k + 2 < K ? k + 2 : K - 1) * d;
+            const double* t3 = theta + (k + 3 < K ? k + 3 : K - 1) * d;
+            __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+            for (j = 0; j < d4; j += 4) {
+                __m256d xv = _mm256_loadu_pd(x + j);
+                a0 = _mm256_add_pd(a0, _mm256_mul_pd(xv, _mm256_loadu_pd(t0 + j)));
+                a1 = _mm256_add_pd(a1, _mm256_mul_pd(xv, _mm256_loadu_pd(t1 + j)));
+                a2 = _mm256_add_pd(a2, _mm256_mul_pd(xv, _mm256_loadu_pd(t2 + j)));
+                a3 = _mm256_add_pd(a3, _mm256_mul_pd(xv, _mm256_loadu_pd(t3 + j)));
+            }
+            if (d4 < d) {
+                a0 = _mm256_add_pd(a0, _mm256_mul_pd(xtail, _mm256_maskload_pd(t0 + d4, m64)));
+                a1 = _mm256_add_pd(a1, _mm256_mul_pd(xtail, _mm256_maskload_pd(t1 + d4, m64)));
+                a2 = _mm256_add_pd(a2, _mm256_mul_pd(xtail, _mm256_maskload_pd(t2 + d4, m64)));
+                a3 = _mm256_add_pd(a3, _mm256_mul_pd(xtail, _mm256_maskload_pd(t3 + d4, m64)));
+            }
+            __m256d h01 = _mm256_hadd_pd(a0, a1);
+            __m256d h23 = _mm256_hadd_pd(a2, a3);
+            __m256d r = _mm256_add_pd(_mm256_permute2f128_pd(h01, h23, 0x20),
+                                      _mm256_permute2f128_pd(h01, h23, 0x31));
+            if (k + 4 <= K) {
+                _mm256_storeu_pd(out + i * K + k, r);
+            } else {
+                _mm256_storeu_pd(res, r);
+                for (l = 0; k + l < K; l++)
+                    out[i * K + k + l] = res[l];
+            }
+        }
+    }
+}
+#endif
+
+BS_UNUSED static void bs_dot_classes(const double* X, ptrdiff_t d, ptrdiff_t count,
+                                     const double* theta, ptrdiff_t K, double* out)
+{
+#if BS_HAVE_AVX2_DOT
+    if (bs_avx2()) {
+        bs_dot_classes_avx2(X, d, count, theta, K, out);
+        return;
+    }
+#endif
+    bs_dot_classes_portable(X, d, count, theta, K, out);
+}
+
 /* The Hessian sum of float32 rows with AVX2 and FMA (chosen at run time): the
  * compute-bound part of a full pass, p(p+1)/2 multiply-adds per row against p for the
  * gradient. The rows of [start, stop) are taken in blocks of BS_XWX32_ROWS, copied

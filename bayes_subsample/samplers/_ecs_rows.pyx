@@ -8,7 +8,8 @@ A block of rows lives in a ``RowBlock``: a contiguous float64 copy ``X`` of
 the rows (intercept column included, gathered by the model's ``Rows``), their
 targets and weights, and the cached constants at theta*. Evaluating a block at
 theta is three passes over this cache-resident buffer: ``eta = X theta`` (BLAS
-dgemv; multinomial: ``X Theta^T`` by dgemm), the per-row residuals ``d_i,
+dgemv; multinomial: ``X Theta^T`` by ``dot_classes``, row_dot's sums four classes
+at a time), the per-row residuals ``d_i,
 d'_i`` (the GLM family's ``cv_terms``, ``_scale_terms`` or
 ``_softmax_terms``; the Taylor-series path needs no exp/log near theta*), and,
 for the gradient, ``X^T c`` (dgemv; multinomial: the K x p1 matrix ``C^T X``).
@@ -27,7 +28,7 @@ from libc.stdint cimport int64_t
 from bayes_subsample.models._cymodel cimport CyModel
 from bayes_subsample.models._scale_terms cimport ScaleConsts, scale_terms_block
 from bayes_subsample.models._softmax_terms cimport softmax_cache, softmax_residuals
-from bayes_subsample.models._rows cimport row_dot
+from bayes_subsample.models._rows cimport dot_classes, row_dot
 from scipy.linalg.cython_blas cimport dgemv, dgemm
 
 
@@ -133,8 +134,7 @@ cdef class ECSRows:
         cdef Py_ssize_t i, k, p1 = self.p1, K = self.K
         if self.multi:
             for i in range(count):
-                for k in range(K):
-                    b.MC[i, k] = row_dot(&b.X[i, 0], &self.theta_star[k * p1], p1, False)
+                dot_classes(&b.X[i, 0], p1, 1, &self.theta_star[0], K, &b.MC[i, 0])
                 softmax_cache(K, &b.MC[i, 0], &b.MC[i, 0])
             return
         if self.direct:
@@ -172,20 +172,16 @@ cdef class ECSRows:
     cdef double evaluate_part(self, const int64_t* idx, RowBlock b, Py_ssize_t start,
                               Py_ssize_t count, const double* th, double* eta, double* D,
                               double* DP) noexcept nogil:
-        cdef int pp = <int> self.p1, cc = <int> count, kk = <int> self.K
-        cdef double alpha = 1.0, beta = 0.0
-        cdef char trans = b'T', notrans = b'N'
-        cdef Py_ssize_t i, K = self.K
+        cdef Py_ssize_t K = self.K
         if count <= 0:
             return 0.0
         if not self.multi:
             self._row_eta(idx + start, b, start, count, th, eta)
             return self._row_terms(th, count, &b.y[start], &b.w[start], eta, &b.es[start],
                                    &b.c0[start], &b.c1[start], &b.c2[start], D, DP)
-        # eta (count x K, row-major) = X Theta^T: in BLAS's column-major terms the
-        # K x count matrix Theta (p1 x K) ^T X^T (p1 x count), intercept column included
-        dgemm(&trans, &notrans, &kk, &cc, &pp, &alpha, <double*> th, &pp, &b.X[start, 0], &pp,
-              &beta, eta, &kk)
+        # eta (count x K, row-major) = X Theta^T, intercept column included: row_dot's
+        # sums (dgemm spent as long packing the rows as multiplying them)
+        dot_classes(&b.X[start, 0], self.p1, count, th, K, eta)
         softmax_residuals(self.order, K, count, &b.y[start], eta, &b.MC[start, 0], self.W, D,
                           DP)
         return self._weigh_rows(count, &b.w[start], D, DP)
@@ -205,9 +201,7 @@ cdef class ECSRows:
             return self._row_terms(th, stop - start, &b.y[start], &b.w[start], eta,
                                    &b.es[start], &b.c0[start], &b.c1[start], &b.c2[start], D,
                                    DP)
-        for i in range(start, stop):
-            for k in range(K):
-                eta[(i - start) * K + k] = row_dot(&b.X[i, 0], th + k * p1, p1, False)
+        dot_classes(&b.X[start, 0], p1, stop - start, th, K, eta)
         softmax_residuals(self.order, K, stop - start, &b.y[start], eta, &b.MC[start, 0],
                           self.W, D, DP)
         return self._weigh_rows(stop - start, &b.w[start], D, DP)
