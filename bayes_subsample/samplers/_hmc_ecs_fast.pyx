@@ -352,22 +352,35 @@ cdef class ECSCore(Potential):
     cdef double _evaluate(self, const double* th, int bank, double* gradU) noexcept nogil:
         """Evaluate every buffered row at th into ``bank``; returns U, writes grad U."""
         if self.n_exact > 0:
+            # the subsample's residuals in the same threads as the stratum's chunks
             self._evaluate_exact(th, bank)
-        if self.m > 0:
-            self.src.evaluate(&self.idx[0], self.sub, self.m, th, &self.eta_buf[0],
-                              &self.D[bank, 0], &self.DP[bank, 0])
+        elif self.m > 0:
+            self._evaluate_sub(th, bank)
         return self._combine(th, bank, gradU)
+
+    cdef void _evaluate_sub(self, const double* th, int bank) noexcept nogil:
+        """The subsample's residuals at th to ``D[bank]``, ``DP[bank]``."""
+        self.src.evaluate(&self.idx[0], self.sub, self.m, th, &self.eta_buf[0],
+                          &self.D[bank, 0], &self.DP[bank, 0])
 
     cdef void _evaluate_exact(self, const double* th, int bank) noexcept nogil:
         """The exact stratum at th: the sum of its residuals to ``esum[bank]``,
         their gradient (weight 1 per row) to ``egrad[bank]``: each chunk's sums
-        (in threads), added in the chunks' order."""
-        cdef Py_ssize_t c, j, nc = self.n_echunks
+        (in threads), added in the chunks' order; and the subsample's residuals
+        (``_evaluate_sub``), the first of the threads' tasks (every task writes
+        its own buffers: the same results in any thread)."""
+        cdef Py_ssize_t c, j, nc = self.n_echunks, first = 0 if self.m > 0 else 1
         cdef double tot = 0.0
-        if nc > 1 and self.exact_threads > 1:
-            for c in prange(nc, num_threads=self.exact_threads, schedule="static"):
-                self._exact_chunk(th, c)
+        if nc + 1 - first > 1 and self.exact_threads > 1:
+            for c in prange(first, nc + 1, num_threads=self.exact_threads,
+                            schedule="dynamic"):
+                if c == 0:
+                    self._evaluate_sub(th, bank)
+                else:
+                    self._exact_chunk(th, c - 1)
         else:
+            if self.m > 0:
+                self._evaluate_sub(th, bank)
             for c in range(nc):
                 self._exact_chunk(th, c)
         for j in range(self.dim):
