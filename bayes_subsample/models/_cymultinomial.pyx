@@ -417,10 +417,11 @@ cdef class CyMultinomial(CyTermModel):
         s = start
         while s < stop:
             c = _imin(step, stop - s)
-            self._eta_range(s, c, theta, b.E)
-            for i in range(c):
-                for k in range(K):
-                    ER[i * K + k] = b.E[k * c + i]
+            if not self.rows.dot_classes_range(s, s + c, theta, K, ER):
+                self._eta_range(s, c, theta, b.E)
+                for i in range(c):
+                    for k in range(K):
+                        ER[i * K + k] = b.E[k * c + i]
             # the chunk's terms, derivatives and probabilities (_simd_softmax.h)
             softmax_terms_block(c, K, &self.y[s], ER, LL, RR, PP)
             for i in range(c):

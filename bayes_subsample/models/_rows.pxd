@@ -22,8 +22,8 @@ cdef extern from "_simd.h" nogil:
     double bs_row_dot_f64(const double* x, const double* theta, Py_ssize_t d, int icpt)
     void bs_dot_range_f64(const double* X, Py_ssize_t d, int icpt, Py_ssize_t start,
                           Py_ssize_t stop, const double* v, double* out)
-    void bs_dot_classes(const double* X, Py_ssize_t d, Py_ssize_t count, const double* theta,
-                        Py_ssize_t K, double* out)
+    void bs_dot_classes(const double* X, Py_ssize_t d, int icpt, Py_ssize_t count,
+                        const double* theta, Py_ssize_t ts, Py_ssize_t K, double* out)
 
 
 cdef inline double row_dot(const floating* x, const double* theta, Py_ssize_t d,
@@ -53,7 +53,7 @@ cdef inline void dot_classes(const double* X, Py_ssize_t d, Py_ssize_t count,
     """``out[i K + k] = row_dot(X_i, theta_k)`` for the ``count`` rows of the
     row-major ``X`` (``d`` columns) and the ``K`` rows of the row-major ``theta``:
     the same bits as ``row_dot``, four classes of a row at a time (AVX2)."""
-    bs_dot_classes(X, d, count, theta, K, out)
+    bs_dot_classes(X, d, 0, count, theta, d, K, out)
 
 
 cdef class Rows:
@@ -68,6 +68,10 @@ cdef class Rows:
     # eta[i - start] = x_i . theta for i in [start, stop)
     cdef void dot_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta,
                         double* out) noexcept nogil
+    # out[(i - start) K + k] = x_i . theta_k for i in [start, stop) and the K rows of
+    # theta (row-major, K x n_cols): 1, or 0 where the rows have no such kernel
+    cdef bint dot_classes_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta,
+                                Py_ssize_t K, double* out) noexcept nogil
     # both linear predictors x . a and x . b in one read of each row
     cdef void dot2(self, const int64_t* idx, Py_ssize_t m, const double* a, const double* b,
                    double* out_a, double* out_b) noexcept nogil

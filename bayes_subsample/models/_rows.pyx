@@ -95,6 +95,10 @@ cdef class Rows:
                         double* out) noexcept nogil:
         pass
 
+    cdef bint dot_classes_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta,
+                                Py_ssize_t K, double* out) noexcept nogil:
+        return False
+
     cdef void dot2(self, const int64_t* idx, Py_ssize_t m, const double* a, const double* b,
                    double* out_a, double* out_b) noexcept nogil:
         pass
@@ -424,6 +428,16 @@ cdef class DenseRows(Rows):
         else:
             bs_dot_range_f64(&self.X64[0, 0], self.n_features, self.intercept, start, stop,
                              theta, out)
+
+    cdef bint dot_classes_range(self, Py_ssize_t start, Py_ssize_t stop, const double* theta,
+                                Py_ssize_t K, double* out) noexcept nogil:
+        """float64 rows: K predictors per row in one read of it (``dot_range``'s bits)."""
+        if self.is32:
+            return False
+        if stop > start:
+            bs_dot_classes(&self.X64[start, 0], self.n_features, self.intercept, stop - start,
+                           theta, self.n_cols, K, out)
+        return True
 
     cdef void dot2(self, const int64_t* idx, Py_ssize_t m, const double* a, const double* b,
                    double* out_a, double* out_b) noexcept nogil:

@@ -621,25 +621,27 @@ BS_ADD_XT_RANGE(f64, double)
 BS_ADD_XWX_RANGE(f32_portable, float)
 BS_ADD_XWX_RANGE(f64, double)
 
-/* out[i K + k] = x_i . theta_k for the `count` rows x_i of the row-major X (d stored
- * columns, the intercept's ones among them if any) and the K rows theta_k of the
- * row-major theta (K x d): each by bs_row_dot's arithmetic, so the same bits as row_dot.
- * With AVX2 four classes of a row at a time (the row's loads shared, the four sums
- * reduced together as in bs_dot_range_avx2). The multinomial predictors of HMC-ECS's
- * rows: BLAS dgemm spent as long packing these rows as multiplying them. */
-BS_UNUSED static void bs_dot_classes_portable(const double* X, ptrdiff_t d, ptrdiff_t count,
-                                              const double* theta, ptrdiff_t K, double* out)
+/* out[i K + k] = x_i . theta_k (+ theta_k[d] with icpt) for the `count` rows x_i of the
+ * row-major X (d stored columns) and the K rows theta_k of theta (row stride ts >= d +
+ * icpt): each by bs_row_dot's arithmetic, so the same bits as row_dot and
+ * bs_dot_range. With AVX2 four classes of a row at a time (the row's loads shared, the
+ * four sums reduced together as in bs_dot_range_avx2). The multinomial predictors of
+ * HMC-ECS's rows (where BLAS dgemm spent as long packing the rows as multiplying them)
+ * and of a full pass (where K passes of bs_dot_range read each chunk K times). */
+BS_UNUSED static void bs_dot_classes_portable(const double* X, ptrdiff_t d, int icpt,
+                                              ptrdiff_t count, const double* theta,
+                                              ptrdiff_t ts, ptrdiff_t K, double* out)
 {
     ptrdiff_t i, k;
     for (i = 0; i < count; i++)
         for (k = 0; k < K; k++)
-            out[i * K + k] = bs_row_dot_f64(X + i * d, theta + k * d, d, 0);
+            out[i * K + k] = bs_row_dot_f64(X + i * d, theta + k * ts, d, icpt);
 }
 
 #if BS_HAVE_AVX2_DOT
 __attribute__((target("avx2"), unused))
-static void bs_dot_classes_avx2(const double* X, ptrdiff_t d, ptrdiff_t count,
-                                const double* theta, ptrdiff_t K, double* out)
+static void bs_dot_classes_avx2(const double* X, ptrdiff_t d, int icpt, ptrdiff_t count,
+                                const double* theta, ptrdiff_t ts, ptrdiff_t K, double* out)
 {
     ptrdiff_t i, j, k, l, d4 = d - d % 4;
     long long k64[4];
@@ -652,10 +654,10 @@ static void bs_dot_classes_avx2(const double* X, ptrdiff_t d, ptrdiff_t count,
         __m256d xtail = _mm256_maskload_pd(x + d4, m64);   /* zeros past d */
         for (k = 0; k < K; k += 4) {
             /* a last group of fewer than four classes repeats its last class */
-            const double* t0 = theta + k * d;
-            const double* t1 = theta + (k + 1 < K ? k + 1 : K - 1) * d;
-            const double* t2 = theta + (k + 2 < K ? k + 2 : K - 1) * d;
-            const double* t3 = theta + (k + 3 < K ? k + 3 : K - 1) * d;
+            const double* t0 = theta + k * ts;
+            const double* t1 = theta + (k + 1 < K ? k + 1 : K - 1) * ts;
+            const double* t2 = theta + (k + 2 < K ? k + 2 : K - 1) * ts;
+            const double* t3 = theta + (k + 3 < K ? k + 3 : K - 1) * ts;
             __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
             for (j = 0; j < d4; j += 4) {
                 __m256d xv = _mm256_loadu_pd(x + j);
@@ -674,6 +676,8 @@ static void bs_dot_classes_avx2(const double* X, ptrdiff_t d, ptrdiff_t count,
             __m256d h23 = _mm256_hadd_pd(a2, a3);
             __m256d r = _mm256_add_pd(_mm256_permute2f128_pd(h01, h23, 0x20),
                                       _mm256_permute2f128_pd(h01, h23, 0x31));
+            if (icpt)
+                r = _mm256_add_pd(r, _mm256_setr_pd(t0[d], t1[d], t2[d], t3[d]));
             if (k + 4 <= K) {
                 _mm256_storeu_pd(out + i * K + k, r);
             } else {
@@ -686,16 +690,17 @@ static void bs_dot_classes_avx2(const double* X, ptrdiff_t d, ptrdiff_t count,
 }
 #endif
 
-BS_UNUSED static void bs_dot_classes(const double* X, ptrdiff_t d, ptrdiff_t count,
-                                     const double* theta, ptrdiff_t K, double* out)
+BS_UNUSED static void bs_dot_classes(const double* X, ptrdiff_t d, int icpt, ptrdiff_t count,
+                                     const double* theta, ptrdiff_t ts, ptrdiff_t K,
+                                     double* out)
 {
 #if BS_HAVE_AVX2_DOT
     if (bs_avx2()) {
-        bs_dot_classes_avx2(X, d, count, theta, K, out);
+        bs_dot_classes_avx2(X, d, icpt, count, theta, ts, K, out);
         return;
     }
 #endif
-    bs_dot_classes_portable(X, d, count, theta, K, out);
+    bs_dot_classes_portable(X, d, icpt, count, theta, ts, K, out);
 }
 
 /* The Hessian sum of float32 rows with AVX2 and FMA (chosen at run time): the
