@@ -11,8 +11,8 @@
 from libc.math cimport log, expm1, fabs, lgamma, M_PI
 
 
-# exp and log1p on [0, 1] as branch-free arithmetic (within 1 ulp of libm's, measured
-# in tests/test_simd.py), and the logistic and Poisson terms over a block of data
+# exp, expm1 and log1p as branch-free arithmetic (``_simd_math.h``: within 2 ulp of
+# libm's, measured in tests/test_simd.py), and the logistic and Poisson terms over a block of data
 # with them, compiled to SIMD code (``_simd_glm.h``): the per-datum terms of a full
 # pass cost about 14 ns a row with libm's scalar exp and log1p, 3 ns with these
 cdef extern from "_simd.h" nogil:

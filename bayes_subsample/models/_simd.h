@@ -1,5 +1,5 @@
-/* The models' innermost loops as plain C that compiles to SIMD code: branch-free exp and
- * log1p, the GLM link terms and control variates over a block of data built on them
+/* The models' innermost loops as plain C that compiles to SIMD code: branch-free exp,
+ * expm1 and log1p (_simd_math.h, included below), the GLM link terms and control variates over a block of data built on them
  * (_simd_glm.h, included below), the softmax control variates' residuals over a block
  * (_simd_softmax.h, included below), and the dense row loops of a full pass (dot products,
  * gradient sums, Hessian sums).
@@ -12,10 +12,8 @@
  * (4 or 8 lanes in the AVX2 / AVX-512 clones of the block functions, chosen once at
  * load time on x86-64 Linux with GCC; the baseline clone stays scalar).
  *
- * Accuracy (tested against NumPy in tests/test_simd.py): bs_exp within 2 ulp of exp
- * on [-708, 709.78] (0 below -708, +inf above log(DBL_MAX), NaN for NaN); bs_log1p01 within
- * 2 ulp of log1p on [0, 1]; bs_expm1 within 2 ulp of expm1, bs_log1p within 2 ulp of
- * log1p on [-0.5, inf) (the softmax residuals of _simd_softmax.h).  No fused multiply-add is formed (the package builds with
+ * The exp, expm1 and log1p (_simd_math.h, included below) are within 2 ulp of libm's
+ * (tests/test_simd.py). No fused multiply-add is formed (the package builds with
  * -ffp-contract=off), so a SIMD lane and the scalar tail give the same bits: a datum's
  * terms do not depend on its place in a block.
  */
@@ -46,179 +44,8 @@
 #define BS_UNUSED
 #endif
 
-/* exp(x): x = k ln2 + r with |r| <= ln2/2 (Cody-Waite, ln2 split so k ln2_hi is exact),
- * exp(r) by its Taylor polynomial of degree 13 (truncation below 5e-18 relative), then
- * 2^k put in the exponent field. k is rounded by the 1.5 * 2^52 shifter, whose low
- * mantissa bits are k itself: no double -> int conversion, which AVX2 lacks. */
-static inline double bs_exp(double x)
-{
-    const double shifter = 6755399441055744.0;         /* 1.5 * 2^52 */
-    const double log2e = 1.4426950408889634074;
-    const double ln2_hi = 6.93147180369123816490e-01;  /* 32 significant bits */
-    const double ln2_lo = 1.90821492927058770002e-10;
-    double xc = x < -708.0 ? -708.0 : (x > 709.78 ? 709.78 : x);
-    double kd = xc * log2e + shifter;
-    double k = kd - shifter;
-    double r = (xc - k * ln2_hi) - k * ln2_lo;
-    double p = 1.0 / 6227020800.0;                     /* 1/13! */
-    p = p * r + 1.0 / 479001600.0;
-    p = p * r + 1.0 / 39916800.0;
-    p = p * r + 1.0 / 3628800.0;
-    p = p * r + 1.0 / 362880.0;
-    p = p * r + 1.0 / 40320.0;
-    p = p * r + 1.0 / 5040.0;
-    p = p * r + 1.0 / 720.0;
-    p = p * r + 1.0 / 120.0;
-    p = p * r + 1.0 / 24.0;
-    p = p * r + 1.0 / 6.0;
-    p = p * r + 0.5;
-    p = p * r * r + r;                                 /* exp(r) - 1 */
-    uint64_t kb, sb;
-    memcpy(&kb, &kd, sizeof kb);
-    sb = (kb + 1022u) << 52;                 /* 2^(k-1), k in [-1021, 1024]: normal */
-    double scale;
-    memcpy(&scale, &sb, sizeof scale);
-    double res = 2.0 * (scale + scale * p);
-    /* beyond the clamps: 0 below -708 (where libm returns numbers below 3.3e-308,
-     * subnormal from -708.40), +inf above log(DBL_MAX), as libm */
-    res = x < -708.0 ? 0.0 : res;
-    res = x > 709.782712893384 ? HUGE_VAL : res;
-    return res;
-}
-
-/* log1p(x) for x in [0, 1]: u = 1 + x, with the rounding error c of that sum carried
- * (as fdlibm's log1p does; c = (x - (u - 1)) inv_u with inv_u = 1 / u, which the
- * logistic terms have already: one division less); u = 2^k m with m in
- * [sqrt(1/2), sqrt(2)), k in {0, 1}; log m = 2 atanh(s), s = (m - 1)/(m + 1),
- * |s| < 0.1716, by its series to s^21 (truncation below 3e-18 relative). */
-static inline double bs_log1p01_q(double x, double u, double inv_u)
-{
-    const double ln2_hi = 6.93147180369123816490e-01;
-    const double ln2_lo = 1.90821492927058770002e-10;
-    double c = (x - (u - 1.0)) * inv_u;                  /* log(1 + x) = log(u) + c */
-    double m = u > 1.4142135623730951 ? 0.5 * u : u;
-    double k = u > 1.4142135623730951 ? 1.0 : 0.0;
-    double f = m - 1.0;                                /* exact (Sterbenz) */
-    double s = f / (2.0 + f);
-    double z = s * s;
-    double q = 1.0 / 21.0;
-    q = q * z + 1.0 / 19.0;
-    q = q * z + 1.0 / 17.0;
-    q = q * z + 1.0 / 15.0;
-    q = q * z + 1.0 / 13.0;
-    q = q * z + 1.0 / 11.0;
-    q = q * z + 1.0 / 9.0;
-    q = q * z + 1.0 / 7.0;
-    q = q * z + 1.0 / 5.0;
-    q = q * z + 1.0 / 3.0;
-    /* 2 atanh(s) = f - s f + s R with R = 2 z q, written as fdlibm's k_log:
-     * f - (hfsq - s (hfsq + R)), hfsq = f^2 / 2, so that the leading f stays exact */
-    double hfsq = 0.5 * f * f;
-    double R = 2.0 * z * q;
-    double logm = f - (hfsq - s * (hfsq + R));
-    return k * ln2_hi + ((logm + c) + k * ln2_lo);
-}
-
-/* log1p(x) for x in [0, 1], the same bits as bs_log1p01_q(x, 1 + x, 1 / (1 + x)) */
-static inline double bs_log1p01(double x)
-{
-    double u = 1.0 + x;
-    return bs_log1p01_q(x, u, 1.0 / u);
-}
-
-/* expm1(x): bs_exp's reduction x = k ln2 + r and its polynomial p = exp(r) - 1 (relative
- * accuracy near r = 0 kept: the leading r is added last), then expm1(x) = (2^k - 1) +
- * 2^k p, where 2^k - 1 is exact for |k| <= 53 and the tiny p of k = 0 is returned as
- * it is. -1 below -708 (the true value rounds to -1 from -38), +inf above
- * log(DBL_MAX), NaN for NaN. */
-static inline double bs_expm1(double x)
-{
-    const double shifter = 6755399441055744.0;         /* 1.5 * 2^52 */
-    const double log2e = 1.4426950408889634074;
-    const double ln2_hi = 6.93147180369123816490e-01;
-    const double ln2_lo = 1.90821492927058770002e-10;
-    double xc = x < -708.0 ? -708.0 : (x > 709.78 ? 709.78 : x);
-    double kd = xc * log2e + shifter;
-    double k = kd - shifter;
-    double r = (xc - k * ln2_hi) - k * ln2_lo;
-    double p = 1.0 / 6227020800.0;                     /* 1/13! */
-    p = p * r + 1.0 / 479001600.0;
-    p = p * r + 1.0 / 39916800.0;
-    p = p * r + 1.0 / 3628800.0;
-    p = p * r + 1.0 / 362880.0;
-    p = p * r + 1.0 / 40320.0;
-    p = p * r + 1.0 / 5040.0;
-    p = p * r + 1.0 / 720.0;
-    p = p * r + 1.0 / 120.0;
-    p = p * r + 1.0 / 24.0;
-    p = p * r + 1.0 / 6.0;
-    p = p * r + 0.5;
-    p = p * r * r + r;                                 /* exp(r) - 1 */
-    uint64_t kb, sb;
-    memcpy(&kb, &kd, sizeof kb);
-    sb = (kb + 1022u) << 52;                 /* 2^(k-1), k in [-1021, 1024]: normal */
-    double half;
-    memcpy(&half, &sb, sizeof half);
-    double t = 2.0 * half;                   /* 2^k: +inf for k = 1024 */
-    double res = (t - 1.0) + t * p;
-    /* k = 1024 (x above 709.43): 2^k overflows alone, the product 2^(k-1) (1 + p) 2
-     * only past log(DBL_MAX) (and 1 is below its ulp) */
-    res = k > 1000.0 ? 2.0 * (half + half * p) : res;
-    res = x < -708.0 ? -1.0 : res;
-    res = x > 709.782712893384 ? HUGE_VAL : res;
-    return res;
-}
-
-/* log1p(x) for x >= -0.5 (and +inf, NaN): u = 1 + x with the rounding error of that sum
- * carried as in bs_log1p01_q (c = (x - (u - 1)) inv_u, inv_u = 1 / u given: the
- * softmax residuals need it too; u - 1 is exact for u >= 1/2); u = 2^k m with m in
- * [sqrt(1/2), sqrt(2)), k from the exponent field (put in a double by the 2^52
- * shifter, as bs_exp takes k out: no int -> double conversion, which AVX2 lacks),
- * log m by bs_log1p01_q's atanh series. */
-static inline double bs_log1p_q(double x, double u, double inv_u)
-{
-    const double ln2_hi = 6.93147180369123816490e-01;
-    const double ln2_lo = 1.90821492927058770002e-10;
-    double c = (x - (u - 1.0)) * inv_u;
-    uint64_t ub, mb, kb;
-    memcpy(&ub, &u, sizeof ub);
-    /* m in [1, 2) (exponent field 1023), then halved above sqrt(2) */
-    mb = (ub & 0x000fffffffffffffull) | 0x3ff0000000000000ull;
-    kb = ((ub >> 52) & 0x7ffu) | 0x4330000000000000ull;   /* 2^52 + biased exponent */
-    double m, kd;
-    memcpy(&m, &mb, sizeof m);
-    memcpy(&kd, &kb, sizeof kd);
-    double k = (kd - 4503599627370496.0) - 1023.0;
-    k = m > 1.4142135623730951 ? k + 1.0 : k;
-    m = m > 1.4142135623730951 ? 0.5 * m : m;
-    double f = m - 1.0;                                /* exact (Sterbenz) */
-    double s = f / (2.0 + f);
-    double z = s * s;
-    double q = 1.0 / 21.0;
-    q = q * z + 1.0 / 19.0;
-    q = q * z + 1.0 / 17.0;
-    q = q * z + 1.0 / 15.0;
-    q = q * z + 1.0 / 13.0;
-    q = q * z + 1.0 / 11.0;
-    q = q * z + 1.0 / 9.0;
-    q = q * z + 1.0 / 7.0;
-    q = q * z + 1.0 / 5.0;
-    q = q * z + 1.0 / 3.0;
-    double hfsq = 0.5 * f * f;
-    double R = 2.0 * z * q;
-    double logm = f - (hfsq - s * (hfsq + R));
-    double res = k * ln2_hi + ((logm + c) + k * ln2_lo);
-    res = u == HUGE_VAL ? HUGE_VAL : res;
-    res = x != x ? x : res;
-    return res;
-}
-
-/* log1p(x) for x >= -0.5, the same bits as bs_log1p_q(x, 1 + x, 1 / (1 + x)) */
-static inline double bs_log1p(double x)
-{
-    double u = 1.0 + x;
-    return bs_log1p_q(x, u, 1.0 / u);
-}
+/* exp, expm1 and log1p as branch-free arithmetic */
+#include "_simd_math.h"
 
 /* sum of x[0..m) in eight partial sums (x[i] into s[i mod 8]) added pairwise at the end:
  * a SIMD loop without the latency chain of one running sum; the order depends on m alone */
