@@ -22,6 +22,7 @@ from bayes_subsample._normal32 cimport normal_fill_f
 from bayes_subsample._rng cimport (get_bitgen, rng_index, rng_uniform_open,
                                    fisher_yates_step)
 from bayes_subsample.models._cymodel cimport CyModel
+from bayes_subsample.models._rows cimport matvec
 from bayes_subsample.samplers._hamiltonian cimport Metric
 
 
@@ -63,7 +64,7 @@ cdef class GradientEstimator:
     cdef double[:, ::1] B
     cdef object cache
     cdef const double* eta_star
-    cdef double[::1] tmp
+    cdef double[::1] tmp, tmp2
     cdef readonly Py_ssize_t dim, n_data
     # whitening theta = shift + L z
     cdef readonly bint whitened
@@ -93,6 +94,7 @@ cdef class GradientEstimator:
         if self.prior_prec.shape[0] != self.dim:
             raise ValueError("prior_precision must have one entry per parameter")
         self.tmp = np.zeros(self.dim)
+        self.tmp2 = np.zeros(self.dim)
         self.th_buf = np.zeros(self.dim)
         self.g_buf = np.zeros(self.dim)
         self.whitened = False
@@ -195,8 +197,7 @@ cdef class GradientEstimator:
 
     cdef int _estimate(self, const double* theta, const int64_t* idx, Py_ssize_t m,
                        double lik_scale, double prior_scale, double* g) noexcept nogil:
-        cdef Py_ssize_t j, l, p = self.dim
-        cdef double s
+        cdef Py_ssize_t j, p = self.dim
         cdef int rc
         if self.cv_order < 0:
             rc = self.model.grad_sum(theta, idx, m, &self.tmp[0], NULL)
@@ -208,11 +209,12 @@ cdef class GradientEstimator:
         for j in range(p):
             g[j] = -prior_scale * self.prior_prec[j] * theta[j] + lik_scale * self.tmp[j]
         if self.cv_order == 2:
+            # A + B (theta - theta*), B's product by row dots (matvec)
             for j in range(p):
-                s = self.A[j]
-                for l in range(p):
-                    s += self.B[j, l] * (theta[l] - self.theta_star[l])
-                g[j] += s
+                self.tmp[j] = theta[j] - self.theta_star[j]
+            matvec(&self.B[0, 0], p, &self.tmp[0], &self.tmp2[0])
+            for j in range(p):
+                g[j] += self.A[j] + self.tmp2[j]
         elif self.cv_order >= 0:
             for j in range(p):
                 g[j] += self.A[j]
