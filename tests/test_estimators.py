@@ -893,20 +893,32 @@ def test_diagnostics_values_follow_their_definitions(clf_data):
 @pytest.fixture(scope="module")
 def signed_fit():
     """A signed HMC-ECS fit where negative signs occur (order-0 control
-    variates, batches of 3 rows, 4 products)."""
+    variates, batches of 3 rows, 4 products): the first of seeds 0-9 whose
+    chains end with negative signs and a positive sign sum.
+
+    What is tested is how the estimator weighs signed draws, not the sampler: at
+    this setting a chain's share of negative signs is either near 0 or near one
+    half, so about half of the seeds end with a non-positive sign sum (a
+    SamplingError) and which ones changes with any change to the chains' random
+    path (a change to the warmup moved seed 2, the seed once pinned here)."""
+    from bayes_subsample.exceptions import SamplingError
     from bayes_subsample.samplers import HMCECS
     rng = np.random.default_rng(4)
     X = rng.normal(size=(3000, 2))
     y = (X @ np.array([0.8, -0.4]) + rng.logistic(size=3000) > 0).astype(int)
-    est = BayesianLogisticRegression(
-        sampler=HMCECS(variant="signed", cv_order=0, batch_size=3, n_products=4),
-        # a quarter of the signs are negative here, so some seeds end with a
-        # non-positive sign sum (a SamplingError); this one does not
-        n_samples=200, n_warmup=100, n_chains=2, random_state=2)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        est.fit(X, y)
-    return est, X
+    for seed in range(10):
+        est = BayesianLogisticRegression(
+            sampler=HMCECS(variant="signed", cv_order=0, batch_size=3, n_products=4),
+            n_samples=200, n_warmup=100, n_chains=2, random_state=seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                est.fit(X, y)
+            except SamplingError:
+                continue
+        if (est.posterior_signs_ < 0).any():
+            return est, X
+    pytest.fail("none of seeds 0-9 gave negative signs with a positive sign sum")
 
 
 def test_signed_estimator_uses_sign_weights_everywhere(signed_fit):
