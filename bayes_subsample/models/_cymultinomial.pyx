@@ -115,18 +115,18 @@ cdef inline const double* _cache_of(const Scratch* b, Py_ssize_t W, const double
     return b.C + i * W
 
 
-cdef inline double _weigh_row(Scratch* b, Py_ssize_t K, Py_ssize_t c, Py_ssize_t i, double v,
-                              bint weighted, double w) noexcept nogil:
-    """Datum i of a chunk of c: its term ``v`` and derivatives ``b.dt`` times its
-    weight ``w`` (weighted models), the derivatives into column i of ``b.R``;
-    returns the term."""
+cdef inline double _weigh_row(double* dt, double* R, Py_ssize_t K, Py_ssize_t c, Py_ssize_t i,
+                              double v, bint weighted, double w) noexcept nogil:
+    """Datum i of a chunk of c: its term ``v`` and its K derivatives ``dt`` times
+    its weight ``w`` (weighted models, ``dt`` in place), the derivatives into
+    column i of the class-major ``R`` (K x c); returns the term."""
     cdef Py_ssize_t k
     if weighted:
         v *= w
         for k in range(K):
-            b.dt[k] *= w
+            dt[k] *= w
     for k in range(K):
-        b.R[k * c + i] = b.dt[k]
+        R[k * c + i] = dt[k]
     return v
 
 
@@ -350,7 +350,8 @@ cdef class CyMultinomial(CyTermModel):
             _col(b.E, K, c, i, b.e)
             v = _term(order, K, <int> self.y[idx[i]], b.e, _cache_of(b, W, eta_star, idx, i),
                       b.dt, b.p)
-            tsum += _weigh_row(b, K, c, i, v, self.has_weight, self.row_weight(idx[i]))
+            tsum += _weigh_row(b.dt, b.R, K, c, i, v, self.has_weight,
+                               self.row_weight(idx[i]))
         for k in range(K):
             self.rows.add_xt(idx, c, b.R + k * c, grad + k * p1)
         return tsum
@@ -402,7 +403,7 @@ cdef class CyMultinomial(CyTermModel):
         cdef double* RR       # (c, K) probabilities and (c,) terms of the chunk's rows
         cdef double* PP
         cdef double* LL
-        cdef double llsum = 0.0, v, w
+        cdef double llsum = 0.0, w
         cdef Scratch b
         mem = <double*> malloc((c0 * (5 * K + Q + 1)) * sizeof(double))
         if mem == NULL:
@@ -425,15 +426,8 @@ cdef class CyMultinomial(CyTermModel):
             # the chunk's terms, derivatives and probabilities (_simd_softmax.h)
             softmax_terms_block(c, K, &self.y[s], ER, LL, RR, PP)
             for i in range(c):
-                v = LL[i]
-                if self.has_weight:
-                    w = self.row_weight(s + i)
-                    v *= w
-                    for k in range(K):
-                        RR[i * K + k] *= w
-                for k in range(K):
-                    b.R[k * c + i] = RR[i * K + k]
-                llsum += v
+                w = self.row_weight(s + i) if self.has_weight else 1.0
+                llsum += _weigh_row(RR + i * K, b.R, K, c, i, LL[i], self.has_weight, w)
                 # (the pair weights: below)
                 if Q:
                     q = 0

@@ -189,7 +189,7 @@ cdef class ECSRows:
     cdef double block_residuals(self, const int64_t* idx, RowBlock b, Py_ssize_t start,
                                 Py_ssize_t stop, const double* th, double* eta, double* D,
                                 double* DP) noexcept nogil:
-        cdef Py_ssize_t i, k, p1 = self.p1, K = self.K
+        cdef Py_ssize_t i, p1 = self.p1, K = self.K
         if not self.multi:
             if self.direct:
                 self.rows.dot(idx + start, stop - start, th, eta)
