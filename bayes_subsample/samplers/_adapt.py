@@ -209,8 +209,8 @@ class TrajectoryTuner:
     many times the steps for an acceptance statistic a shorter one gives as
     well (those transitions' trajectories are shorter; the draws kept are made
     after ``finalize``, at the full length). On the 7-class covtype fit this
-    cut the warmup's leapfrog steps by 28% and the exact pilot's full passes by
-    17-32% (seeds 0-2).
+    cut the warmup's leapfrog steps by 28% and the preparation's full passes
+    (mostly the shared exact pilot's) by 17-32% (seeds 0-2).
     """
 
     def __init__(self, step_size, trajectory_length, target_accept, n_leapfrog=None,
