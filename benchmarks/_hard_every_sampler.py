@@ -44,6 +44,27 @@ def run_problem(label, model, seeds, quick, samplers=SAMPLERS, reference=None,
     return rows, ref
 
 
+def merge_rows(stored, rows, samplers, key="rows"):
+    """A partial re-run's rows (``samplers`` only) merged into a stored result of
+    the same section: the stored rows of the other samplers, each tagged with
+    the commit it was measured at (``stored["commit"]`` where it carries none),
+    and ``rows``, in the order problem, sampler (``SAMPLERS``), seed."""
+    kept = [{**r, "commit": r.get("commit", stored.get("commit"))}
+            for r in stored.get(key, []) if r["sampler"] not in samplers]
+    merged = kept + list(rows)
+    problems = list(dict.fromkeys(r["problem"] for r in merged))
+    return sorted(merged, key=lambda r: (problems.index(r["problem"]),
+                                         SAMPLERS.index(r["sampler"]), r["seed"]))
+
+
+def stored_reference(stored, label):
+    """The long NUTS reference a stored result of a section compared with
+    (means, sds, ...; not its draws), as arrays: a partial re-run compares with
+    the same one."""
+    return {k: (np.asarray(v) if isinstance(v, list) else v)
+            for k, v in stored["references"][label].items()}
+
+
 def table(rows):
     out = ["| problem | sampler | seed | max mean err / sd | sd ratio | min ESS | max R-hat "
            "| s | min ESS/s | within bounds | warnings / error |",

@@ -17,7 +17,7 @@ of the reference)."""
 from __future__ import annotations
 
 import numpy as np
-from _hard_every_sampler import criteria, ref_summary, run_problem
+from _hard_every_sampler import SAMPLERS, criteria, merge_rows, ref_summary, run_problem
 from _hard_every_sampler import table as rows_table
 from _hard_problems import (compare, gaussian_function_model, ill_conditioned_regression,
                             moments, run_sampler, small_regression)
@@ -44,13 +44,13 @@ def sd_rel_mcse(draws):
     return np.sqrt(flat.var(axis=0, ddof=1) / ess) / (2 * flat.mean(axis=0))
 
 
-def long_rows(label, model, ref, seeds):
-    """HMC-ECS's samplers and exact NUTS at ``LONG_SAMPLES`` draws per chain:
-    means and sds against the reference (``ref``, with its ``"draws"``), with
-    the sd ratios' MCSE."""
+def long_rows(label, model, ref, seeds, samplers=LONG_SAMPLERS):
+    """HMC-ECS's samplers and exact NUTS (those of them in ``samplers``) at
+    ``LONG_SAMPLES`` draws per chain: means and sds against the reference
+    (``ref``, with its ``"draws"``), with the sd ratios' MCSE."""
     ref_se = sd_rel_mcse(ref["draws"])
     rows = []
-    for name in LONG_SAMPLERS:
+    for name in (s for s in LONG_SAMPLERS if s in samplers):
         for seed in seeds:
             trace, warns, elapsed = run_sampler(model, name, seed=seed, n_samples=LONG_SAMPLES)
             row = {"problem": label, "sampler": name, "seed": seed, "n_samples": LONG_SAMPLES,
@@ -81,15 +81,23 @@ def problems(quick):
     yield "small 434 x 3", gaussian_function_model(*small_regression())
 
 
-def run(seeds=(0, 1, 2), quick=False):
+def run(seeds=(0, 1, 2), quick=False, samplers=None, stored=None):
+    """Every sampler's rows, and the long ones; ``samplers`` (with ``stored``,
+    this section's stored result): only theirs, merged into the stored rows (the
+    reference is made again: the long rows need its draws, which are not
+    stored)."""
     rows, refs, long = [], {}, []
     for label, model in problems(quick):
-        r, ref = run_problem(label, model, seeds, quick, keep_draws=not quick)
+        r, ref = run_problem(label, model, seeds, quick, samplers=samplers or SAMPLERS,
+                             keep_draws=not quick)
         rows += r
         if not quick:
-            long += long_rows(label, model, ref, seeds)
+            long += long_rows(label, model, ref, seeds, samplers or LONG_SAMPLERS)
             del ref["draws"]
         refs[label] = ref_summary(ref)
+    if samplers:
+        rows = merge_rows(stored, rows, samplers)
+        long = merge_rows(stored, long, samplers, key="long_rows")
     crit = criteria(rows)
     # HMC-ECS's 5%: on the long runs (the default-length rows where there are none)
     for r in long or rows:
