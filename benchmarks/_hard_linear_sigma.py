@@ -135,6 +135,8 @@ def run(seeds=(0, 1, 2), quick=False):
             if key not in posts:
                 model, shift = default_model(X, y)
                 post = posts[key] = model.exact_posterior()
+                # (the priors compared on the model's own coordinates, before the shift)
+                sensitivity = prior_sensitivity(model, post)
                 post["mean"] = post["mean"] + shift
                 plug = BayesianLinearRegression(noise_scale="plugin")._estimate_noise(X, y)
                 _, cov = GaussianRegressionModel(X, y, noise_scale=plug).exact_posterior()
@@ -143,7 +145,7 @@ def run(seeds=(0, 1, 2), quick=False):
                               "plugin_sigma": plug,
                               # the plug-in's coefficient sds against the posterior's
                               "plugin_sd_ratio": np.sqrt(np.diag(cov)) / post["sd"][:-1],
-                              "prior_sensitivity": prior_sensitivity(model, post)}
+                              "prior_sensitivity": sensitivity}
                 del model
             post = posts[key]
             est, elapsed, warns = _fit(BayesianLinearRegression(random_state=seed, **sizes), X, y)
